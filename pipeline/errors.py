@@ -1,0 +1,33 @@
+"""Errors users see, and the exit codes every command shares."""
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    OK = 0  # everything asked for was done
+    FATAL = 1  # the command could not do what was asked; nothing was changed
+    USAGE = 2  # the command line itself is wrong (unknown option, missing argument)
+    REJECTED = 3  # some inputs were rejected (each listed with its reason); the rest was stored
+    BUSY = 4  # another loopmeter process holds the warehouse lock and --wait was not given
+
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 all good; 1 fatal error, nothing changed; 2 wrong command line; "
+    "3 some inputs rejected, the rest stored; 4 warehouse locked by another process."
+)
+
+
+class LoopmeterError(Exception):
+    """An error with a one-line message for the user; `exit_code` says how the command ends."""
+
+    exit_code: Exit = Exit.FATAL
+
+    def __init__(self, message: str, exit_code: Exit | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class WarehouseBusy(LoopmeterError):
+    exit_code = Exit.BUSY

@@ -1,0 +1,376 @@
+"""`loopmeter ingest forgeloop`: run files -> validated rows -> the `runs` table.
+
+The warehouse mirrors the run sets it is given: a run set found under `RESULTS/raw/` is
+rebuilt from its files (a changed file replaces its run, a removed file drops it); run
+sets not found there are left alone. A file whose size and modification time match the
+last ingest (or whose bytes hash the same) is not parsed again. Every `*.json` seen gets a
+row in `ingest_manifest`: accepted, unchanged, or rejected with the field and the rule.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+import polars as pl
+
+from .. import progress
+from ..config import DEFAULT_MAX_FILE_BYTES
+from ..errors import LoopmeterError
+from ..frames import empty_frame, frame_from_rows
+from ..warehouse import Warehouse
+from .contract import RUN_SET_ID, RUN_SET_RULE
+from .scenarios import SCENARIO_COLUMNS, read_scenarios
+from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
+
+RUNS = "runs"
+MANIFEST = "ingest_manifest"
+SCENARIOS = "scenarios"
+RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]
+DUPLICATE = "duplicate"
+
+MANIFEST_COLUMNS: list[tuple[str, str, str]] = [
+    ("kind", "str", "run or scenario"),
+    ("source_root", "str", "the results (or scenarios) directory given to ingest, absolute"),
+    ("path", "str", "the file, relative to source_root"),
+    ("run_set_id", "str", "run set folder the file lies in (null outside one)"),
+    ("status", "str", "accepted (stored now), unchanged (stored before, same bytes) or rejected"),
+    ("field", "str", "for a rejection: the field that broke a rule (file for unreadable files)"),
+    ("reason", "str", "for a rejection: the rule, in words"),
+    ("size_bytes", "i64", "file size, bytes"),
+    ("mtime_ns", "i64", "file modification time, nanoseconds since the epoch"),
+    ("content_hash", "str", "sha256 of the file's bytes (null when not read)"),
+    ("ingested_at", "datetime", "when this ingest ran (UTC)"),
+]
+ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
+
+
+@dataclass
+class SeenFile:
+    path: str  # relative to the results directory
+    run_set_id: str | None
+    size: int
+    mtime_ns: int
+    problem: tuple[str, str] | None = None  # rejected before reading: (field, rule)
+
+
+@dataclass
+class IngestResult:
+    results: Path
+    run_sets: list[str] = field(default_factory=list)
+    accepted: int = 0
+    unchanged: int = 0
+    rejections: list[tuple[str, str, str]] = field(default_factory=list)  # (path, field, rule)
+    scenarios: int = 0
+
+    @property
+    def rejected(self) -> int:
+        return len(self.rejections)
+
+    @property
+    def seen(self) -> int:
+        return self.accepted + self.unchanged + self.rejected
+
+    def as_dict(self) -> dict:
+        return {
+            "results": str(self.results),
+            "runSets": self.run_sets,
+            "seen": self.seen,
+            "accepted": self.accepted,
+            "unchanged": self.unchanged,
+            "rejected": self.rejected,
+            "scenarios": self.scenarios,
+            "rejections": [{"path": p, "field": f, "reason": r} for p, f, r in self.rejections],
+        }
+
+
+def discover(results: Path) -> list[SeenFile]:
+    """Every `*.json` below `results/raw/`, in path order; problems of place noted."""
+    raw = results / "raw"
+    if not raw.is_dir():
+        raise LoopmeterError(f"{raw} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json")
+    root = results.resolve()
+    found: list[SeenFile] = []
+    visited: set[str] = set()
+
+    def walk(directory: Path, relative: str, run_set: str | None, folder_problem: tuple[str, str] | None) -> None:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError as error:
+            found.append(SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})")))
+            return
+        for entry in entries:
+            path = f"{relative}/{entry.name}"
+            problem = folder_problem
+            if entry.is_symlink():
+                target = os.path.realpath(entry.path)
+                if os.path.commonpath([target, str(root)]) != str(root):
+                    if entry.name.endswith(".json") or os.path.isdir(target):
+                        found.append(SeenFile(path, run_set, 0, 0, ("file", "symlink leads outside the results tree")))
+                    continue
+            try:
+                is_dir = entry.is_dir()
+                stat = entry.stat() if not is_dir else None
+            except OSError as error:
+                found.append(SeenFile(path, run_set, 0, 0, ("file", f"cannot be read ({error.strerror})")))
+                continue
+            if is_dir:
+                real = os.path.realpath(entry.path)
+                if real in visited:
+                    continue
+                visited.add(real)
+                if run_set is None:
+                    child_problem = None
+                    if not RUN_SET_ID.fullmatch(entry.name):
+                        child_problem = ("runSetId", f"run set folder name {RUN_SET_RULE}")
+                    walk(Path(entry.path), path, entry.name, child_problem)
+                else:
+                    walk(Path(entry.path), path, run_set, problem)
+            elif entry.name.endswith(".json"):
+                if run_set is None:
+                    problem = ("file", "lies directly in raw/, not in a run set folder")
+                found.append(SeenFile(path, run_set, stat.st_size, stat.st_mtime_ns, problem))
+
+    walk(raw, "raw", None, None)
+    return found
+
+
+def _parse(content: bytes, seen: SeenFile) -> tuple:
+    if not content:
+        raise RunRejected("file", "is empty")
+    try:
+        document = orjson.loads(content)
+    except orjson.JSONDecodeError as error:
+        message = str(error)
+        if "utf-8" in message.lower():
+            raise RunRejected("file", f"is not valid UTF-8 ({message})") from None
+        if "recursion" in message.lower():
+            raise RunRejected("file", "nests too deeply to be a run (over 1024 levels)") from None
+        raise RunRejected("file", f"is not valid JSON ({message})") from None
+    row = flatten_run(document)
+    if row[0] != seen.run_set_id:
+        raise RunRejected("runSetId", f"must equal its run set folder ({seen.run_set_id})")
+    return row
+
+
+def ingest_forgeloop(
+    warehouse: Warehouse,
+    results: Path,
+    scenarios: Path | None = None,
+    *,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> IngestResult:
+    """Ingest a ForgeLoop results directory (and optionally its scenarios) into `warehouse`."""
+    results = Path(results)
+    if scenarios is not None and not Path(scenarios).is_dir():
+        raise LoopmeterError(f"--scenarios {scenarios} is not a directory")
+    files = discover(results)
+    source_root = str(results.resolve())
+    now = datetime.now(timezone.utc)
+    in_scope = sorted({f.run_set_id for f in files if f.run_set_id is not None and f.problem is None})
+    previous_runs = _previous_runs(warehouse, in_scope)
+    plan = _plan(files, _previous_manifest(warehouse, source_root), previous_runs)
+
+    manifest: dict[str, list] = {}
+    new_rows: list[tuple] = []
+    unchanged_paths: list[str] = []
+    with progress.bar("ingest forgeloop", plan.height) as bar:
+        for seen, action, field_name, reason, digest, stored_hash in zip(
+            files, plan["action"], plan["field"], plan["reason"], plan["content_hash"], plan["stored_hash"]
+        ):
+            row = ["run", source_root, seen.path, seen.run_set_id, action, field_name, reason, seen.size, seen.mtime_ns, digest, now]
+            manifest[seen.path] = row
+            if action == "unchanged":
+                unchanged_paths.append(seen.path)
+            if action != "read":
+                continue
+            bar.advance()
+            row[4:7] = _read_and_parse(results, seen, max_file_bytes, row, new_rows, stored_hash)
+            if row[4] == "unchanged":
+                unchanged_paths.append(seen.path)
+
+    runs = frame_from_rows(new_rows, ALL_RUN_COLUMNS)
+    if previous_runs is not None and unchanged_paths:
+        kept = previous_runs.filter(pl.col("source_path").is_in(unchanged_paths))
+        runs = pl.concat([runs, kept.select(runs.columns).cast(runs.schema)])
+    runs = _reject_duplicates(runs.sort("source_path"), manifest)
+
+    changed = _changed_run_sets(runs, previous_runs, in_scope)
+    if changed or not warehouse.has_table(RUNS):
+        warehouse.write_table(
+            RUNS,
+            runs.filter(pl.col("run_set_id").is_in(changed)),
+            partition_by="run_set_id",
+            keep_partitions=True,
+            drop_partitions=set(changed),
+        )
+    outcome = IngestResult(results=results.resolve(), run_sets=in_scope)
+    if scenarios is not None:
+        outcome.scenarios = _ingest_scenarios(warehouse, Path(scenarios), manifest, now)
+    _write_manifest(warehouse, manifest, source_root, in_scope, scenarios)
+
+    for row in manifest.values():
+        if row[4] == "accepted" and row[0] == "run":
+            outcome.accepted += 1
+        elif row[4] == "unchanged":
+            outcome.unchanged += 1
+        elif row[4] == "rejected":
+            outcome.rejections.append((row[2] if row[0] == "run" else f"{row[1]}/{row[2]}", row[5], row[6]))
+    return outcome
+
+
+def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataFrame | None) -> pl.DataFrame:
+    """What to do with each file, decided for all files at once against the last ingest.
+
+    action: rejected (a problem of place, or the same bytes were rejected before for a
+    reason of their own), unchanged (same size and mtime as an accepted file whose run is
+    stored), or read.
+    """
+    seen = pl.DataFrame(
+        {
+            "path": [f.path for f in files],
+            "size_bytes": [f.size for f in files],
+            "mtime_ns": [f.mtime_ns for f in files],
+            "problem_field": [f.problem[0] if f.problem else None for f in files],
+            "problem_reason": [f.problem[1] if f.problem else None for f in files],
+        },
+        schema={"path": pl.String, "size_bytes": pl.Int64, "mtime_ns": pl.Int64, "problem_field": pl.String, "problem_reason": pl.String},
+    )
+    if previous is None:
+        previous = empty_frame(MANIFEST_COLUMNS)
+    if stored is None:
+        stored = empty_frame(ALL_RUN_COLUMNS)
+    before = previous.select(
+        "path",
+        pl.col("status").alias("before_status"),
+        pl.col("field").alias("before_field"),
+        pl.col("reason").alias("before_reason"),
+        pl.col("size_bytes").alias("before_size"),
+        pl.col("mtime_ns").alias("before_mtime"),
+        pl.col("content_hash").alias("before_hash"),
+    )
+    stored_hash = stored.select(pl.col("source_path").alias("path"), pl.col("content_hash").alias("stored_hash"))
+    joined = seen.join(before, on="path", how="left", maintain_order="left").join(
+        stored_hash, on="path", how="left", maintain_order="left"
+    )
+    same_stat = (pl.col("before_size") == pl.col("size_bytes")) & (pl.col("before_mtime") == pl.col("mtime_ns"))
+    unchanged = same_stat & pl.col("before_status").is_in(["accepted", "unchanged"]) & (pl.col("stored_hash") == pl.col("before_hash"))
+    still_rejected = same_stat & (pl.col("before_status") == "rejected") & (pl.col("before_field") != DUPLICATE)
+    has_problem = pl.col("problem_field").is_not_null()
+    return joined.select(
+        pl.when(has_problem).then(pl.lit("rejected"))
+        .when(unchanged.fill_null(False)).then(pl.lit("unchanged"))
+        .when(still_rejected.fill_null(False)).then(pl.lit("rejected"))
+        .otherwise(pl.lit("read")).alias("action"),
+        pl.when(has_problem).then("problem_field").when(still_rejected.fill_null(False)).then("before_field").alias("field"),
+        pl.when(has_problem).then("problem_reason").when(still_rejected.fill_null(False)).then("before_reason").alias("reason"),
+        pl.when(unchanged.fill_null(False) | still_rejected.fill_null(False)).then("before_hash").alias("content_hash"),
+        pl.col("stored_hash"),
+    )
+
+
+def _read_and_parse(
+    results: Path, seen: SeenFile, max_file_bytes: int, row: list, new_rows: list, stored_hash: str | None
+) -> list:
+    """Read, hash and validate one file; returns [status, field, reason] for its manifest row.
+
+    A file whose bytes hash like the run stored for its path is unchanged (not parsed)."""
+    if seen.size > max_file_bytes:
+        return ["rejected", "file", f"is larger than the {max_file_bytes}-byte limit ({seen.size} bytes)"]
+    try:
+        with open(results / seen.path, "rb") as handle:
+            content = handle.read(max_file_bytes + 1)
+    except OSError as error:
+        return ["rejected", "file", f"cannot be read ({error.strerror})"]
+    if len(content) > max_file_bytes:
+        return ["rejected", "file", f"is larger than the {max_file_bytes}-byte limit"]
+    digest = hashlib.sha256(content).hexdigest()
+    row[9] = digest
+    if digest == stored_hash:
+        return ["unchanged", None, None]
+    try:
+        new_rows.append((*_parse(content, seen), seen.path, digest))
+    except RunRejected as error:
+        return ["rejected", error.field, error.rule]
+    return ["accepted", None, None]
+
+
+def _reject_duplicates(runs: pl.DataFrame, manifest: dict) -> pl.DataFrame:
+    """Keep the first run (in path order) of each run set, scenario, mode and runIndex."""
+    first = pl.struct(RUN_KEY).is_first_distinct()
+    duplicates = runs.filter(~first)
+    if duplicates.height == 0:
+        return runs
+    firsts = runs.filter(first).select(*RUN_KEY, pl.col("source_path").alias("first_path"))
+    for path, first_path in duplicates.join(firsts, on=RUN_KEY).select("source_path", "first_path").iter_rows():
+        row = manifest[path]
+        row[4], row[5] = "rejected", DUPLICATE
+        row[6] = f"repeats the run set, scenario, mode and runIndex of {first_path} (the first in path order is kept)"
+    return runs.filter(first)
+
+
+def _previous_manifest(warehouse: Warehouse, source_root: str) -> pl.DataFrame | None:
+    frame = warehouse.read(MANIFEST)
+    if frame is None:
+        return None
+    return frame.filter((pl.col("kind") == "run") & (pl.col("source_root") == source_root))
+
+
+def _previous_runs(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame | None:
+    """The stored runs of the run sets this ingest rebuilds (None before the first ingest)."""
+    if not warehouse.has_table(RUNS):
+        return None
+    frames = [warehouse.read_partition(RUNS, "run_set_id", run_set) for run_set in run_sets]
+    frames = [frame for frame in frames if frame is not None]
+    if not frames:
+        return empty_frame(ALL_RUN_COLUMNS)
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+def _changed_run_sets(runs: pl.DataFrame, previous: pl.DataFrame | None, in_scope: list[str]) -> list[str]:
+    """Run sets whose stored rows differ (by source path and content hash) from the new ones."""
+    if previous is None:
+        return in_scope
+    def fingerprint(frame: pl.DataFrame) -> dict[str, set]:
+        pairs = frame.select("run_set_id", "source_path", "content_hash").iter_rows()
+        result: dict[str, set] = {}
+        for run_set, path, digest in pairs:
+            result.setdefault(run_set, set()).add((path, digest))
+        return result
+    new, old = fingerprint(runs), fingerprint(previous)
+    return [run_set for run_set in in_scope if new.get(run_set, set()) != old.get(run_set, set())]
+
+
+def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest: dict, now: datetime) -> int:
+    rows, rejected = read_scenarios(directory)
+    root = str(directory.resolve())
+    for path, field_name, rule in rejected:
+        relative = os.path.relpath(path, directory)
+        manifest[f"scenario:{relative}"] = ["scenario", root, relative, None, "rejected", field_name, rule, None, None, None, now]
+    for row in rows:
+        relative = os.path.relpath(row[8], root)
+        manifest[f"scenario:{relative}"] = ["scenario", root, relative, None, "accepted", None, None, None, None, row[9], now]
+    frame = frame_from_rows(rows, SCENARIO_COLUMNS)
+    current = warehouse.read(SCENARIOS)
+    if current is not None:
+        kept = current.filter(~pl.col("scenario_id").is_in(frame["scenario_id"].to_list()))
+        frame = pl.concat([frame, kept.select(frame.columns).cast(frame.schema)]).sort("scenario_id")
+    warehouse.write_table(SCENARIOS, frame)
+    return len(rows)
+
+
+def _write_manifest(warehouse: Warehouse, manifest: dict, source_root: str, in_scope: list[str], scenarios: Path | None) -> None:
+    frame = frame_from_rows(manifest.values(), MANIFEST_COLUMNS)
+    current = warehouse.read(MANIFEST)
+    if current is not None:
+        replaced = (pl.col("kind") == "run") & (
+            pl.col("run_set_id").is_in(in_scope) | (pl.col("source_root") == source_root)
+        )
+        if scenarios is not None:
+            replaced = replaced | ((pl.col("kind") == "scenario") & (pl.col("source_root") == str(Path(scenarios).resolve())))
+        kept = current.filter(~replaced.fill_null(False))
+        frame = pl.concat([kept.select(frame.columns).cast(frame.schema), frame])
+    warehouse.write_table(MANIFEST, frame.sort("kind", "source_root", "path"))

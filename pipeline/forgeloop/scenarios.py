@@ -1,0 +1,89 @@
+"""Scenario specification files (`<scenarios>/<scenarioId>.json`) and the `scenarios` table."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .contract import BENCHMARK_VERSIONS, PROFILES, SCENARIO_ID, SCENARIO_RULE
+from .schema import RunRejected
+
+SCENARIO_COLUMNS: list[tuple[str, str, str]] = [
+    ("scenario_id", "str", "scenario id (also the file name)"),
+    ("expected_profile", "str", "the profile ForgeLoop's router should resolve: light, balanced or full"),
+    ("benchmark_version", "str", "benchmarkVersion the scenario file carries"),
+    ("description", "str", "what the scenario asks for"),
+    ("work_type", "str", "input.workType"),
+    ("surfaces", "list_str", "input.surfaces"),
+    ("risks", "list_str", "input.risks"),
+    ("platforms", "list_str", "input.platforms"),
+    ("source_path", "str", "absolute path of the scenario file"),
+    ("content_hash", "str", "sha256 of the scenario file's bytes"),
+]
+
+
+def _strings(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or any(not isinstance(item, str) or not item for item in value):
+        raise RunRejected(field, "must be an array of non-empty strings")
+    return value
+
+
+def parse_scenario(content: bytes, file_name: str) -> tuple:
+    """Validate a scenario file; return its row in SCENARIO_COLUMNS order (without source)."""
+    try:
+        document = orjson.loads(content)
+    except orjson.JSONDecodeError as error:
+        raise RunRejected("file", f"not valid JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise RunRejected("scenario", "must be an object")
+    if document.get("schemaVersion") != 1 or isinstance(document.get("schemaVersion"), bool):
+        raise RunRejected("schemaVersion", "must be 1")
+    if document.get("benchmarkVersion") not in BENCHMARK_VERSIONS:
+        raise RunRejected("benchmarkVersion", 'must be "1" or "2"')
+    scenario_id = document.get("scenarioId")
+    if not isinstance(scenario_id, str) or not SCENARIO_ID.fullmatch(scenario_id):
+        raise RunRejected("scenarioId", SCENARIO_RULE)
+    if file_name != f"{scenario_id}.json":
+        raise RunRejected("scenarioId", f"must match the file name ({file_name})")
+    if document.get("expectedProfile") not in PROFILES:
+        raise RunRejected("expectedProfile", "must be one of light, balanced, full")
+    description = document.get("description")
+    if description is not None and not isinstance(description, str):
+        raise RunRejected("description", "must be a string")
+    task_input = document.get("input") or {}
+    if not isinstance(task_input, dict):
+        raise RunRejected("input", "must be an object")
+    work_type = task_input.get("workType")
+    if work_type is not None and not isinstance(work_type, str):
+        raise RunRejected("input.workType", "must be a string")
+    return (
+        scenario_id,
+        document["expectedProfile"],
+        document["benchmarkVersion"],
+        description,
+        work_type,
+        _strings(task_input.get("surfaces"), "input.surfaces"),
+        _strings(task_input.get("risks"), "input.risks"),
+        _strings(task_input.get("platforms"), "input.platforms"),
+    )
+
+
+def read_scenarios(directory: Path) -> tuple[list[tuple], list[tuple[str, str, str]]]:
+    """Every `*.json` in `directory`: (rows, rejections as (path, field, rule))."""
+    rows, rejected = [], []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            content = path.read_bytes()
+            row = parse_scenario(content, path.name)
+        except RunRejected as error:
+            rejected.append((str(path), error.field, error.rule))
+            continue
+        except OSError as error:
+            rejected.append((str(path), "file", f"cannot be read ({error.strerror})"))
+            continue
+        rows.append((*row, str(path.resolve()), hashlib.sha256(content).hexdigest()))
+    return rows, rejected

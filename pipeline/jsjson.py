@@ -1,0 +1,102 @@
+"""JSON text exactly as JavaScript's `JSON.stringify` writes it.
+
+ForgeLoop's files and reports come from `JSON.stringify(value, null, 2)` (files) and
+`JSON.stringify(value)` (`--json` reports). Python's `json` module differs on numbers:
+it prints `56165.0` where JavaScript prints `56165`, `1e-07` for `1e-7` and `1e+16` for
+`10000000000000000`. This module prints numbers by ECMAScript's Number::toString rule
+(shortest round-trip digits, which Python's repr also gives) and everything else like
+`JSON.stringify`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def js_number_text(value: float | int) -> str:
+    """ECMAScript Number::toString for a finite number; NaN and infinities become null."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if abs(value) < 10**21:
+            return str(value)
+        value = float(value)
+    if not math.isfinite(value):
+        return "null"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    mantissa, _, exponent_text = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    # position of the decimal point relative to the first significant digit
+    point = len(whole.lstrip("0")) if whole.strip("0") else -(len(fraction) - len(fraction.lstrip("0")))
+    if exponent_text:
+        point += int(exponent_text)
+    digits = digits.rstrip("0") or "0"
+    k, n = len(digits), point
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * (-n) + digits
+    else:
+        exponent = n - 1
+        exponent_part = "e" + ("+" if exponent >= 0 else "-") + str(abs(exponent))
+        text = (digits if k == 1 else digits[0] + "." + digits[1:]) + exponent_part
+    return sign + text
+
+
+def _encode(value: Any, indent: str, level: int, parts: list[str]) -> None:
+    if value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif isinstance(value, (int, float)):
+        parts.append(js_number_text(value))
+    elif isinstance(value, str):
+        parts.append(json.dumps(value, ensure_ascii=False))
+    elif isinstance(value, dict):
+        if not value:
+            parts.append("{}")
+            return
+        inner = "\n" + indent * (level + 1) if indent else ""
+        colon = ": " if indent else ":"
+        parts.append("{")
+        for position, (key, item) in enumerate(value.items()):
+            if position:
+                parts.append(",")
+            parts.append(inner)
+            parts.append(json.dumps(str(key), ensure_ascii=False))
+            parts.append(colon)
+            _encode(item, indent, level + 1, parts)
+        if indent:
+            parts.append("\n" + indent * level)
+        parts.append("}")
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            parts.append("[]")
+            return
+        inner = "\n" + indent * (level + 1) if indent else ""
+        parts.append("[")
+        for position, item in enumerate(value):
+            if position:
+                parts.append(",")
+            parts.append(inner)
+            _encode(item, indent, level + 1, parts)
+        if indent:
+            parts.append("\n" + indent * level)
+        parts.append("]")
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def dumps(value: Any, indent: int | None = None) -> str:
+    """`JSON.stringify(value, null, indent)`; `indent=None` is the compact form."""
+    parts: list[str] = []
+    _encode(value, " " * indent if indent else "", 0, parts)
+    return "".join(parts)

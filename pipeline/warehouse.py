@@ -1,0 +1,259 @@
+"""The warehouse: the only module that writes tables.
+
+Layout of a warehouse directory:
+
+    <table>/                     a symlink to the table's current version
+    .versions/<table>/<id>/      one complete version of a table (Parquet files)
+    loopmeter.duckdb             a DuckDB database with one documented view per table
+    .lock                        held by the process that writes
+
+A table is replaced as a whole: its new version is written aside, then the symlink is
+swapped with one atomic rename, so a reader (or a process killed half way) always sees
+either the old or the new version, never a mix. Partitioned tables (hive layout,
+`run_set_id=<id>/part-0.parquet`) keep the column inside each file too, so every file
+reads on its own; unchanged partitions are hard-linked into the new version, not copied.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import shutil
+import socket
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from . import SCHEMA_VERSION
+from .errors import LoopmeterError, WarehouseBusy
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+
+VERSIONS = ".versions"
+DATABASE = "loopmeter.duckdb"
+LOCK = ".lock"
+
+
+class Warehouse:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    # ---- reading -------------------------------------------------------------------
+    def table_dir(self, name: str) -> Path:
+        return self.root / name
+
+    def has_table(self, name: str) -> bool:
+        return self.table_dir(name).is_dir()
+
+    def table_glob(self, name: str) -> str:
+        return str(self.table_dir(name) / "**" / "*.parquet")
+
+    def partitions(self, name: str, column: str) -> dict[str, Path]:
+        """Partition value -> its directory, for a hive-partitioned table."""
+        if not self.has_table(name):
+            return {}
+        prefix = column + "="
+        return {
+            entry.name[len(prefix):]: entry
+            for entry in sorted(self.table_dir(name).iterdir())
+            if entry.is_dir() and entry.name.startswith(prefix)
+        }
+
+    def read(self, name: str, columns: list[str] | None = None) -> "pl.DataFrame | None":
+        import polars as pl
+
+        if not self.has_table(name):
+            return None
+        return pl.read_parquet(self.table_glob(name), columns=columns, hive_partitioning=False)
+
+    def read_partition(self, name: str, column: str, value: str) -> "pl.DataFrame | None":
+        import polars as pl
+
+        directory = self.partitions(name, column).get(value)
+        if directory is None:
+            return None
+        return pl.read_parquet(str(directory / "*.parquet"), hive_partitioning=False)
+
+    def connect(self) -> "duckdb.DuckDBPyConnection":
+        """An in-memory DuckDB connection with a view per table (absolute paths)."""
+        import duckdb
+
+        connection = duckdb.connect()
+        for name in self.table_names():
+            connection.execute(f'CREATE VIEW "{name}" AS {self.view_sql(name, absolute=True)}')
+        return connection
+
+    def table_names(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            entry.name
+            for entry in self.root.iterdir()
+            if not entry.name.startswith(".") and entry.is_symlink() and entry.is_dir()
+        )
+
+    def view_sql(self, name: str, *, absolute: bool) -> str:
+        location = self.table_glob(name) if absolute else f"{name}/**/*.parquet"
+        location = location.replace("'", "''")
+        return f"SELECT * FROM read_parquet('{location}', hive_partitioning = false, union_by_name = true)"
+
+    # ---- writing -------------------------------------------------------------------
+    @contextmanager
+    def lock(self, *, wait: bool = False, command: str = "") -> Iterator[None]:
+        """Hold the warehouse's writer lock; a second writer waits or leaves with who holds it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle = open(self.root / LOCK, "a+")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                if not wait:
+                    raise WarehouseBusy(
+                        f"warehouse {self.root} is locked by {holder}; try again later or pass --wait"
+                    ) from None
+                print(f"waiting for the warehouse lock held by {holder} ...", file=sys.stderr)
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.seek(0)
+            handle.truncate()
+            since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({command or 'loopmeter'}) since {since}\n")
+            handle.flush()
+            self._collect_garbage()
+            yield
+        finally:
+            try:
+                handle.seek(0)
+                handle.truncate()
+            except OSError:
+                pass
+            handle.close()  # closing releases the lock
+
+    def write_table(
+        self,
+        name: str,
+        frame: "pl.DataFrame",
+        *,
+        partition_by: str | None = None,
+        keep_partitions: bool = False,
+        drop_partitions: set[str] | frozenset[str] = frozenset(),
+    ) -> Path:
+        """Replace table `name` with `frame`, atomically.
+
+        With `partition_by` and `keep_partitions`, partitions of the current version that
+        `frame` does not hold (and `drop_partitions` does not name) are kept as they are.
+        """
+        version = self._new_version_dir(name)
+        if partition_by is None:
+            self._write_file(frame, version / "part-0.parquet", name)
+        else:
+            written: set[str] = set()
+            if frame.height:
+                for (value,), part in frame.partition_by(partition_by, as_dict=True, maintain_order=True).items():
+                    value = str(value)
+                    self._write_file(part, version / f"{partition_by}={value}" / "part-0.parquet", name)
+                    written.add(value)
+            if keep_partitions:
+                for value, directory in self.partitions(name, partition_by).items():
+                    if value in written or value in drop_partitions:
+                        continue
+                    target = version / directory.name
+                    target.mkdir()
+                    for file in directory.iterdir():
+                        os.link(file, target / file.name)
+                    written.add(value)
+            if not written:  # an empty table still has its columns
+                self._write_file(frame.clear(), version / "part-empty.parquet", name)
+        self._publish(name, version)
+        return self.table_dir(name)
+
+    def _new_version_dir(self, name: str) -> Path:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        directory = self.root / VERSIONS / name / f"{stamp}-{os.getpid()}-{secrets.token_hex(3)}"
+        directory.mkdir(parents=True)
+        return directory
+
+    def _write_file(self, frame: "pl.DataFrame", path: Path, table: str) -> None:
+        import polars as pl
+        import pyarrow.parquet as pq
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrow = frame.to_arrow(compat_level=pl.CompatLevel.oldest())
+        metadata = dict(arrow.schema.metadata or {})
+        metadata.update({b"loopmeter.table": table.encode(), b"loopmeter.schema_version": str(SCHEMA_VERSION).encode()})
+        pq.write_table(arrow.replace_schema_metadata(metadata), path, compression="zstd")
+
+    def _publish(self, name: str, version: Path) -> None:
+        link = self.table_dir(name)
+        if link.exists() and not link.is_symlink():
+            raise LoopmeterError(f"{link} is a real directory, not a loopmeter table; move it away first")
+        previous = link.resolve() if link.is_symlink() else None
+        temporary = self.root / f".{name}.{secrets.token_hex(4)}.link"
+        os.symlink(os.path.relpath(version, self.root), temporary)
+        _fsync_dir(version)
+        os.replace(temporary, link)  # the atomic step
+        _fsync_dir(self.root)
+        if previous is not None and previous != version.resolve():
+            shutil.rmtree(previous, ignore_errors=True)
+
+    def _collect_garbage(self) -> None:
+        """Remove what a killed writer left: versions no table points to, stray links."""
+        for stray in self.root.glob(".*.link"):
+            stray.unlink(missing_ok=True)
+        versions = self.root / VERSIONS
+        if not versions.is_dir():
+            return
+        for table in versions.iterdir():
+            link = self.table_dir(table.name)
+            current = link.resolve() if link.is_symlink() else None
+            for version in table.iterdir():
+                if version.resolve() != current:
+                    shutil.rmtree(version, ignore_errors=True)
+
+    def replace_file(self, relative: str, content: bytes) -> Path:
+        """Write a file under the warehouse atomically (write aside, then rename)."""
+        target = self.root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        with open(temporary, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+        return target
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write `path` through a temporary file in the same directory and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+def elapsed(start: float) -> str:
+    return f"{time.perf_counter() - start:.2f}s"
