@@ -1,0 +1,58 @@
+"""The `loopmeter` command: a thin shell over functions users can also import.
+
+Each area registers its commands on the groups below from its module in
+`pipeline/commands/`. Nothing here imports polars, DuckDB or pyarrow, so `--help` and
+argument errors answer at once.
+"""
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .errors import EXIT_CODES_HELP
+
+app = typer.Typer(
+    name="loopmeter",
+    help="Turn AI coding-agent telemetry (ForgeLoop benchmark runs, Forge event stores) into numbers "
+    "people trust. " + EXIT_CODES_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+ingest_app = typer.Typer(help="Read raw telemetry into the warehouse. " + EXIT_CODES_HELP, no_args_is_help=True)
+report_app = typer.Typer(help="Print a report from the warehouse (tables, or --json). " + EXIT_CODES_HELP, no_args_is_help=True)
+harvest_app = typer.Typer(help="Collect outcomes from outside sources (git). " + EXIT_CODES_HELP, no_args_is_help=True)
+app.add_typer(ingest_app, name="ingest")
+app.add_typer(report_app, name="report")
+app.add_typer(harvest_app, name="harvest")
+
+
+@app.callback()
+def main_options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+) -> None:
+    from .commands import common
+
+    common.DEBUG = debug
+
+
+def _register() -> None:
+    from .commands import forgeloop  # noqa: F401  (registers its commands)
+
+    try:
+        from .commands import forge  # noqa: F401
+    except ImportError:
+        pass
+
+
+_register()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

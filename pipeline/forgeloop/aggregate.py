@@ -1,0 +1,283 @@
+"""ForgeLoop's aggregate documents (`<scenario>.json`, `summary.json`) from an `Analysis`.
+
+Only assembly happens here: every number comes computed (and rounded) from `analysis.py`.
+Keys, their order and the version-1/version-2 layouts are ForgeLoop's.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .analysis import Analysis
+from .contract import (
+    CANDIDATE_MODES,
+    CLAIM_REASON_ALLOWED,
+    CLAIM_REASON_DENIED,
+    CONTEXT_ITEMS,
+    DIAGNOSTIC_COUNTS,
+    INFLATION_REASONS,
+    LIGHT_OBJECTIVES,
+    MODES,
+    OUTLIER_MINIMUM_SAMPLES,
+    OUTLIER_POLICY,
+    QUALITY_SCORES,
+    SOURCE_POLICY,
+    TAIL_SAMPLE_MINIMUM,
+)
+from .stats import LEGACY_FIELDS, ROBUST_FIELDS
+
+EMPTY_ROBUST = {name: (0 if name in ("count", "outlierCount") else None) for name in ROBUST_FIELDS}
+EMPTY_LEGACY = {name: (0 if name == "count" else None) for name in LEGACY_FIELDS}
+
+
+@dataclass
+class RunSetDocuments:
+    run_set_id: str
+    scenarios: dict[str, dict] = field(default_factory=dict)  # scenario id -> aggregate document
+    summary: dict = field(default_factory=dict)
+    unknown_scenarios: list[str] = field(default_factory=list)  # no scenario file: expectedProfile unknown
+
+
+def _index(rows: Iterable[dict], *keys: str) -> dict[tuple, dict]:
+    return {tuple(row[k] for k in keys): row for row in rows}
+
+
+def _group(rows: Iterable[dict], *keys: str) -> dict[tuple, list[dict]]:
+    grouped: dict[tuple, list[dict]] = defaultdict(list)
+    for row in rows:
+        grouped[tuple(row[k] for k in keys)].append(row)
+    return grouped
+
+
+class _Tables:
+    """The analysis frames as dictionaries keyed the way documents are walked."""
+
+    def __init__(self, analysis: Analysis):
+        self.mode_runs = _index(analysis.mode_runs.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
+        self.stats = _index(analysis.mode_stats.iter_rows(named=True), "run_set_id", "scenario_id", "mode", "metric")
+        self.comparisons = _index(analysis.comparisons.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
+        self.paired_runs = _group(analysis.paired_runs.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
+        self.outlier_modes = _index(analysis.outlier_modes.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
+        self.outliers = _group(analysis.outliers.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
+        self.inflation = _index(analysis.inflation.iter_rows(named=True), "run_set_id", "scenario_id")
+        self.inflation_stats = _index(analysis.inflation_stats.iter_rows(named=True), "run_set_id", "scenario_id", "side")
+        self.scenarios: dict[str, list[str]] = defaultdict(list)
+        for run_set, scenario, _ in self.mode_runs:
+            if scenario not in self.scenarios[run_set]:
+                self.scenarios[run_set].append(scenario)
+
+
+def _statistic(row: dict | None, legacy: bool) -> dict:
+    fields, empty = (LEGACY_FIELDS, EMPTY_LEGACY) if legacy else (ROBUST_FIELDS, EMPTY_ROBUST)
+    if row is None or row["count"] == 0:
+        return dict(empty)
+    return {name: row[name] for name in fields}
+
+
+def _mode_aggregate(t: _Tables, key: tuple, legacy: bool, with_context: bool, with_quality: bool) -> dict:
+    info = t.mode_runs.get(key)
+
+    def stat(metric: str) -> dict:
+        return _statistic(t.stats.get((*key, metric)), legacy)
+
+    document: dict[str, Any] = {
+        "runCount": info["run_count"] if info else 0,
+        "verificationSuccessRate": info["verification_success_rate"] if info else None,
+        "usageSources": list(info["usage_sources"]) if info else [],
+    }
+    for metric in ("totalTokens", "wallClockMs", "verificationCycles", "comparableSteps", "tokensPerComparableStep"):
+        document[metric] = stat(metric)
+    if not legacy:
+        document["diagnostics"] = {name: stat(f"diagnostics.{name}") for name in DIAGNOSTIC_COUNTS}
+    if with_context:
+        document["contextUsage"] = {
+            "sources": list(info["context_sources"]) if info else [],
+            "profiles": list(info["context_profiles"]) if info else [],
+            "measuredRuns": info["context_measured_runs"] if info else 0,
+            "totalTokens": stat("contextUsage.totalTokens"),
+            "items": {name: stat(f"contextUsage.items.{name}") for name in CONTEXT_ITEMS},
+        }
+    if with_quality:
+        document["quality"] = {
+            "sources": list(info["quality_sources"]) if info else [],
+            "scores": {name: stat(f"quality.scores.{name}") for name in QUALITY_SCORES},
+        }
+    return document
+
+
+def _comparison(t: _Tables, key: tuple, legacy: bool) -> dict:
+    row = t.comparisons[key]
+    allowed = row["claim_allowed"]
+    token = {"p50": row["token_overhead_p50"], "p95": row["token_overhead_p95"]}
+    time = {"p50": row["time_overhead_p50"], "p95": row["time_overhead_p95"]}
+    document: dict[str, Any] = {
+        "comparablePairs": row["comparable_pairs"],
+        "tokenComparablePairs": row["token_comparable_pairs"],
+        "timeComparablePairs": row["time_comparable_pairs"],
+        "tokenOverheadPercent": token,
+    }
+    if not legacy:
+        document["pairedOverheadPercent"] = dict(token)
+        document["distributionDeltaPercent"] = {"p50": row["distribution_delta_p50"], "p95": row["distribution_delta_p95"]}
+    document["timeOverheadPercent"] = time
+    if not legacy:
+        document["pairedRatioDiagnostics"] = {
+            "pairCount": row["comparable_pairs"],
+            "baselineMinimum": row["baseline_minimum"],
+            "baselineP25": row["baseline_p25"],
+            "baselineP50": row["baseline_p50"],
+            "lowBaselineThreshold": row["low_baseline_threshold"],
+            "lowBaselinePairCount": row["low_baseline_pair_count"],
+        }
+        document["pairedRuns"] = [
+            {
+                "runIndex": pair["run_index"],
+                "directTokens": pair["direct_tokens"],
+                "candidateTokens": pair["candidate_tokens"],
+                "absoluteDeltaTokens": pair["absolute_delta_tokens"],
+                "pairedOverheadPercent": pair["paired_overhead_percent"],
+                "baselineRegime": pair["baseline_regime"],
+            }
+            for pair in t.paired_runs.get(key, [])
+        ]
+    document["claimStatus"] = "OBSERVATIONAL" if allowed else "NOT_COMPARABLE"
+    document["claimAllowed"] = allowed
+    document["reason"] = CLAIM_REASON_ALLOWED if allowed else CLAIM_REASON_DENIED
+    if not legacy:
+        document["tail"] = {
+            "sampleMinimum": TAIL_SAMPLE_MINIMUM,
+            "sampleCount": row["token_comparable_pairs"],
+            "p95TokenOverheadPercent": token["p95"],
+            "pairedOverheadP95Percent": token["p95"],
+            "distributionP95DeltaPercent": row["distribution_delta_p95"],
+            "outlierCount": row["tail_outlier_count"],
+            "status": row["paired_status"],
+            "pairedStatus": row["paired_status"],
+            "distributionStatus": row["distribution_status"],
+            "combinedInterpretation": row["combined_interpretation"],
+        }
+    return document
+
+
+def _light_objectives(expected_profile: str | None, adaptive: dict) -> dict | None:
+    if expected_profile != "light":
+        return None
+    p50, p95 = adaptive["tokenOverheadPercent"]["p50"], adaptive["tokenOverheadPercent"]["p95"]
+    return {
+        **LIGHT_OBJECTIVES,
+        "status": "OBSERVATIONAL" if adaptive["claimAllowed"] else "NOT_VERIFIED",
+        "p50Pass": None if p50 is None else p50 <= LIGHT_OBJECTIVES["p50TokenOverheadPercent"],
+        "p95Pass": None if p95 is None else p95 <= LIGHT_OBJECTIVES["p95TokenOverheadPercent"],
+    }
+
+
+def _context_inflation(t: _Tables, key: tuple) -> dict:
+    row = t.inflation[key]
+    return {
+        "status": row["status"],
+        "comparablePairs": row["comparable_pairs"],
+        "inflatedPairs": row["inflated_pairs"],
+        "lightContextTokens": _statistic(t.inflation_stats.get((*key, "light")), legacy=True),
+        "balancedContextTokens": _statistic(t.inflation_stats.get((*key, "balanced")), legacy=True),
+        "blocking": False,
+        "reason": INFLATION_REASONS[row["reason_key"]],
+    }
+
+
+def _outlier_analysis(t: _Tables, key: tuple) -> dict:
+    modes = {}
+    for mode in MODES:
+        row = t.outlier_modes.get((*key, mode))
+        modes[mode] = {
+            "sampleCount": row["sample_count"] if row else 0,
+            "measuredCount": row["measured_count"] if row else 0,
+            "status": row["status"] if row else "NOT_ENOUGH_SAMPLES",
+            "q1": row["q1"] if row else None,
+            "q3": row["q3"] if row else None,
+            "iqr": row["iqr"] if row else None,
+            "median": row["median"] if row else None,
+            "upperFence": row["upper_fence"] if row else None,
+            "outliers": [
+                {
+                    "runId": outlier["run_id"],
+                    "runIndex": outlier["run_index"],
+                    "totalTokens": outlier["total_tokens"],
+                    "scenarioMedianTokens": outlier["scenario_median_tokens"],
+                    "ratioToMedian": outlier["ratio_to_median"],
+                    "reasons": list(outlier["reasons"]),
+                    "diagnosticSignals": list(outlier["diagnostic_signals"]),
+                }
+                for outlier in t.outliers.get((*key, mode), [])
+            ],
+        }
+    return {"policy": OUTLIER_POLICY, "minimumSamples": OUTLIER_MINIMUM_SAMPLES, "modes": modes}
+
+
+def scenario_document(t: _Tables, run_set: str, scenario: str, expected_profile: str | None) -> dict:
+    infos = [t.mode_runs[(run_set, scenario, mode)] for mode in MODES if (run_set, scenario, mode) in t.mode_runs]
+    legacy = all(info["all_version_1"] for info in infos)
+    with_context = any(info["any_context_usage"] for info in infos)
+    with_quality = any(info["any_quality"] for info in infos)
+    comparisons: dict[str, Any] = {"direct": None}
+    for mode in CANDIDATE_MODES:
+        comparisons[mode] = _comparison(t, (run_set, scenario, mode), legacy)
+    document: dict[str, Any] = {
+        "schemaVersion": 1,
+        "benchmarkVersion": "1" if legacy else "2",
+        "runSetId": run_set,
+        "scenarioId": scenario,
+        "expectedProfile": expected_profile,
+        "modeAggregates": {
+            mode: _mode_aggregate(t, (run_set, scenario, mode), legacy, with_context, with_quality) for mode in MODES
+        },
+        "comparisons": comparisons,
+        "lightObjectives": _light_objectives(expected_profile, comparisons["forgeloopAdaptive"]),
+        "sourcePolicy": SOURCE_POLICY,
+        "claimsAllowed": any(c["claimAllowed"] for c in comparisons.values() if c is not None),
+        "generatedFromRunCount": sum(info["run_count"] for info in infos),
+    }
+    if with_context:
+        document["contextInflation"] = _context_inflation(t, (run_set, scenario))
+    if not legacy:
+        document["outlierAnalysis"] = _outlier_analysis(t, (run_set, scenario))
+    return document
+
+
+def summary_document(run_set: str, documents: list[dict], tier: str | None) -> dict:
+    legacy = all(doc["benchmarkVersion"] == "1" for doc in documents)
+    summary: dict[str, Any] = {"schemaVersion": 1, "benchmarkVersion": "1" if legacy else "2", "runSetId": run_set}
+    if not legacy:
+        summary["tier"] = tier
+    summary["scenarioCount"] = len(documents)
+    summary["runCount"] = sum(doc["generatedFromRunCount"] for doc in documents)
+    summary["claimsAllowed"] = any(doc["claimsAllowed"] for doc in documents)
+    entries = []
+    for doc in documents:
+        entry = {
+            "scenarioId": doc["scenarioId"],
+            "expectedProfile": doc["expectedProfile"],
+            "claimsAllowed": doc["claimsAllowed"],
+            "lightObjectives": doc["lightObjectives"],
+            "contextInflation": doc.get("contextInflation"),
+        }
+        if not legacy:
+            entry["outlierAnalysis"] = doc.get("outlierAnalysis")
+        entries.append(entry)
+    summary["scenarios"] = entries
+    return summary
+
+
+def build_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: str | None = None) -> list[RunSetDocuments]:
+    """Every run set's scenario documents (scenarios in id order, as file names sort) and summary."""
+    tables = _Tables(analysis)
+    result = []
+    for run_set in sorted(tables.scenarios):
+        documents = RunSetDocuments(run_set)
+        for scenario in sorted(tables.scenarios[run_set]):
+            if scenario not in expected_profiles:
+                documents.unknown_scenarios.append(scenario)
+            documents.scenarios[scenario] = scenario_document(tables, run_set, scenario, expected_profiles.get(scenario))
+        documents.summary = summary_document(run_set, list(documents.scenarios.values()), tier)
+        result.append(documents)
+    return result
