@@ -39,12 +39,8 @@ def main_options(
 
 
 def _register() -> None:
-    from .commands import forgeloop  # noqa: F401  (registers its commands)
-
-    try:
-        from .commands import forge  # noqa: F401
-    except ImportError:
-        pass
+    # each module registers its commands on the groups above
+    from .commands import forge, forgeloop  # noqa: F401
 
 
 _register()

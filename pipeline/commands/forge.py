@@ -1,0 +1,1 @@
+"""Forge commands: `ingest forge`, `report routing`, `harvest survival`, `report survival`."""
