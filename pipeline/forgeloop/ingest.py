@@ -24,6 +24,7 @@ from ..frames import empty_frame, frame_from_rows
 from ..warehouse import Warehouse
 from .contract import RUN_SET_ID, RUN_SET_RULE
 from .scenarios import SCENARIO_COLUMNS, read_scenarios
+from .tables import MANIFEST_COLUMNS
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
 
 RUNS = "runs"
@@ -32,19 +33,6 @@ SCENARIOS = "scenarios"
 RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]
 DUPLICATE = "duplicate"
 
-MANIFEST_COLUMNS: list[tuple[str, str, str]] = [
-    ("kind", "str", "run or scenario"),
-    ("source_root", "str", "the results (or scenarios) directory given to ingest, absolute"),
-    ("path", "str", "the file, relative to source_root"),
-    ("run_set_id", "str", "run set folder the file lies in (null outside one)"),
-    ("status", "str", "accepted (stored now), unchanged (stored before, same bytes) or rejected"),
-    ("field", "str", "for a rejection: the field that broke a rule (file for unreadable files)"),
-    ("reason", "str", "for a rejection: the rule, in words"),
-    ("size_bytes", "i64", "file size, bytes"),
-    ("mtime_ns", "i64", "file modification time, nanoseconds since the epoch"),
-    ("content_hash", "str", "sha256 of the file's bytes (null when not read)"),
-    ("ingested_at", "datetime", "when this ingest ran (UTC)"),
-]
 ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
 
 

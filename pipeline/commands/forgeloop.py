@@ -1,0 +1,133 @@
+"""ForgeLoop commands: `ingest forgeloop`, `aggregate`, `report outliers|tail|summary|regression`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli import app, ingest_app, report_app
+from ..errors import EXIT_CODES_HELP, Exit
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, open_warehouse, print_json, set_quiet
+
+RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")]
+SHOWN_REJECTIONS = 20
+
+
+@ingest_app.command("forgeloop", help="Read ForgeLoop run files (RESULTS/raw/<runSetId>/**/*.json) into the warehouse. " + EXIT_CODES_HELP)
+@command
+def ingest_forgeloop_command(
+    results: Annotated[Path, typer.Argument(help="ForgeLoop results directory (holds raw/).", show_default=False)],
+    scenarios: Annotated[Optional[Path], typer.Option("--scenarios", help="Directory of scenario files (<scenarioId>.json).")] = None,
+    max_file_mb: Annotated[float, typer.Option("--max-file-mb", help="Reject run files larger than this.")] = 16.0,
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    quiet: QuietOption = False,
+    json: JsonOption = False,
+) -> int:
+    set_quiet(quiet or json)
+    from ..forgeloop.ingest import ingest_forgeloop
+    from ..catalog import refresh_catalog
+
+    store = open_warehouse(warehouse)
+    with store.lock(wait=wait, command="ingest forgeloop"):
+        result = ingest_forgeloop(store, results, scenarios, max_file_bytes=int(max_file_mb * 1024 * 1024))
+        refresh_catalog(store)
+    if json:
+        print_json(result.as_dict(), 2)
+    else:
+        for path, field, reason in result.rejections[:SHOWN_REJECTIONS]:
+            print(f"rejected {path}: {field}: {reason}", file=sys.stderr)
+        if result.rejected > SHOWN_REJECTIONS:
+            print(f"... and {result.rejected - SHOWN_REJECTIONS} more (all in the ingest_manifest table, or --json)", file=sys.stderr)
+        print(
+            f"{result.seen} files: {result.accepted} accepted, {result.unchanged} unchanged, {result.rejected} rejected; "
+            f"run sets {', '.join(result.run_sets) or '-'}"
+            + (f"; {result.scenarios} scenarios" if scenarios is not None else "")
+            + f" -> {store.root}"
+        )
+    if result.rejected:
+        if not json:
+            print(f"loopmeter: {result.rejected} of {result.seen} files rejected; the rest is stored", file=sys.stderr)
+        return Exit.REJECTED
+    return Exit.OK
+
+
+@app.command("aggregate", help="Compute ForgeLoop's aggregates from the warehouse: DIR/<runSetId>/<scenarioId>.json, "
+             "summary.json, and the forgeloop_* tables. " + EXIT_CODES_HELP)
+@command
+def aggregate_command(
+    out: Annotated[Optional[Path], typer.Option("--out", help="Where to write the documents (default: <warehouse>/aggregate).")] = None,
+    run_set: RunSetOption = None,
+    tier: Annotated[Optional[str], typer.Option("--tier", help="smoke, evidence or tail: recorded in summary.json.")] = None,
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    quiet: QuietOption = False,
+    json: JsonOption = False,
+) -> int:
+    set_quiet(quiet or json)
+    from ..catalog import refresh_catalog
+    from ..forgeloop.stage import compute, store_tables, write_documents
+
+    store = open_warehouse(warehouse)
+    with store.lock(wait=wait, command="aggregate"):
+        result = compute(store, run_set, tier)
+        write_documents(result, out or store.root / "aggregate")
+        store_tables(store, result.analysis, run_set)
+        refresh_catalog(store)
+    if json:
+        print_json(result.as_dict(), 2)
+        return Exit.OK
+    for docs in result.documents:
+        for scenario in docs.unknown_scenarios:
+            note(f"note: {docs.run_set_id}/{scenario} has no scenario file: expectedProfile unknown, lightObjectives null")
+        print(
+            f"{docs.run_set_id}: {len(docs.scenarios)} scenarios, {docs.summary['runCount']} runs, "
+            f"claims allowed: {'yes' if docs.summary['claimsAllowed'] else 'no'} -> {(out or store.root / 'aggregate') / docs.run_set_id}"
+        )
+    return Exit.OK
+
+
+def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: bool) -> int:
+    from rich.console import Console
+
+    from ..forgeloop.reports import REPORTS
+    from ..forgeloop.stage import compute, expected_profiles
+
+    store = open_warehouse(warehouse)
+    result = compute(store, run_set)
+    scenario_ids = sorted(expected_profiles(store))
+    if not scenario_ids:
+        note("note: no scenario files were ingested (ingest forgeloop --scenarios DIR): the report has no scenarios")
+    build, render, indent = REPORTS[name]
+    report = build(result, scenario_ids)
+    if json:
+        print_json(report, indent)
+    else:
+        render(report, Console(width=None if sys.stdout.isatty() else 250))
+    return Exit.OK
+
+
+@report_app.command("outliers", help="Token outliers (TOKEN_IQR_1_5) with their runaway signals.")
+@command
+def report_outliers(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
+    return _report("outliers", run_set, warehouse, json)
+
+
+@report_app.command("tail", help="Tail interpretation: paired vs distribution p95 of adaptive against direct.")
+@command
+def report_tail(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
+    return _report("tail", run_set, warehouse, json)
+
+
+@report_app.command("summary", help="Per run set and scenario: comparisons, light objectives, mode aggregates.")
+@command
+def report_summary(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
+    return _report("summary", run_set, warehouse, json)
+
+
+@report_app.command("regression", help="Efficiency regression check against the light objectives (observational).")
+@command
+def report_regression(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
+    return _report("regression", run_set, warehouse, json)

@@ -1,0 +1,319 @@
+"""The four ForgeLoop reports users know: outliers, tail, summary, regression.
+
+Each `*_report` returns the exact JSON document ForgeLoop's script prints (keys in its
+order); each `render_*` prints it for people. Reports cover the scenarios that have a
+scenario file (given at ingest), in file-name order; runs of other scenarios are left out.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .aggregate import RunSetDocuments
+from .contract import MODES, OUTLIER_POLICY
+from .stage import Aggregated
+
+OUTLIER_NOTE = "Outlier classification is a benchmark diagnostic. It never changes lifecycle truth or completion validity."
+CLAIM_POLICY = "No efficiency claim is allowed when trusted measurements are unavailable or non-comparable."
+REGRESSION_POLICY = (
+    "EFFICIENCY_REGRESSION is an observational release-quality warning and never a ForgeLoop lifecycle failure."
+)
+
+
+def _with_file(result: Aggregated, scenario_ids: list[str]):
+    """(run set documents, [scenario ids with a file that have runs in it]) per run set."""
+    for docs in result.documents:
+        yield docs, [s for s in scenario_ids if s in docs.scenarios]
+
+
+def _run_count(docs: RunSetDocuments) -> int:
+    return docs.summary["runCount"]
+
+
+def outliers_report(result: Aggregated, scenario_ids: list[str]) -> dict:
+    rows_by_key: dict[tuple, list[dict]] = {}
+    for row in result.analysis.outliers.iter_rows(named=True):
+        rows_by_key.setdefault((row["run_set_id"], row["scenario_id"], row["mode"]), []).append(row)
+    reports = []
+    for docs, scenarios in _with_file(result, scenario_ids):
+        for scenario in scenarios:
+            rows = [
+                {
+                    "scenarioId": scenario,
+                    "mode": mode,
+                    "runId": row["run_id"],
+                    "totalTokens": row["total_tokens"],
+                    "scenarioMedianTokens": row["scenario_median_tokens"],
+                    "ratioToMedian": row["ratio_to_median"],
+                    "reasons": list(row["reasons"]),
+                    "diagnosticSignals": list(row["diagnostic_signals"]),
+                    "verificationCycles": row["verification_cycles"],
+                    "modelTurns": row["model_turns"],
+                    "toolCalls": row["tool_calls"],
+                    "retries": row["retries"],
+                    "correctionCycles": row["correction_cycles"],
+                }
+                for mode in MODES
+                for row in rows_by_key.get((docs.run_set_id, scenario, mode), [])
+            ]
+            if rows:
+                reports.append({"runSetId": docs.run_set_id, "scenarioId": scenario, "outliers": rows})
+    return {
+        "schemaVersion": 1,
+        "benchmarkVersion": "2",
+        "policy": OUTLIER_POLICY,
+        "runSetCount": len(result.documents),
+        "outlierCount": sum(len(report["outliers"]) for report in reports),
+        "reports": reports,
+        "note": OUTLIER_NOTE,
+    }
+
+
+def _tail_scenario(document: dict, comparison_row: dict | None) -> dict:
+    direct = document["modeAggregates"]["direct"]
+    adaptive = document["modeAggregates"]["forgeloopAdaptive"]
+    comparison = document["comparisons"]["forgeloopAdaptive"]
+    paired = comparison.get("pairedOverheadPercent", {})
+    distribution = comparison.get("distributionDeltaPercent", {})
+    tail = comparison.get("tail", {})
+    diagnostics = comparison.get("pairedRatioDiagnostics", {})
+    direct_p50 = diagnostics.get("baselineP50")
+    if direct_p50 is None:
+        direct_p50 = direct["totalTokens"].get("p50")
+    direct_p95, adaptive_p50, adaptive_p95 = direct["totalTokens"].get("p95"), adaptive["totalTokens"].get("p50"), adaptive["totalTokens"].get("p95")
+    if comparison.get("pairedRuns"):
+        # over the paired runs' own tokens, which the comparison computed already
+        direct_p50, direct_p95 = comparison_row["baseline_p50"], comparison_row["baseline_p95"]
+        adaptive_p50, adaptive_p95 = comparison_row["candidate_p50"], comparison_row["candidate_p95"]
+    rate = adaptive.get("verificationSuccessRate")
+    return {
+        "scenarioId": document["scenarioId"],
+        "expectedProfile": document["expectedProfile"],
+        "totalRunsPerMode": direct.get("runCount", 0),
+        "verificationSuccessRate": 1 if rate is None else rate,
+        "directP50": direct_p50,
+        "adaptiveP50": adaptive_p50,
+        "distributionP50DeltaPercent": distribution.get("p50"),
+        "directP95": direct_p95,
+        "adaptiveP95": adaptive_p95,
+        "distributionP95DeltaPercent": distribution.get("p95"),
+        "pairedOverheadP50Percent": paired.get("p50"),
+        "pairedOverheadP95Percent": paired.get("p95"),
+        "lowBaselinePairCount": diagnostics.get("lowBaselinePairCount", 0),
+        "comparablePairCount": comparison.get("tokenComparablePairs", 0),
+        "pairedStatus": tail.get("pairedStatus", "NOT_ENOUGH_SAMPLES"),
+        "distributionStatus": tail.get("distributionStatus", "NOT_ENOUGH_SAMPLES"),
+        "combinedInterpretation": tail.get("combinedInterpretation", "TAIL_UNRESOLVED"),
+        "pairedRuns": comparison.get("pairedRuns", []),
+    }
+
+
+def tail_report(result: Aggregated, scenario_ids: list[str]) -> dict:
+    comparison_rows = {
+        (row["run_set_id"], row["scenario_id"]): row
+        for row in result.analysis.comparisons.filter(mode="forgeloopAdaptive").iter_rows(named=True)
+    }
+    run_sets = [
+        {
+            "runSetId": docs.run_set_id,
+            "runCount": _run_count(docs),
+            "scenarios": [
+                _tail_scenario(docs.scenarios[s], comparison_rows.get((docs.run_set_id, s))) for s in scenarios
+            ],
+        }
+        for docs, scenarios in _with_file(result, scenario_ids)
+    ]
+    return {
+        "schemaVersion": 1,
+        "benchmarkVersion": "2",
+        "status": "MEASURED" if run_sets else "NOT_MEASURED",
+        "runSets": run_sets,
+    }
+
+
+def summary_report(result: Aggregated, scenario_ids: list[str]) -> dict:
+    run_sets = []
+    for docs, scenarios in _with_file(result, scenario_ids):
+        documents = [docs.scenarios[s] for s in scenarios]
+        run_sets.append(
+            {
+                "runSetId": docs.run_set_id,
+                "runCount": _run_count(docs),
+                "scenarioCount": len(documents),
+                "claimsAllowed": any(doc["claimsAllowed"] for doc in documents),
+                "scenarios": [
+                    {
+                        "scenarioId": doc["scenarioId"],
+                        "expectedProfile": doc["expectedProfile"],
+                        "claimsAllowed": doc["claimsAllowed"],
+                        "comparisons": doc["comparisons"],
+                        "lightObjectives": doc["lightObjectives"],
+                        "modeAggregates": doc["modeAggregates"],
+                        "contextInflation": doc.get("contextInflation"),
+                    }
+                    for doc in documents
+                ],
+            }
+        )
+    return {
+        "schemaVersion": 1,
+        "benchmarkVersion": "2",
+        "status": "MEASURED" if run_sets else "NOT_MEASURED",
+        "claimsAllowed": any(run_set["claimsAllowed"] for run_set in run_sets),
+        "scenarioCount": len(scenario_ids),
+        "runSets": run_sets,
+        "claimPolicy": CLAIM_POLICY,
+    }
+
+
+def regression_report(result: Aggregated, scenario_ids: list[str]) -> dict:
+    measured = {}
+    for row in result.analysis.mode_runs.iter_rows(named=True):
+        key = (row["run_set_id"], row["scenario_id"])
+        measured[key] = measured.get(key, 0) + row["measured_usage_runs"]
+    reports = []
+    for docs in result.documents:
+        for scenario in scenario_ids:
+            document = docs.scenarios.get(scenario)
+            if document is None:
+                reports.append({"runSetId": docs.run_set_id, "scenarioId": scenario, "status": "NOT_COMPARABLE"})
+                continue
+            objectives = document["lightObjectives"]
+            if not measured.get((docs.run_set_id, scenario)):
+                status = "NOT_MEASURED"
+            elif not document["claimsAllowed"]:
+                status = "NOT_COMPARABLE"
+            elif objectives and (objectives["p50Pass"] is False or objectives["p95Pass"] is False):
+                status = "EFFICIENCY_REGRESSION"
+            else:
+                status = "OK"
+            inflation = document.get("contextInflation")
+            reports.append(
+                {
+                    "runSetId": docs.run_set_id,
+                    "scenarioId": scenario,
+                    "expectedProfile": document["expectedProfile"],
+                    "status": status,
+                    "claimsAllowed": document["claimsAllowed"],
+                    "contextInflation": inflation["status"] if inflation else None,
+                }
+            )
+    statuses = [report["status"] for report in reports]
+    if "EFFICIENCY_REGRESSION" in statuses:
+        overall = "EFFICIENCY_REGRESSION"
+    elif "NOT_COMPARABLE" in statuses:
+        overall = "NOT_COMPARABLE"
+    elif not statuses or all(status == "NOT_MEASURED" for status in statuses):
+        overall = "NOT_MEASURED"
+    else:
+        overall = "OK"
+    return {
+        "status": overall,
+        "blocking": False,
+        "runSetCount": len(result.documents),
+        "scenarioCount": len(scenario_ids),
+        "reports": reports,
+        "policy": REGRESSION_POLICY,
+    }
+
+
+# ---- for people ---------------------------------------------------------------------------
+def _text(value: Any) -> str:
+    from ..jsjson import js_number_text
+
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return js_number_text(value)
+    return str(value)
+
+
+def _percent(value: Any) -> str:
+    if value is None:
+        return "N/A"
+    return ("+" if value > 0 else "") + _text(value) + "%"
+
+
+def render_outliers(report: dict, console: Console) -> None:
+    if report["outlierCount"] == 0:
+        console.print("No token outliers detected under the TOKEN_IQR_1_5 policy.")
+        return
+    headers = ("Scenario", "Mode", "Run ID", "Tokens", "Median", "Ratio", "VerCycles", "Turns", "ToolCalls", "Retries", "Corrections", "Signals")
+    by_run_set: dict[str, list] = {}
+    for entry in report["reports"]:
+        by_run_set.setdefault(entry["runSetId"], []).extend(entry["outliers"])
+    for run_set, rows in by_run_set.items():
+        table = Table(title=f"Token outliers in {run_set} ({report['policy']})", title_justify="left")
+        for header in headers:
+            table.add_column(header, justify="right" if header in ("Tokens", "Median", "Ratio") else "left")
+        for row in rows:
+            table.add_row(
+                row["scenarioId"], row["mode"], row["runId"],
+                *(_text(row[k]) for k in ("totalTokens", "scenarioMedianTokens", "ratioToMedian", "verificationCycles", "modelTurns", "toolCalls", "retries", "correctionCycles")),
+                ",".join(row["diagnosticSignals"]) or "-",
+            )
+        console.print(table)
+    console.print(report["note"])
+
+
+def render_tail(report: dict, console: Console) -> None:
+    if not report["runSets"]:
+        console.print("No run sets measured.")
+    for run_set in report["runSets"]:
+        table = Table(title=f"Run set {run_set['runSetId']} ({run_set['runCount']} runs): adaptive vs direct tokens", title_justify="left")
+        for header in ("Scenario", "Profile", "Direct P50", "Adaptive P50", "Dist P50 Δ", "Direct P95", "Adaptive P95", "Dist P95 Δ", "Paired P50", "Paired P95", "Low-base pairs", "Pairs", "Paired tail", "Distribution tail", "Combined"):
+            table.add_column(header)
+        for s in run_set["scenarios"]:
+            table.add_row(
+                s["scenarioId"], _text(s["expectedProfile"]), _text(s["directP50"]), _text(s["adaptiveP50"]),
+                _percent(s["distributionP50DeltaPercent"]), _text(s["directP95"]), _text(s["adaptiveP95"]),
+                _percent(s["distributionP95DeltaPercent"]), _percent(s["pairedOverheadP50Percent"]),
+                _percent(s["pairedOverheadP95Percent"]), str(s["lowBaselinePairCount"]), str(s["comparablePairCount"]),
+                s["pairedStatus"], s["distributionStatus"], s["combinedInterpretation"],
+            )
+        console.print(table)
+
+
+def render_summary(report: dict, console: Console) -> None:
+    console.print(f"Benchmark status: {report['status']}   run sets: {len(report['runSets'])}   "
+                  f"claims allowed: {'yes (observational only)' if report['claimsAllowed'] else 'no'}")
+    for run_set in report["runSets"]:
+        table = Table(title=f"Run set {run_set['runSetId']} ({run_set['runCount']} runs)", title_justify="left")
+        for header in ("Scenario", "Profile", "Claims", "Direct p50 tokens", "Balanced overhead p50/p95", "Adaptive overhead p50/p95", "Light objectives"):
+            table.add_column(header)
+        for s in run_set["scenarios"]:
+            direct = s["modeAggregates"]["direct"]["totalTokens"]["p50"]
+            overhead = {
+                mode: f"{_percent(s['comparisons'][mode]['tokenOverheadPercent']['p50'])} / {_percent(s['comparisons'][mode]['tokenOverheadPercent']['p95'])}"
+                for mode in ("forgeloopBalanced", "forgeloopAdaptive")
+            }
+            objectives = s["lightObjectives"]
+            light = "-" if objectives is None else f"{objectives['status']} p50 {_text(objectives['p50Pass'])}, p95 {_text(objectives['p95Pass'])}"
+            table.add_row(s["scenarioId"], _text(s["expectedProfile"]), _text(s["claimsAllowed"]), _text(direct),
+                          overhead["forgeloopBalanced"], overhead["forgeloopAdaptive"], light)
+        console.print(table)
+    console.print(report["claimPolicy"])
+
+
+def render_regression(report: dict, console: Console) -> None:
+    console.print(f"Efficiency regression status: {report['status']}   run sets: {report['runSetCount']}")
+    table = Table(title_justify="left")
+    for header in ("Run set", "Scenario", "Profile", "Status", "Claims", "Context inflation"):
+        table.add_column(header)
+    for entry in report["reports"]:
+        table.add_row(entry["runSetId"], entry["scenarioId"], _text(entry.get("expectedProfile")), entry["status"],
+                      _text(entry.get("claimsAllowed")), _text(entry.get("contextInflation")))
+    console.print(table)
+    console.print("This report is observational and does not change lifecycle completion.")
+
+
+REPORTS = {
+    "outliers": (outliers_report, render_outliers, None),
+    "tail": (tail_report, render_tail, 2),
+    "summary": (summary_report, render_summary, None),
+    "regression": (regression_report, render_regression, None),
+}

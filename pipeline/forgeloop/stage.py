@@ -1,0 +1,94 @@
+"""The `aggregate` stage: analyse the warehouse's runs, write ForgeLoop's documents, store the tables."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import LoopmeterError
+from ..jsjson import dumps
+from ..warehouse import Warehouse, atomic_write_text
+from .aggregate import RunSetDocuments, build_documents
+from .analysis import Analysis, analyse
+from .ingest import RUNS, SCENARIOS
+
+TIERS = ("smoke", "evidence", "tail")
+
+
+@dataclass
+class Aggregated:
+    analysis: Analysis
+    documents: list[RunSetDocuments]
+    written: list[Path] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "runSets": [
+                {
+                    "runSetId": docs.run_set_id,
+                    "scenarios": list(docs.scenarios),
+                    "claimsAllowed": docs.summary["claimsAllowed"],
+                    "scenariosWithoutFile": docs.unknown_scenarios,
+                }
+                for docs in self.documents
+            ],
+            "written": [str(path) for path in self.written],
+        }
+
+
+def expected_profiles(warehouse: Warehouse) -> dict[str, str]:
+    """Scenario id -> expectedProfile, from the scenario files given at ingest."""
+    frame = warehouse.read(SCENARIOS, columns=["scenario_id", "expected_profile"])
+    return {} if frame is None else dict(frame.iter_rows())
+
+
+def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None = None) -> Aggregated:
+    """Analyse the runs (of one run set, or all) and assemble ForgeLoop's documents."""
+    if not warehouse.has_table(RUNS):
+        raise LoopmeterError(f"no runs in {warehouse.root}; run `loopmeter ingest forgeloop RESULTS` first")
+    if tier is not None and tier not in TIERS:
+        raise LoopmeterError(f"--tier must be one of {', '.join(TIERS)} (got {tier!r})")
+    connection = warehouse.connect()
+    try:
+        if run_set is not None:
+            found = connection.sql("SELECT count(*) FROM runs WHERE run_set_id = $id", params={"id": run_set}).fetchone()[0]
+            if not found:
+                raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}")
+        analysis = analyse(connection, run_set)
+    finally:
+        connection.close()
+    return Aggregated(analysis, build_documents(analysis, expected_profiles(warehouse), tier))
+
+
+def write_documents(result: Aggregated, out: Path) -> None:
+    """`out/<runSetId>/<scenarioId>.json` and `summary.json`, each replaced atomically."""
+    for docs in result.documents:
+        directory = Path(out) / docs.run_set_id
+        for scenario, document in docs.scenarios.items():
+            path = directory / f"{scenario}.json"
+            atomic_write_text(path, dumps(document, 2) + "\n")
+            result.written.append(path)
+        path = directory / "summary.json"
+        atomic_write_text(path, dumps(docs.summary, 2) + "\n")
+        result.written.append(path)
+
+
+def store_tables(warehouse: Warehouse, analysis: Analysis, run_set: str | None) -> None:
+    """The analysis as BI tables, partitioned by run set (other run sets kept with --run-set)."""
+    tables = {
+        "forgeloop_mode_runs": analysis.mode_runs,
+        "forgeloop_mode_stats": analysis.mode_stats.rename({"outlierCount": "outlier_count"}),
+        "forgeloop_comparisons": analysis.comparisons,
+        "forgeloop_paired_runs": analysis.paired_runs,
+        "forgeloop_outliers": analysis.outliers,
+        "forgeloop_outlier_fences": analysis.outlier_modes,
+        "forgeloop_context_inflation": analysis.inflation,
+    }
+    for name, frame in tables.items():
+        warehouse.write_table(
+            name,
+            frame.with_columns(pl.col("run_set_id").cast(pl.String)),
+            partition_by="run_set_id",
+            keep_partitions=run_set is not None,
+        )
