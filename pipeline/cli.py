@@ -48,7 +48,3 @@ _register()
 
 def main() -> None:
     app()
-
-
-if __name__ == "__main__":
-    main()

@@ -52,7 +52,7 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     connection = warehouse.connect()
     try:
         if run_set is not None:
-            found = connection.sql("SELECT count(*) FROM runs WHERE run_set_id = $id", params={"id": run_set}).fetchone()[0]
+            found = connection.sql("SELECT count(*) FROM runs WHERE run_set_id = $id", params={"id": run_set}).fetchall()[0][0]
             if not found:
                 raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}")
         analysis = analyse(connection, run_set)

@@ -1,0 +1,49 @@
+"""Shared fixtures: the ForgeLoop corpus, the CLI as a user runs it, temporary warehouses."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))  # the per-run port of ForgeLoop's aggregator: the oracle
+
+
+def corpus_dir() -> Path:
+    configured = os.environ.get("LOOPMETER_CORPUS")
+    return Path(configured) if configured else ROOT.parent / "shared" / "corpus" / "forgeloop"
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    path = corpus_dir()
+    if not (path / "results" / "raw").is_dir():
+        pytest.fail(f"the ForgeLoop corpus is not at {path} (set LOOPMETER_CORPUS)")
+    return path
+
+
+def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `loopmeter ARGS` in a fresh process, as a user would."""
+    environment = dict(os.environ, **(env or {}))
+    environment.pop("LOOPMETER_WAREHOUSE", None)
+    command = [sys.executable, "-m", "pipeline", *args]
+    if warehouse is not None:
+        command += ["--warehouse", str(warehouse)]
+    result = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=ROOT)
+    if check is not None and result.returncode != check:
+        raise AssertionError(
+            f"loopmeter {' '.join(args)} exited {result.returncode} (expected {check})\n"
+            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+        )
+    return result
+
+
+@pytest.fixture(scope="session")
+def corpus_warehouse(tmp_path_factory, corpus) -> Path:
+    """A warehouse with both corpus run sets and their scenarios ingested (read-only for tests)."""
+    warehouse = tmp_path_factory.mktemp("corpus") / "warehouse"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), warehouse=warehouse)
+    return warehouse
