@@ -135,7 +135,7 @@ def _parse(content: bytes, seen: SeenFile) -> tuple:
         message = str(error)
         if "utf-8" in message.lower():
             raise RunRejected("file", f"is not valid UTF-8 ({message})") from None
-        if "recursion" in message.lower():
+        if "depth limit" in message.lower() or "recursion" in message.lower():
             raise RunRejected("file", "nests too deeply to be a run (over 1024 levels)") from None
         raise RunRejected("file", f"is not valid JSON ({message})") from None
     row = flatten_run(document)

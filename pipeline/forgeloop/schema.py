@@ -106,6 +106,10 @@ SOURCE_COLUMNS: list[tuple[str, str, str]] = [
 RUN_COLUMN_NAMES = [name for name, _, _ in RUN_COLUMNS]
 
 
+def _shown(value: Any) -> str:
+    return "null" if value is None else str(value)
+
+
 def _object(value: Any, field: str) -> dict:
     if not isinstance(value, dict):
         raise RunRejected(field, "must be an object")
@@ -237,7 +241,7 @@ def _metadata(run: dict) -> dict:
             raise RunRejected(f"metadata.{name}", "is required (an integer >= 0 or null)")
         value = _count(metadata[name], f"metadata.{name}")
         if value != run[name]:
-            raise RunRejected(f"metadata.{name}", f"must equal the run's {name} ({run[name]})")
+            raise RunRejected(f"metadata.{name}", f"must equal the run's {name} ({_shown(run[name])})")
     for name in ("nodeVersion", "os", "arch"):
         if name in metadata:
             _text(metadata[name], f"metadata.{name}")
@@ -278,7 +282,7 @@ def _context_usage(run: dict, resolved: str | None) -> tuple:
     profile = context.get("profile")
     profile = resolved if profile is None else _choice(profile, "contextUsage.profile", PROFILES)
     if profile != resolved:
-        raise RunRejected("contextUsage.profile", f"must equal metadata.resolvedProfile ({resolved})")
+        raise RunRejected("contextUsage.profile", f"must equal metadata.resolvedProfile ({_shown(resolved)})")
     items = context.get("items")
     items = {} if items is None else _object(items, "contextUsage.items")
     for key in items:

@@ -1,0 +1,233 @@
+"""Ingest: every file accounted for, bad runs rejected with file, field and rule, re-ingest idempotent."""
+from __future__ import annotations
+
+import json
+import os
+
+import duckdb
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import run_cli
+from pipeline.forgeloop.ingest import ingest_forgeloop
+from pipeline.warehouse import Warehouse
+from runs import DELETE, context, edited, run, write_tree
+
+GOOD = run()
+
+
+def manifest(warehouse) -> dict[str, tuple]:
+    frame = Warehouse(warehouse).read("ingest_manifest").filter(pl.col("kind") == "run")
+    return {row["path"]: (row["status"], row["field"], row["reason"]) for row in frame.iter_rows(named=True)}
+
+
+def stored_runs(warehouse) -> pl.DataFrame:
+    return Warehouse(warehouse).read("runs").sort("source_path")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field", "rule"),
+    [
+        ("schemaVersion", 2, "schemaVersion", "must be 1"),
+        ("benchmarkVersion", 2, "benchmarkVersion", 'must be "1" or "2"'),
+        ("runId", "run-", "runId", "must match ^run-[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"),
+        ("runId", "x-1", "runId", "must match ^run-[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"),
+        ("scenarioId", "Small", "scenarioId", "must match ^[a-z0-9][a-z0-9-]{0,127}$"),
+        ("mode", "turbo", "mode", "must be one of direct, forgeloopBalanced, forgeloopAdaptive"),
+        ("runIndex", 0, "runIndex", "must be an integer >= 1"),
+        ("runIndex", 1.5, "runIndex", "must be an integer >= 1"),
+        ("runIndex", True, "runIndex", "must be an integer >= 1"),
+        ("recordedAt", "yesterday", "recordedAt", "must be a parseable timestamp (ISO 8601)"),
+        ("usage", [1], "usage", "must be an object"),
+        ("usage.totalTokens", -5, "usage.totalTokens", "must be an integer >= 0 or null"),
+        ("usage.totalTokens", "1000", "usage.totalTokens", "must be an integer >= 0 or null"),
+        ("usage.costUsd", -0.5, "usage.costUsd", "must be a finite number >= 0 or null"),
+        ("usage.source", "GUESSED", "usage.source", "must be one of PROVIDER_REPORTED, HOST_REPORTED, UNKNOWN"),
+        ("wallClockMs", -1, "wallClockMs", "must be a finite number >= 0 or null"),
+        ("verification", "OK", "verification", "must be one of PASS, FAIL, NOT_AVAILABLE"),
+        ("comparableSteps", -1, "comparableSteps", "must be an integer >= 0 or null"),
+        ("metadata", None, "metadata", "must be an object"),
+        ("metadata.mode", "forgeloopBalanced", "metadata.mode", "must equal the run's mode (direct)"),
+        ("metadata.scenarioId", "api-feature", "metadata.scenarioId", "must equal the run's scenarioId (small-bug-fix)"),
+        ("metadata.benchmarkVersion", "1", "metadata.benchmarkVersion", "must equal the run's benchmarkVersion (2)"),
+        ("metadata.environmentClass", "", "metadata.environmentClass", "must be a non-empty string"),
+        ("metadata.promptSpecFingerprint", None, "metadata.promptSpecFingerprint", "must be a non-empty string"),
+        ("metadata.model", DELETE, "metadata.model", "is required (a non-empty string or null)"),
+        ("metadata.model", "other", "metadata.model", "must equal usage.model (m1)"),
+        ("metadata.requestedProfile", "auto", "metadata.requestedProfile", "must be null for direct runs"),
+        ("metadata.resolvedProfile", "light", "metadata.resolvedProfile", "must be null for direct runs"),
+        ("metadata.comparableSteps", 3, "metadata.comparableSteps", "must equal the run's comparableSteps (4)"),
+        ("metadata.os", 7, "metadata.os", "must be a non-empty string"),
+        ("diagnostics", {"modelTurns": -1}, "diagnostics.modelTurns", "must be an integer >= 0 or null"),
+        ("diagnostics", {"mood": "good"}, "diagnostics.mood", "is not a diagnostics field"),
+        ("diagnostics", {"flags": ["TOO_FAST"]}, "diagnostics.flags", "'TOO_FAST' is not a runaway signal"),
+        ("diagnostics", {"guideIds": "clean"}, "diagnostics.guideIds", "must be an array"),
+        ("contextUsage", context(profile="light"), "contextUsage.profile", "must equal metadata.resolvedProfile (null)"),
+        ("contextUsage", {"source": "UNKNOWN", "items": {"guides": 5}}, "contextUsage.items", "UNKNOWN context usage must keep every item null"),
+        ("contextUsage", {"items": {"memes": 5}}, "contextUsage.items.memes", "is not a context item"),
+        ("quality", {"source": "EXTERNAL_REPORTED", "scores": {"accessibility": 6}}, "quality.scores.accessibility", "must be a number from 0 to 5 or null"),
+        ("quality", {"source": "UNKNOWN", "scores": {"accessibility": 4}}, "quality.scores", "UNKNOWN quality must keep every score null"),
+    ],
+)
+def test_a_rule_broken_is_reported_with_its_field(tmp_path, path, value, field, rule):
+    bad = edited(run(index=2), path, value)
+    results = write_tree(tmp_path / "results", [GOOD])
+    target = results / "raw" / "rs-test" / "bad.json"
+    target.write_text(json.dumps(bad))
+    outcome = ingest_forgeloop(Warehouse(tmp_path / "w"), results)
+    assert outcome.rejections == [("raw/rs-test/bad.json", field, rule)]
+    assert outcome.accepted == 1
+    assert stored_runs(tmp_path / "w")["source_path"].to_list() == ["raw/rs-test/small-bug-fix/direct/run-001.json"]
+
+
+def test_unknown_usage_carrying_numbers_is_rejected(tmp_path):
+    bad = edited(run(index=2), "usage.source", "UNKNOWN")
+    results = write_tree(tmp_path / "results", [bad])
+    outcome = ingest_forgeloop(Warehouse(tmp_path / "w"), results)
+    assert outcome.rejections == [
+        ("raw/rs-test/small-bug-fix/direct/run-002.json", "usage", "UNKNOWN usage must keep every measured value and identity field null")
+    ]
+
+
+HOSTILE = {
+    "empty.json": (b"", "file", "is empty"),
+    "truncated.json": (b'{"schemaVersion": 1, "benchm', "file", "is not valid JSON"),
+    "latin1.json": ('{"a": "caf\u00e9"}'.encode("latin-1"), "file", "is not valid UTF-8"),
+    "nan.json": (b'{"schemaVersion": NaN}', "file", "is not valid JSON"),
+    "infinity.json": (b'{"wallClockMs": Infinity}', "file", "is not valid JSON"),
+    "array.json": (b"[1, 2, 3]", "run", "must be an object"),
+    "scalar.json": (b"42", "run", "must be an object"),
+    "deep.json": (b"[" * 1030 + b"]" * 1030, "file", "nests too deeply"),
+}
+
+
+def test_hostile_files_are_rejected_and_the_good_ones_stored(tmp_path):
+    results = write_tree(tmp_path / "results", [GOOD, run(mode="forgeloopBalanced", tokens=1200)])
+    folder = results / "raw" / "rs-test" / "junk"
+    folder.mkdir()
+    for name, (content, _, _) in HOSTILE.items():
+        (folder / name).write_bytes(content)
+    (folder / "big.json").write_bytes(b'{"pad": "' + b"x" * 3000 + b'"}')
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps(GOOD))
+    os.symlink(outside, folder / "escape.json")
+    (results / "raw" / "bad run set!").mkdir()
+    (results / "raw" / "bad run set!" / "r.json").write_text(json.dumps(GOOD))
+    (results / "raw" / "loose.json").write_text(json.dumps(GOOD))
+
+    result = run_cli("ingest", "forgeloop", str(results), "--max-file-mb", "0.002", warehouse=tmp_path / "w", check=3)
+    assert "14 files: 2 accepted, 0 unchanged, 12 rejected" in result.stdout
+    assert "12 of 14 files rejected; the rest is stored" in result.stderr
+    assert "Traceback" not in result.stderr
+    seen = manifest(tmp_path / "w")
+    for name, (_, field, rule) in HOSTILE.items():
+        status, got_field, reason = seen[f"raw/rs-test/junk/{name}"]
+        assert (status, got_field) == ("rejected", field) and reason.startswith(rule), name
+        assert f"rejected raw/rs-test/junk/{name}: {field}: {rule}" in result.stderr
+    assert seen["raw/rs-test/junk/big.json"][2] == "is larger than the 2097-byte limit (3011 bytes)"
+    assert seen["raw/rs-test/junk/escape.json"] == ("rejected", "file", "symlink leads outside the results tree")
+    assert seen["raw/bad run set!/r.json"] == ("rejected", "runSetId", "run set folder name must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    assert seen["raw/loose.json"] == ("rejected", "file", "lies directly in raw/, not in a run set folder")
+    assert [s for s, _, _ in seen.values()].count("accepted") == 2
+    assert stored_runs(tmp_path / "w")["mode"].to_list() == ["direct", "forgeloopBalanced"]
+
+
+def test_json_output_lists_every_rejection(tmp_path):
+    results = write_tree(tmp_path / "results", [GOOD])
+    (results / "raw" / "rs-test" / "x.json").write_text("[]")
+    report = json.loads(run_cli("ingest", "forgeloop", str(results), "--json", warehouse=tmp_path / "w", check=3).stdout)
+    assert (report["seen"], report["accepted"], report["rejected"]) == (2, 1, 1)
+    assert report["rejections"] == [{"path": "raw/rs-test/x.json", "field": "run", "reason": "must be an object"}]
+
+
+def test_duplicates_keep_the_first_in_path_order(tmp_path):
+    results = write_tree(tmp_path / "results", [GOOD])
+    (results / "raw" / "rs-test" / "zz-copy.json").write_text(json.dumps(edited(GOOD, "usage.totalTokens", 5)))
+    (results / "raw" / "rs-test" / "aa-copy.json").write_text(json.dumps(edited(GOOD, "usage.totalTokens", 7)))
+    outcome = ingest_forgeloop(Warehouse(tmp_path / "w"), results)
+    assert [(p, f) for p, f, _ in outcome.rejections] == [
+        ("raw/rs-test/small-bug-fix/direct/run-001.json", "duplicate"),
+        ("raw/rs-test/zz-copy.json", "duplicate"),
+    ]
+    assert outcome.rejections[0][2] == (
+        "repeats the run set, scenario, mode and runIndex of raw/rs-test/aa-copy.json (the first in path order is kept)"
+    )
+    assert stored_runs(tmp_path / "w")["total_tokens"].to_list() == [7]
+
+
+def test_a_run_naming_another_run_set_than_its_folder(tmp_path):
+    results = write_tree(tmp_path / "results", [edited(GOOD, "runSetId", "other-set")])
+    (results / "raw" / "other-set").rename(results / "raw" / "rs-test")
+    outcome = ingest_forgeloop(Warehouse(tmp_path / "w"), results)
+    assert outcome.rejections == [("raw/rs-test/small-bug-fix/direct/run-001.json", "runSetId", "must equal its run set folder (rs-test)")]
+
+
+def test_reingest_adds_nothing_and_a_changed_file_replaces_its_run(tmp_path):
+    warehouse = tmp_path / "w"
+    results = write_tree(tmp_path / "results", [GOOD, run(index=2, tokens=2000), run(run_set="rs-two", tokens=3000)])
+    first = run_cli("ingest", "forgeloop", str(results), warehouse=warehouse)
+    assert "3 accepted, 0 unchanged" in first.stdout
+    before = stored_runs(warehouse)
+    second = run_cli("ingest", "forgeloop", str(results), warehouse=warehouse)
+    assert "0 accepted, 3 unchanged, 0 rejected" in second.stdout
+    assert stored_runs(warehouse).equals(before)
+    # a changed file replaces its run; touching a file without changing it keeps it unchanged
+    changed = results / "raw" / "rs-test" / "small-bug-fix" / "direct" / "run-002.json"
+    changed.write_text(json.dumps(run(index=2, tokens=2500)))
+    touched = results / "raw" / "rs-two" / "small-bug-fix" / "direct" / "run-001.json"
+    os.utime(touched, ns=(1, 1))
+    third = run_cli("ingest", "forgeloop", str(results), warehouse=warehouse)
+    assert "1 accepted, 2 unchanged" in third.stdout
+    assert stored_runs(warehouse)["total_tokens"].to_list() == [1000, 2500, 3000]
+    assert manifest(warehouse)["raw/rs-test/small-bug-fix/direct/run-002.json"][0] == "accepted"
+    # a removed file drops its run; run sets not in the results directory are left alone
+    changed.unlink()
+    fourth = run_cli("ingest", "forgeloop", str(results), warehouse=warehouse)
+    assert "0 accepted, 2 unchanged" in fourth.stdout
+    assert stored_runs(warehouse)["total_tokens"].to_list() == [1000, 3000]
+    other = write_tree(tmp_path / "elsewhere", [run(run_set="rs-three", tokens=4000)])
+    run_cli("ingest", "forgeloop", str(other), warehouse=warehouse)
+    assert sorted(stored_runs(warehouse)["run_set_id"].unique().to_list()) == ["rs-test", "rs-three", "rs-two"]
+
+
+def test_runs_table_is_partitioned_typed_and_readable_everywhere(tmp_path, corpus_warehouse):
+    runs_dir = corpus_warehouse / "runs"
+    partitions = sorted(p.name for p in runs_dir.iterdir())
+    assert partitions == ["run_set_id=codex-quality-repeat5-20260831", "run_set_id=codex-tail-repeat20-20260831"]
+    part = next((runs_dir / partitions[1]).glob("*.parquet"))
+    table = pq.read_table(part)
+    assert table.num_rows == 420
+    assert str(table.schema.field("recorded_at").type) == "timestamp[us, tz=UTC]"
+    flags = table.schema.field("diag_flags").type
+    assert flags.num_fields == 1 and str(flags.value_type) == "large_string" and str(flags).startswith("large_list<")
+    assert table.schema.metadata[b"loopmeter.schema_version"] == b"1"
+    assert pl.read_parquet(part).height == 420
+    connection = duckdb.connect()
+    count, = connection.sql(
+        f"SELECT count(*) FROM read_parquet('{runs_dir}/**/*.parquet', hive_partitioning = true) "
+        "WHERE run_set_id = 'codex-tail-repeat20-20260831' AND mode = 'direct'"
+    ).fetchall()[0]
+    assert count == 140
+    plan = connection.sql(
+        f"EXPLAIN SELECT count(*) FROM read_parquet('{runs_dir}/**/*.parquet', hive_partitioning = true) "
+        "WHERE run_set_id = 'codex-tail-repeat20-20260831'"
+    ).fetchall()[0][1]
+    assert "Scanning Files: 1/2" in plan
+
+
+def test_missing_results_directory_is_a_fatal_one_line_error(tmp_path):
+    result = run_cli("ingest", "forgeloop", str(tmp_path / "nowhere"), warehouse=tmp_path / "w", check=1)
+    assert result.stderr.strip() == f"loopmeter: error: {tmp_path / 'nowhere' / 'raw'} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json"
+
+
+def test_scenario_files_are_validated(tmp_path):
+    results = write_tree(tmp_path / "results", [GOOD], {"small-bug-fix": "balanced"})
+    (results / "scenarios" / "bad-one.json").write_text(json.dumps({"schemaVersion": 1, "benchmarkVersion": "2", "scenarioId": "bad-one", "expectedProfile": "huge"}))
+    (results / "scenarios" / "renamed.json").write_text(json.dumps({"schemaVersion": 1, "benchmarkVersion": "2", "scenarioId": "other", "expectedProfile": "light"}))
+    outcome = ingest_forgeloop(Warehouse(tmp_path / "w"), results, results / "scenarios")
+    assert sorted((p.rsplit("/", 1)[1], f, r) for p, f, r in outcome.rejections) == [
+        ("bad-one.json", "expectedProfile", "must be one of light, balanced, full"),
+        ("renamed.json", "scenarioId", "must match the file name (renamed.json)"),
+    ]
+    assert Warehouse(tmp_path / "w").read("scenarios")["scenario_id"].to_list() == ["small-bug-fix"]
