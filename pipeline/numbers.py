@@ -93,5 +93,5 @@ def js_round4_expr(expr: "pl.Expr") -> "pl.Expr":
         .then(_round_large(magnitude) * x.sign())
         .otherwise(x)
     )
-    # -0.0 (a small negative rounded to zero) prints as 0 in JavaScript
-    return pl.when(rounded == 0).then(pl.lit(0.0)).otherwise(rounded)
+    # -0.0 (a small negative rounded to zero) prints as 0 in JavaScript; -0.0 + 0.0 is +0.0
+    return rounded + 0.0

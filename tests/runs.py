@@ -43,8 +43,8 @@ def run(
         "runIndex": index,
         "recordedAt": "2026-08-31T15:59:19.203Z",
         "usage": {"source": "UNKNOWN"} if unknown else {
-            "inputTokens": None if tokens is None else tokens - 10,
-            "outputTokens": None if tokens is None else 10,
+            "inputTokens": None if tokens is None else max(tokens - 10, 0),
+            "outputTokens": None if tokens is None else min(tokens, 10),
             "cacheReadTokens": 0,
             "cacheWriteTokens": 0,
             "totalTokens": tokens,

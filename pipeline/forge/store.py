@@ -1,0 +1,274 @@
+"""Reading a Forge store: a SQLite `dataset.sqlite` (read-only) or a JSON Lines export.
+
+Both containers come out as batches of rows in one shape, `SourceBatch`, so the checks
+that follow (`ingest.py`) are written once, in SQL. Nothing here judges an event beyond
+what the container itself says: a SQLite row whose columns have the wrong storage class
+(a blob rid, a text ts) is reported here, everything else downstream.
+
+The SQLite file is opened with `mode=ro` and read in one transaction (one snapshot);
+it is never migrated, never written, and a writer holding it is waited for only
+`busy_timeout` seconds.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import polars as pl
+
+from ..errors import LoopmeterError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+EVENT_FIELDS = ("rid", "kind", "src", "ts", "run", "task", "repo", "mode", "data")
+TEXT_FIELDS = ("rid", "kind", "src", "run", "task", "repo", "mode", "data")
+BATCH_ROWS = 50_000
+READ_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+class StoreError(LoopmeterError):
+    """The store as a whole cannot be read (not a store, locked, missing tables)."""
+
+
+@dataclass
+class SourceBatch:
+    """Rows of one container, in source order.
+
+    `kind` says which named query reads `frame`: `sqlite` frames hold the event columns
+    (text decoded already, or binary when `binary`), `jsonl` frames hold `line` and the
+    raw `text` of each line (binary: decoded in SQL, so bad UTF-8 is one rejected line).
+    """
+
+    kind: str
+    frame: pl.DataFrame
+    binary: bool = False
+
+
+@dataclass
+class Container:
+    path: Path
+    format: str  # sqlite or jsonl
+    repos: list[tuple[str, str]] = field(default_factory=list)  # (repo, path) from the SQLite repos table
+    early_rejections: list[tuple[int | None, str | None, str, str]] = field(default_factory=list)  # (line, rid, field, rule)
+
+
+def detect_format(path: Path) -> str:
+    """sqlite or jsonl, from the file's first bytes (the name does not decide)."""
+    if not path.exists():
+        raise StoreError(f"{path}: no such file")
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory; give the store file (dataset.sqlite) or a JSON Lines export")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError as error:
+        raise StoreError(f"{path}: cannot be read ({error.strerror})") from None
+    if head.startswith(SQLITE_MAGIC):
+        return "sqlite"
+    stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
+    if stripped.startswith(b"{") or (not stripped and path.suffix in (".jsonl", ".ndjson")):
+        return "jsonl"
+    if path.suffix in (".sqlite", ".sqlite3", ".db"):
+        raise StoreError(f"{path}: is not a SQLite database (it does not start with the SQLite header)")
+    raise StoreError(f"{path}: is neither a SQLite Forge store nor a JSON Lines export (a line per event, each a JSON object)")
+
+
+# ---- SQLite ----------------------------------------------------------------------------
+
+_REQUIRED = {
+    "events": EVENT_FIELDS,
+    "repos": ("repo", "path"),
+}
+
+
+def _connect_read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+    try:
+        connection = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None)
+    except sqlite3.Error as error:
+        raise StoreError(f"{path}: cannot be opened read-only ({error})") from None
+    return connection
+
+
+def _sqlite_problem(path: Path, error: sqlite3.Error, busy_timeout: float) -> StoreError:
+    message = str(error)
+    if "locked" in message or "busy" in message:
+        return StoreError(f"{path}: the store is locked by a writer (waited {busy_timeout:g} s); "
+                          "try again when Forge is idle")
+    if "not a database" in message or "malformed" in message:
+        return StoreError(f"{path}: is not a readable SQLite database ({message})")
+    return StoreError(f"{path}: SQLite error ({message})")
+
+
+def check_sqlite_schema(connection: sqlite3.Connection, path: Path) -> None:
+    tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    for table, wanted in _REQUIRED.items():
+        if table not in tables:
+            raise StoreError(f"{path}: has no table {table!r}; a Forge store (format version 1) has tables "
+                             "events(rid, kind, src, ts, run, task, repo, mode, data) and repos(repo, path)")
+        present = {row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')}
+        missing = [column for column in wanted if column not in present]
+        if missing:
+            raise StoreError(f"{path}: table {table} lacks column(s) {', '.join(missing)}; "
+                             f"format version 1 needs {table}({', '.join(wanted)})")
+
+
+# rows whose storage classes are right go the fast way; the others are reported one by one
+_GOOD_ROW = " AND ".join(
+    ["typeof(rid) = 'text'", "typeof(kind) = 'text'", "typeof(ts) IN ('integer', 'real')", "typeof(data) = 'text'"]
+    + [f"typeof({name}) IN ('text', 'null')" for name in ("src", "run", "task", "repo", "mode")]
+)
+
+
+def _bad_row_rejections(connection: sqlite3.Connection) -> list[tuple[int | None, str | None, str, str]]:
+    found = []
+    query = (
+        "SELECT CASE WHEN typeof(rid) IN ('text', 'integer', 'real') THEN CAST(rid AS TEXT) END, "
+        + ", ".join(f"typeof({name})" for name in EVENT_FIELDS)
+        + f" FROM events WHERE NOT ({_GOOD_ROW})"
+    )
+    connection.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    try:
+        for rid, *types in connection.execute(query):
+            kinds = dict(zip(EVENT_FIELDS, types))
+            if kinds["rid"] != "text":
+                found.append((None, rid, "rid", f"must be text (found {kinds['rid']})"))
+            elif kinds["kind"] != "text":
+                found.append((None, rid, "kind", f"must be text (found {kinds['kind']})"))
+            elif kinds["ts"] not in ("integer", "real"):
+                found.append((None, rid, "ts", f"must be unix seconds, a number (found {kinds['ts']})"))
+            elif kinds["data"] != "text":
+                found.append((None, rid, "data", f"must be a JSON object as text (found {kinds['data']})"))
+            else:
+                name = next(n for n in ("src", "run", "task", "repo", "mode") if kinds[n] not in ("text", "null"))
+                found.append((None, rid, name, f"must be text or null (found {kinds[name]})"))
+    finally:
+        connection.text_factory = str
+    return found
+
+
+def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: int) -> Iterator[SourceBatch]:
+    connection.text_factory = bytes if binary else str
+    cursor = connection.execute(
+        f"SELECT rid, kind, src, CAST(ts AS REAL), run, task, repo, mode, data FROM events WHERE {_GOOD_ROW}"
+    )
+    position = 0
+    text_type = pl.Binary if binary else pl.String
+    schema = {name: text_type for name in TEXT_FIELDS} | {"ts": pl.Float64}
+    while True:
+        rows = cursor.fetchmany(batch_rows)
+        if not rows:
+            break
+        columns = list(zip(*rows))
+        frame = pl.DataFrame(
+            {
+                "position": pl.int_range(position, position + len(rows), eager=True, dtype=pl.Int64),
+                **{name: pl.Series(name, values, dtype=schema[name]) for name, values in zip(EVENT_FIELDS, columns)},
+            }
+        )
+        position += len(rows)
+        yield SourceBatch("sqlite", frame, binary)
+
+
+def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS) -> tuple[Container, Iterator[SourceBatch]]:
+    """Open the store and return its container facts and a generator of batches.
+
+    The generator holds one read transaction until exhausted (or closed)."""
+    container = Container(path=path, format="sqlite")
+    connection = _connect_read_only(path, busy_timeout)
+    try:
+        connection.execute("BEGIN")  # one snapshot for repos and events
+        check_sqlite_schema(connection, path)
+        container.repos = [
+            (str(repo), str(where)) for repo, where in connection.execute("SELECT repo, path FROM repos")
+            if repo is not None and where is not None
+        ]
+        container.early_rejections = _bad_row_rejections(connection)
+    except StoreError:
+        connection.close()
+        raise
+    except sqlite3.Error as error:
+        connection.close()
+        raise _sqlite_problem(path, error, busy_timeout) from None
+
+    def batches() -> Iterator[SourceBatch]:
+        try:
+            try:
+                yield from _sqlite_batches(connection, False, batch_rows)
+                return
+            except sqlite3.OperationalError as error:
+                if "decode" not in str(error).lower():
+                    raise
+            # some text is not UTF-8: read again, decoding in SQL (a bad value rejects its row)
+            yield SourceBatch("restart", pl.DataFrame())
+            yield from _sqlite_batches(connection, True, batch_rows)
+        except sqlite3.Error as error:
+            raise _sqlite_problem(path, error, busy_timeout) from None
+        finally:
+            try:
+                connection.execute("COMMIT")
+            except sqlite3.Error:
+                pass
+            connection.close()
+
+    return container, batches()
+
+
+# ---- JSON Lines ------------------------------------------------------------------------
+
+def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS) -> tuple[Container, Iterator[SourceBatch]]:
+    container = Container(path=path, format="jsonl")
+
+    def batches() -> Iterator[SourceBatch]:
+        try:
+            handle = open(path, "rb")
+        except OSError as error:
+            raise StoreError(f"{path}: cannot be read ({error.strerror})") from None
+        with handle:
+            line_number = 0
+            pending = b""
+            lines: list[bytes] = []
+            numbers: list[int] = []
+            while True:
+                chunk = handle.read(READ_CHUNK_BYTES)
+                if not chunk:
+                    break
+                parts = (pending + chunk).split(b"\n")
+                pending = parts.pop()
+                for raw in parts:
+                    line_number += 1
+                    if raw.strip():
+                        lines.append(raw)
+                        numbers.append(line_number)
+                if len(lines) >= batch_rows:
+                    yield _jsonl_batch(numbers, lines)
+                    lines, numbers = [], []
+            if pending.strip():
+                lines.append(pending)
+                numbers.append(line_number + 1)
+            if lines:
+                yield _jsonl_batch(numbers, lines)
+
+    return container, batches()
+
+
+def _jsonl_batch(numbers: list[int], lines: list[bytes]) -> SourceBatch:
+    frame = pl.DataFrame(
+        {"line": pl.Series("line", numbers, dtype=pl.Int64), "text": pl.Series("text", lines, dtype=pl.Binary)}
+    )
+    return SourceBatch("jsonl", frame.with_columns(pl.col("line").alias("position")), True)
+
+
+def open_store(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS) -> tuple[Container, Iterator[SourceBatch]]:
+    path = Path(path)
+    format_ = detect_format(path)
+    if format_ == "sqlite":
+        return read_sqlite(path, busy_timeout=busy_timeout, batch_rows=batch_rows)
+    return read_jsonl(path, batch_rows=batch_rows)
+
+
+def file_identity(path: Path) -> str:
+    return os.path.realpath(path)
