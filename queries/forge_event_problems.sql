@@ -5,20 +5,25 @@
 -- Inputs: forge_candidates(position, kind, name, data) — envelopes that passed the container rules.
 -- Output: position, field (a path like data.tasks.t1.route[0].propensity), rule.
 WITH
-texts AS (  -- (kind, event name or null for any) -> data fields that must be strings or null
-  SELECT * FROM (VALUES
-    ('attempt', NULL, ['dwarf', 'status', 'reason', 'reviewed_commit', 'base_ref']),
-    ('dispatch', NULL, ['role', 'spec', 'model', 'effort', 'harness']),
-    ('event', 'merge', ['status', 'commit', 'reviewed_commit', 'integration']),
-    ('event', 'integrate_advanced', ['branch', 'parent', 'candidate', 'target']),
-    ('outcome', NULL, ['name', 'status', 'candidate', 'reviewed', 'base_ref', 'branch', 'horizon_rev', 'integrate_run'])
-  ) AS t(kind, name, fields)
+texts AS (  -- data fields that must be strings or null, per kind (and event name)
+  SELECT position, ['dwarf', 'status', 'reason', 'reviewed_commit', 'base_ref'] AS fields, json_extract(data, ['$.dwarf', '$.status', '$.reason', '$.reviewed_commit', '$.base_ref']) AS f
+  FROM forge_candidates WHERE kind = 'attempt'
+  UNION ALL
+  SELECT position, ['role', 'spec', 'model', 'effort', 'harness'] AS fields, json_extract(data, ['$.role', '$.spec', '$.model', '$.effort', '$.harness']) AS f
+  FROM forge_candidates WHERE kind = 'dispatch'
+  UNION ALL
+  SELECT position, ['status', 'commit', 'reviewed_commit', 'integration'] AS fields, json_extract(data, ['$.status', '$.commit', '$.reviewed_commit', '$.integration']) AS f
+  FROM forge_candidates WHERE kind = 'event' AND name = 'merge'
+  UNION ALL
+  SELECT position, ['branch', 'parent', 'candidate', 'target'] AS fields, json_extract(data, ['$.branch', '$.parent', '$.candidate', '$.target']) AS f
+  FROM forge_candidates WHERE kind = 'event' AND name = 'integrate_advanced'
+  UNION ALL
+  SELECT position, ['name', 'status', 'candidate', 'reviewed', 'base_ref', 'branch', 'horizon_rev', 'integrate_run'] AS fields, json_extract(data, ['$.name', '$.status', '$.candidate', '$.reviewed', '$.base_ref', '$.branch', '$.horizon_rev', '$.integrate_run']) AS f
+  FROM forge_candidates WHERE kind = 'outcome'
 ),
 text_values AS (
-  SELECT c.position, t.fields,
-         list_transform(json_extract(c.data, list_transform(t.fields, lambda k: '$.' || k)),
-                        lambda x: coalesce(json_type(x), 'NULL') IN ('VARCHAR', 'NULL')) AS ok
-  FROM forge_candidates c JOIN texts t ON c.kind = t.kind AND (t.name IS NULL OR c.name = t.name)
+  SELECT position, fields, list_transform(f, lambda x: coalesce(json_type(x), 'NULL') IN ('VARCHAR', 'NULL')) AS ok
+  FROM texts
 ),
 text_problems AS (
   SELECT position, 1 AS step, 'data.' || fields[list_position(ok, false)] AS field, 'must be a string or null' AS rule
