@@ -13,6 +13,8 @@ import json
 import math
 from typing import Any
 
+import orjson
+
 
 def js_number_text(value: float | int) -> str:
     """ECMAScript Number::toString for a finite number; NaN and infinities become null."""
@@ -95,8 +97,55 @@ def _encode(value: Any, indent: str, level: int, parts: list[str]) -> None:
         raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
+class _NeedsSlowPath(Exception):
+    pass
+
+
+_SAFE_INTEGER = 9007199254740992.0
+
+
+def _number(value: float) -> float | int:
+    """The float as orjson should receive it, or _NeedsSlowPath."""
+    if value.is_integer():
+        if -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+            return int(value)
+        if abs(value) < 1e21:  # JavaScript pads the shortest digits with zeros
+            raise _NeedsSlowPath
+    elif 1e-6 <= abs(value) < 1e-5:
+        raise _NeedsSlowPath
+    return value
+
+
+def _normalize(container: Any) -> None:
+    """Make integral floats ints, in place, so orjson prints numbers as JSON.stringify does.
+
+    orjson writes the same shortest digits as JavaScript everywhere but in [1e-6, 1e-5),
+    where it switches to exponent notation earlier, and for integral values from 2^53 to
+    1e21, which JavaScript writes as shortest digits padded with zeros; such a number
+    sends the document down the slow path. NaN and infinities are left to orjson (null)."""
+    items = container.items() if type(container) is dict else enumerate(container)
+    for key, value in items:
+        kind = type(value)
+        if kind is float:
+            if value - value == 0:  # finite
+                container[key] = _number(value)
+        elif kind is dict or kind is list:
+            _normalize(value)
+        elif kind is tuple:
+            container[key] = list(value)
+            _normalize(container[key])
+
+
 def dumps(value: Any, indent: int | None = None) -> str:
-    """`JSON.stringify(value, null, indent)`; `indent=None` is the compact form."""
+    """`JSON.stringify(value, null, indent)`; `indent=None` is the compact form.
+
+    Containers are normalised in place (integral floats become equal ints)."""
+    if indent in (None, 2) and type(value) in (dict, list):
+        try:
+            _normalize(value)  # in place: integral floats become ints, which changes no value
+            return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent == 2 else 0).decode()
+        except (_NeedsSlowPath, TypeError, orjson.JSONEncodeError):
+            pass
     parts: list[str] = []
     _encode(value, " " * indent if indent else "", 0, parts)
     return "".join(parts)

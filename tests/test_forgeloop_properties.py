@@ -143,6 +143,6 @@ def test_percentile_positions_are_computed_like_javascript():
     # (7 - 1) * 0.95 is 5.699999999999999 in floating point, so p95 of 0..6 million is just below 5.7 million
     members = [float(v) * 1e6 for v in range(7)]
     frame = pl.DataFrame({"g": [0] * 7, "value": members})
-    statistics_ = robust_statistics(frame, ["g"]).collect()
+    statistics_ = robust_statistics(frame, ["g"])
     assert statistics_["p95"][0] == port.pct(members, 0.95) == 5699999.999999999
     assert rounded(statistics_).collect()["p95"][0] == 5700000

@@ -13,6 +13,7 @@ from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, comman
 
 RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")]
 SHOWN_REJECTIONS = 20
+SHOWN_RUN_SETS = 10
 
 
 @ingest_app.command("forgeloop", help="Read ForgeLoop run files (RESULTS/raw/<runSetId>/**/*.json) into the warehouse. " + EXIT_CODES_HELP)
@@ -79,13 +80,17 @@ def aggregate_command(
     if json:
         print_json(result.as_dict(), 2)
         return Exit.OK
-    for docs in result.documents:
-        for scenario in docs.unknown_scenarios:
-            note(f"note: {docs.run_set_id}/{scenario} has no scenario file: expectedProfile unknown, lightObjectives null")
+    destination = out or store.root / "aggregate"
+    unknown = sorted({s for docs in result.documents for s in docs.unknown_scenarios})
+    if unknown:
+        note(f"note: no scenario file for {', '.join(unknown)}: expectedProfile unknown, lightObjectives null")
+    for docs in result.documents[:SHOWN_RUN_SETS]:
         print(
             f"{docs.run_set_id}: {len(docs.scenarios)} scenarios, {docs.summary['runCount']} runs, "
-            f"claims allowed: {'yes' if docs.summary['claimsAllowed'] else 'no'} -> {(out or store.root / 'aggregate') / docs.run_set_id}"
+            f"claims allowed: {'yes' if docs.summary['claimsAllowed'] else 'no'} -> {destination / docs.run_set_id}"
         )
+    if len(result.documents) > SHOWN_RUN_SETS:
+        print(f"... {len(result.documents)} run sets in all, {len(result.written)} documents -> {destination}")
     return Exit.OK
 
 

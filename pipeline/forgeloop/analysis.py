@@ -29,7 +29,7 @@ from .contract import (
     TAIL_REGRESSION_PERCENT,
     TAIL_SAMPLE_MINIMUM,
 )
-from .stats import robust_statistics, rounded, statistics
+from .stats import metric_statistics, robust_statistics, rounded, statistics
 
 SCENARIO = ["run_set_id", "scenario_id"]
 MODE = [*SCENARIO, "mode"]
@@ -54,8 +54,9 @@ def analyse(connection: duckdb.DuckDBPyConnection, run_set: str | None = None) -
         .then(round4(pl.col("pass_count") / pl.col("run_count")))
         .alias("verification_success_rate")
     )
-    values = run_query(connection, "forgeloop_metric_values", run_set=run_set)
-    mode_stats = rounded(robust_statistics(values, [*MODE, "metric"])).collect()
+    metrics = run_query(connection, "forgeloop_run_metrics", run_set=run_set)
+    names = [name for name in metrics.columns if name not in (*MODE, "run_index")]
+    mode_stats = rounded(metric_statistics(metrics, MODE, names)).collect()
     outlier_modes, outliers = token_outliers(run_query(connection, "forgeloop_outlier_candidates", run_set=run_set), mode_runs)
     comparisons, paired_runs = compare(run_query(connection, "forgeloop_pairs", run_set=run_set), mode_runs)
     comparisons = classify_tails(comparisons, outlier_modes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import polars as pl
 
 from ..errors import LoopmeterError
@@ -49,12 +50,12 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
         raise LoopmeterError(f"no runs in {warehouse.root}; run `loopmeter ingest forgeloop RESULTS` first")
     if tier is not None and tier not in TIERS:
         raise LoopmeterError(f"--tier must be one of {', '.join(TIERS)} (got {tier!r})")
-    connection = warehouse.connect()
+    runs = warehouse.read(RUNS) if run_set is None else warehouse.read_partition(RUNS, "run_set_id", run_set)
+    if runs is None or runs.height == 0:
+        raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
+    connection = duckdb.connect()
     try:
-        if run_set is not None:
-            found = connection.sql("SELECT count(*) FROM runs WHERE run_set_id = $id", params={"id": run_set}).fetchall()[0][0]
-            if not found:
-                raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}")
+        connection.register("runs", runs.to_arrow())  # read once; every query scans it in memory
         analysis = analyse(connection, run_set)
     finally:
         connection.close()
@@ -75,7 +76,8 @@ def write_documents(result: Aggregated, out: Path) -> None:
 
 
 def store_tables(warehouse: Warehouse, analysis: Analysis, run_set: str | None) -> None:
-    """The analysis as BI tables, partitioned by run set (other run sets kept with --run-set)."""
+    """The analysis as BI tables, one file each (they are small: one row per scenario and mode,
+    or per pair); with --run-set, the other run sets' rows are kept."""
     tables = {
         "forgeloop_mode_runs": analysis.mode_runs,
         "forgeloop_mode_stats": analysis.mode_stats.rename({"outlierCount": "outlier_count"}),
@@ -86,9 +88,8 @@ def store_tables(warehouse: Warehouse, analysis: Analysis, run_set: str | None) 
         "forgeloop_context_inflation": analysis.inflation,
     }
     for name, frame in tables.items():
-        warehouse.write_table(
-            name,
-            frame.with_columns(pl.col("run_set_id").cast(pl.String)),
-            partition_by="run_set_id",
-            keep_partitions=run_set is not None,
-        )
+        current = warehouse.read(name) if run_set is not None else None
+        if current is not None:
+            kept = current.filter(pl.col("run_set_id") != run_set)
+            frame = pl.concat([kept, frame.select(kept.columns).cast(kept.schema)]).sort("run_set_id", maintain_order=True)
+        warehouse.write_table(name, frame)

@@ -1,14 +1,17 @@
-"""ForgeLoop's statistics as polars expressions over long tables of values.
+"""ForgeLoop's statistics for every group of a table at once, with polars.
 
-Every function takes a frame with group columns and a `value` column (nulls allowed) and
-returns one row per group, so a whole warehouse is summarised in one pass.
+The values are sorted once by (group, value); each group is then a run of rows with a
+start and a count, and every statistic is index arithmetic over the per-group table:
 
-- percentile: sorted finite values, position (n-1)*f, `lo + (hi - lo) * (pos - floor)`,
-  written out with `gather` so the float operations are JavaScript's exactly;
-- average: the sum in ascending order, one addition after the other (what
-  `sorted.reduce` does), divided by the count;
-- robustStatistic (v2) and statistic (v1) are built from those, unrounded here; the
-  documents round with `numbers.js_round4_expr`.
+- percentile at fraction f: position (n-1)*f, `lo + (hi - lo) * (pos - floor)` with lo and
+  hi gathered at start + floor(pos) and start + ceil(pos) — JavaScript's float operations
+  exactly, not a library's interpolation;
+- average: the running sum within the group (`cum_sum` over the group: ascending values
+  added left to right, as ForgeLoop's `sorted.reduce` does) at the group's last row, / n;
+- mad: the deviations from the group's median, sorted the same way, at the median position;
+- outlierCount: values above q3 + 1.5 (q3 - q1), with unrounded quartiles.
+
+Everything here is unrounded; `rounded` applies ForgeLoop's `toFixed(4)` rule.
 """
 from __future__ import annotations
 
@@ -21,74 +24,114 @@ LEGACY_FIELDS = ("count", "average", "p50", "p95", "minimum", "maximum")
 UNROUNDED = ("count", "minimum", "maximum", "outlierCount")
 
 
-def percentile(sorted_values: pl.Expr, fraction: float) -> pl.Expr:
-    """Linear percentile of a sorted, non-empty, null-free expression (inside a group)."""
-    position = (sorted_values.len() - 1).cast(pl.Float64) * fraction
+def group_ids(frame: pl.DataFrame, by: list[str]) -> tuple[pl.DataFrame, pl.Series]:
+    """The distinct groups (in order of first appearance) and each row's group number."""
+    keys = frame.select(by)
+    groups = keys.unique(maintain_order=True)
+    numbered = keys.join(groups.with_row_index("gid"), on=by, how="left", maintain_order="left", nulls_equal=True)
+    return groups, numbered["gid"]
+
+
+def _sorted_runs(gid: pl.Series, values: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Finite values sorted by (group, value), and per present group its start row and count."""
+    data = (
+        pl.DataFrame({"gid": gid, "value": values.cast(pl.Float64)})
+        .filter(pl.col("value").is_not_null() & pl.col("value").is_finite())
+        .sort("gid", "value")
+    )
+    runs = (
+        data.with_row_index("row")
+        .group_by("gid", maintain_order=True)
+        .agg(pl.col("row").first().cast(pl.Int64).alias("start"), pl.len().cast(pl.Int64).alias("count"))
+    )
+    return data, runs
+
+
+def _percentile(values: pl.Series, runs: pl.DataFrame, fraction: float) -> pl.Series:
+    position = (runs["count"] - 1).cast(pl.Float64) * fraction
     lower = position.floor()
-    low = sorted_values.gather(lower.cast(pl.Int64)).first()
-    high = sorted_values.gather(position.ceil().cast(pl.Int64)).first()
+    low = values.gather(runs["start"] + lower.cast(pl.Int64))
+    high = values.gather(runs["start"] + position.ceil().cast(pl.Int64))
     return low + (high - low) * (position - lower)
 
 
-def sequential_sum(sorted_values: pl.Expr) -> pl.Expr:
-    """The sum of sorted values added left to right, as JavaScript's reduce does."""
-    return sorted_values.cum_sum().last()
+def _per_row(group_values: pl.Series, data: pl.DataFrame, runs: pl.DataFrame) -> pl.Series:
+    """Spread one value per present group back onto the group's rows."""
+    numbered = runs.select("gid").with_row_index("at")
+    return group_values.gather(data.select("gid").join(numbered, on="gid", how="left", maintain_order="left")["at"])
 
 
-def sorted_finite(values: pl.DataFrame | pl.LazyFrame, by: list[str], column: str = "value") -> pl.LazyFrame:
-    """The finite values only, as Float64, sorted within each group (groups keep that order)."""
-    value = pl.col(column).cast(pl.Float64)
-    return (
-        values.lazy()
-        .with_columns(value.alias(column))
-        .filter(pl.col(column).is_not_null() & pl.col(column).is_finite())
-        .sort([*by, column], nulls_last=True)
-    )
+def _robust_by_group(gid: pl.Series, values: pl.Series, legacy: bool = False) -> pl.DataFrame:
+    """One row per group with a finite value: `gid` and the unrounded statistics."""
+    data, runs = _sorted_runs(gid, values)
+    sorted_values = data["value"]
+    last = runs["start"] + runs["count"] - 1
+    running = data.select(pl.col("value").cum_sum().over("gid"))["value"]
+    median = _percentile(sorted_values, runs, 0.5)
+    result = {
+        "gid": runs["gid"],
+        "count": runs["count"],
+        "average": running.gather(last) / runs["count"].cast(pl.Float64),
+        "minimum": sorted_values.gather(runs["start"]),
+        "p50": median,
+        "p95": _percentile(sorted_values, runs, 0.95),
+        "maximum": sorted_values.gather(last),
+    }
+    if not legacy:
+        q1, q3 = _percentile(sorted_values, runs, 0.25), _percentile(sorted_values, runs, 0.75)
+        fence = _per_row(q3 + 1.5 * (q3 - q1), data, runs)
+        deviations = (
+            pl.DataFrame({"gid": data["gid"], "value": (sorted_values - _per_row(median, data, runs)).abs()})
+            .sort("gid", "value")["value"]
+        )
+        outliers = (
+            pl.DataFrame({"gid": data["gid"], "above": sorted_values > fence})
+            .group_by("gid", maintain_order=True)
+            .agg(pl.col("above").sum().cast(pl.Int64))["above"]
+        )
+        result.update(
+            p25=q1, p75=q3, p90=_percentile(sorted_values, runs, 0.9), iqr=q3 - q1,
+            mad=_percentile(deviations, runs, 0.5), outlierCount=outliers,
+        )
+    return pl.DataFrame(result).select("gid", *(LEGACY_FIELDS if legacy else ROBUST_FIELDS))
 
 
-def _with_empty_groups(statistics: pl.LazyFrame, values, by: list[str], empty: dict) -> pl.LazyFrame:
-    groups = values.lazy().select(by).unique(maintain_order=True)
-    joined = groups.join(statistics, on=by, how="left", nulls_equal=True, maintain_order="left")
-    return joined.with_columns(pl.col(name).fill_null(fill) for name, fill in empty.items())
+def _statistics(values: pl.DataFrame | pl.LazyFrame, by: list[str], column: str, legacy: bool) -> pl.DataFrame:
+    frame = values.collect() if isinstance(values, pl.LazyFrame) else values
+    groups, gid = group_ids(frame, by)
+    present = _robust_by_group(gid, frame[column], legacy)
+    joined = groups.with_row_index("gid").join(present, on="gid", how="left", maintain_order="left").drop("gid")
+    zero = ["count"] if legacy else ["count", "outlierCount"]
+    return joined.with_columns(pl.col(zero).fill_null(0))
 
 
-def robust_statistics(values: pl.DataFrame | pl.LazyFrame, by: list[str], column: str = "value") -> pl.LazyFrame:
-    """Unrounded robustStatistic per group of `values` (groups without a finite value: count 0)."""
-    value = pl.col(column)
-    q1, median, q3 = percentile(value, 0.25), percentile(value, 0.5), percentile(value, 0.75)
-    statistics = sorted_finite(values, by, column).group_by(by, maintain_order=True).agg(
-        value.len().cast(pl.Int64).alias("count"),
-        (sequential_sum(value) / value.len()).alias("average"),
-        value.first().alias("minimum"),
-        q1.alias("p25"),
-        median.alias("p50"),
-        q3.alias("p75"),
-        percentile(value, 0.9).alias("p90"),
-        percentile(value, 0.95).alias("p95"),
-        value.last().alias("maximum"),
-        (q3 - q1).alias("iqr"),
-        percentile((value - median).abs().sort(), 0.5).alias("mad"),
-        (value > q3 + 1.5 * (q3 - q1)).sum().cast(pl.Int64).alias("outlierCount"),
-    )
-    return _with_empty_groups(statistics, values, by, {"count": 0, "outlierCount": 0})
+def robust_statistics(values: pl.DataFrame | pl.LazyFrame, by: list[str], column: str = "value") -> pl.DataFrame:
+    """Unrounded robustStatistic per group (groups without a finite value: count 0, the rest null)."""
+    return _statistics(values, by, column, legacy=False)
 
 
-def statistics(values: pl.DataFrame | pl.LazyFrame, by: list[str], column: str = "value") -> pl.LazyFrame:
+def statistics(values: pl.DataFrame | pl.LazyFrame, by: list[str], column: str = "value") -> pl.DataFrame:
     """Unrounded statistic (benchmarkVersion 1) per group: count, average, p50, p95, min, max."""
-    value = pl.col(column)
-    result = sorted_finite(values, by, column).group_by(by, maintain_order=True).agg(
-        value.len().cast(pl.Int64).alias("count"),
-        (sequential_sum(value) / value.len()).alias("average"),
-        percentile(value, 0.5).alias("p50"),
-        percentile(value, 0.95).alias("p95"),
-        value.first().alias("minimum"),
-        value.last().alias("maximum"),
-    )
-    return _with_empty_groups(result, values, by, {"count": 0})
+    return _statistics(values, by, column, legacy=True)
 
 
-def rounded(statistics: pl.LazyFrame | pl.DataFrame, fields: tuple[str, ...] = ROBUST_FIELDS) -> pl.LazyFrame:
+def metric_statistics(frame: pl.DataFrame, by: list[str], metrics: list[str]) -> pl.DataFrame:
+    """robustStatistic of each metric column per group, as a long table with a `metric` column."""
+    groups, gid = group_ids(frame, by)
+    numbered = groups.with_row_index("gid")
+    parts = []
+    for metric in metrics:
+        present = _robust_by_group(gid, frame[metric])
+        parts.append(
+            numbered.join(present, on="gid", how="left", maintain_order="left")
+            .with_columns(pl.lit(metric).alias("metric"), pl.col("count", "outlierCount").fill_null(0))
+        )
+    return pl.concat(parts).drop("gid").select(*by, "metric", *ROBUST_FIELDS)
+
+
+def rounded(statistics_: pl.LazyFrame | pl.DataFrame, fields: tuple[str, ...] = ROBUST_FIELDS) -> pl.LazyFrame:
     """Round what ForgeLoop rounds (everything but count, minimum, maximum, outlierCount)."""
-    return statistics.lazy().with_columns(
-        js_round4_expr(pl.col(name)).alias(name) for name in fields if name not in UNROUNDED
+    present = statistics_.collect_schema().names()
+    return statistics_.lazy().with_columns(
+        js_round4_expr(pl.col(name)).alias(name) for name in fields if name not in UNROUNDED and name in present
     )
