@@ -22,6 +22,7 @@ import shutil
 import socket
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -155,10 +156,12 @@ class Warehouse:
         else:
             written: set[str] = set()
             if frame.height:
-                for (value,), part in frame.partition_by(partition_by, as_dict=True, maintain_order=True).items():
-                    value = str(value)
-                    self._write_file(part, version / f"{partition_by}={value}" / "part-0.parquet", name)
-                    written.add(value)
+                parts = frame.partition_by(partition_by, as_dict=True, maintain_order=True)
+                jobs = [(part, version / f"{partition_by}={value}" / "part-0.parquet") for (value,), part in parts.items()]
+                # Parquet encoding releases the GIL: write partitions on every core
+                with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                    list(pool.map(lambda job: self._write_file(job[0], job[1], name), jobs))
+                written.update(str(value) for (value,) in parts)
             if keep_partitions:
                 for value, directory in self.partitions(name, partition_by).items():
                     if value in written or value in drop_partitions:

@@ -8,13 +8,11 @@ row in `ingest_manifest`: accepted, unchanged, or rejected with the field and th
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import orjson
 import polars as pl
 
 from .. import progress
@@ -25,7 +23,7 @@ from ..warehouse import Warehouse
 from .contract import RUN_SET_ID, RUN_SET_RULE
 from .scenarios import SCENARIO_COLUMNS, read_scenarios
 from .tables import MANIFEST_COLUMNS
-from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
+from .reader import ALL_RUN_COLUMNS, ToRead, read_runs
 
 RUNS = "runs"
 MANIFEST = "ingest_manifest"
@@ -33,7 +31,6 @@ SCENARIOS = "scenarios"
 RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]
 DUPLICATE = "duplicate"
 
-ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
 
 
 @dataclass
@@ -53,6 +50,7 @@ class IngestResult:
     unchanged: int = 0
     rejections: list[tuple[str, str, str]] = field(default_factory=list)  # (path, field, rule)
     scenarios: int = 0
+    wrote: bool = False  # some table changed (false for an unchanged tree)
 
     @property
     def rejected(self) -> int:
@@ -126,24 +124,6 @@ def discover(results: Path) -> list[SeenFile]:
     return found
 
 
-def _parse(content: bytes, seen: SeenFile) -> tuple:
-    if not content:
-        raise RunRejected("file", "is empty")
-    try:
-        document = orjson.loads(content)
-    except orjson.JSONDecodeError as error:
-        message = str(error)
-        if "utf-8" in message.lower():
-            raise RunRejected("file", f"is not valid UTF-8 ({message})") from None
-        if "depth limit" in message.lower() or "recursion" in message.lower():
-            raise RunRejected("file", "nests too deeply to be a run (over 1024 levels)") from None
-        raise RunRejected("file", f"is not valid JSON ({message})") from None
-    row = flatten_run(document)
-    if row[0] != seen.run_set_id:
-        raise RunRejected("runSetId", f"must equal its run set folder ({seen.run_set_id})")
-    return row
-
-
 def ingest_forgeloop(
     warehouse: Warehouse,
     results: Path,
@@ -159,46 +139,35 @@ def ingest_forgeloop(
     source_root = str(results.resolve())
     now = datetime.now(timezone.utc)
     in_scope = sorted({f.run_set_id for f in files if f.run_set_id is not None and f.problem is None})
-    previous_runs = _previous_runs(warehouse, in_scope)
-    plan = _plan(files, _previous_manifest(warehouse, source_root), previous_runs)
+    stored = _stored(warehouse, in_scope)
+    previous_manifest = _previous_manifest(warehouse, source_root)
+    plan = _plan(files, previous_manifest, stored)
 
     manifest: dict[str, list] = {}
-    new_rows: list[tuple] = []
-    unchanged_paths: list[str] = []
-    with progress.bar("ingest forgeloop", plan.height) as bar:
-        for seen, action, field_name, reason, digest, stored_hash in zip(
-            files, plan["action"], plan["field"], plan["reason"], plan["content_hash"], plan["stored_hash"]
-        ):
-            row = ["run", source_root, seen.path, seen.run_set_id, action, field_name, reason, seen.size, seen.mtime_ns, digest, now]
-            manifest[seen.path] = row
-            if action == "unchanged":
-                unchanged_paths.append(seen.path)
-            if action != "read":
-                continue
-            bar.advance()
-            row[4:7] = _read_and_parse(results, seen, max_file_bytes, row, new_rows, stored_hash)
-            if row[4] == "unchanged":
-                unchanged_paths.append(seen.path)
+    todo: list[ToRead] = []
+    for seen, action, field_name, reason, digest, stored_hash, since in zip(
+        files, plan["action"], plan["field"], plan["reason"], plan["content_hash"], plan["stored_hash"], plan["since"]
+    ):
+        manifest[seen.path] = ["run", source_root, seen.path, seen.run_set_id, action, field_name, reason, seen.size, seen.mtime_ns, digest, since or now]
+        if action == "read":
+            todo.append(ToRead(seen.path, seen.run_set_id, seen.size, stored_hash))
+    with progress.bar("ingest forgeloop", len(todo)) as bar:
+        verdicts, tables = read_runs(str(results), todo, max_file_bytes, bar.advance)
+    for item, (status, field_name, reason, digest) in zip(todo, verdicts):
+        manifest[item.path][4:7] = [status, field_name, reason]
+        manifest[item.path][9] = digest
 
-    runs = frame_from_rows(new_rows, ALL_RUN_COLUMNS)
-    if previous_runs is not None and unchanged_paths:
-        kept = previous_runs.filter(pl.col("source_path").is_in(unchanged_paths))
-        runs = pl.concat([runs, kept.select(runs.columns).cast(runs.schema)])
-    runs = _reject_duplicates(runs.sort("source_path"), manifest)
-
-    changed = _changed_run_sets(runs, previous_runs, in_scope)
+    changed = _changed_run_sets(manifest, stored, in_scope)
     if changed or not warehouse.has_table(RUNS):
+        runs = _rebuilt_runs(warehouse, changed, tables, manifest)
         warehouse.write_table(
-            RUNS,
-            runs.filter(pl.col("run_set_id").is_in(changed)),
-            partition_by="run_set_id",
-            keep_partitions=True,
-            drop_partitions=set(changed),
+            RUNS, runs, partition_by="run_set_id", keep_partitions=True, drop_partitions=set(changed)
         )
     outcome = IngestResult(results=results.resolve(), run_sets=in_scope)
     if scenarios is not None:
         outcome.scenarios = _ingest_scenarios(warehouse, Path(scenarios), manifest, now)
-    _write_manifest(warehouse, manifest, source_root, in_scope, scenarios)
+    outcome.wrote = bool(changed) or scenarios is not None
+    outcome.wrote |= _write_manifest(warehouse, manifest, source_root, in_scope, scenarios, previous_manifest)
 
     for row in manifest.values():
         if row[4] == "accepted" and row[0] == "run":
@@ -210,7 +179,7 @@ def ingest_forgeloop(
     return outcome
 
 
-def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataFrame | None) -> pl.DataFrame:
+def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataFrame) -> pl.DataFrame:
     """What to do with each file, decided for all files at once against the last ingest.
 
     action: rejected (a problem of place, or the same bytes were rejected before for a
@@ -229,8 +198,6 @@ def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataF
     )
     if previous is None:
         previous = empty_frame(MANIFEST_COLUMNS)
-    if stored is None:
-        stored = empty_frame(ALL_RUN_COLUMNS)
     before = previous.select(
         "path",
         pl.col("status").alias("before_status"),
@@ -239,6 +206,7 @@ def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataF
         pl.col("size_bytes").alias("before_size"),
         pl.col("mtime_ns").alias("before_mtime"),
         pl.col("content_hash").alias("before_hash"),
+        pl.col("ingested_at").alias("before_ingested_at"),
     )
     stored_hash = stored.select(pl.col("source_path").alias("path"), pl.col("content_hash").alias("stored_hash"))
     joined = seen.join(before, on="path", how="left", maintain_order="left").join(
@@ -257,33 +225,10 @@ def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataF
         pl.when(has_problem).then("problem_reason").when(still_rejected.fill_null(False)).then("before_reason").alias("reason"),
         pl.when(unchanged.fill_null(False) | still_rejected.fill_null(False)).then("before_hash").alias("content_hash"),
         pl.col("stored_hash"),
+        # a verdict that stands keeps the time it was first given
+        pl.when((unchanged & (pl.col("before_status") == "unchanged")) | still_rejected)
+        .then("before_ingested_at").alias("since"),
     )
-
-
-def _read_and_parse(
-    results: Path, seen: SeenFile, max_file_bytes: int, row: list, new_rows: list, stored_hash: str | None
-) -> list:
-    """Read, hash and validate one file; returns [status, field, reason] for its manifest row.
-
-    A file whose bytes hash like the run stored for its path is unchanged (not parsed)."""
-    if seen.size > max_file_bytes:
-        return ["rejected", "file", f"is larger than the {max_file_bytes}-byte limit ({seen.size} bytes)"]
-    try:
-        with open(results / seen.path, "rb") as handle:
-            content = handle.read(max_file_bytes + 1)
-    except OSError as error:
-        return ["rejected", "file", f"cannot be read ({error.strerror})"]
-    if len(content) > max_file_bytes:
-        return ["rejected", "file", f"is larger than the {max_file_bytes}-byte limit"]
-    digest = hashlib.sha256(content).hexdigest()
-    row[9] = digest
-    if digest == stored_hash:
-        return ["unchanged", None, None]
-    try:
-        new_rows.append((*_parse(content, seen), seen.path, digest))
-    except RunRejected as error:
-        return ["rejected", error.field, error.rule]
-    return ["accepted", None, None]
 
 
 def _reject_duplicates(runs: pl.DataFrame, manifest: dict) -> pl.DataFrame:
@@ -307,29 +252,47 @@ def _previous_manifest(warehouse: Warehouse, source_root: str) -> pl.DataFrame |
     return frame.filter((pl.col("kind") == "run") & (pl.col("source_root") == source_root))
 
 
-def _previous_runs(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame | None:
-    """The stored runs of the run sets this ingest rebuilds (None before the first ingest)."""
-    if not warehouse.has_table(RUNS):
-        return None
-    frames = [warehouse.read_partition(RUNS, "run_set_id", run_set) for run_set in run_sets]
-    frames = [frame for frame in frames if frame is not None]
-    if not frames:
-        return empty_frame(ALL_RUN_COLUMNS)
-    return pl.concat(frames, how="diagonal_relaxed")
+STORED_COLUMNS = ["run_set_id", "source_path", "content_hash"]
 
 
-def _changed_run_sets(runs: pl.DataFrame, previous: pl.DataFrame | None, in_scope: list[str]) -> list[str]:
-    """Run sets whose stored rows differ (by source path and content hash) from the new ones."""
-    if previous is None:
-        return in_scope
-    def fingerprint(frame: pl.DataFrame) -> dict[str, set]:
-        pairs = frame.select("run_set_id", "source_path", "content_hash").iter_rows()
-        result: dict[str, set] = {}
-        for run_set, path, digest in pairs:
-            result.setdefault(run_set, set()).add((path, digest))
-        return result
-    new, old = fingerprint(runs), fingerprint(previous)
-    return [run_set for run_set in in_scope if new.get(run_set, set()) != old.get(run_set, set())]
+def _stored(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame:
+    """(run set, source path, content hash) of the stored runs of these run sets — three
+    columns only, so an unchanged tree is checked without reading the runs themselves."""
+    partitions = warehouse.partitions(RUNS, "run_set_id")
+    files = [str(path) for run_set in run_sets if run_set in partitions for path in sorted(partitions[run_set].glob("*.parquet"))]
+    if not files:
+        return pl.DataFrame(schema={name: pl.String for name in STORED_COLUMNS})
+    return pl.read_parquet(files, columns=STORED_COLUMNS, hive_partitioning=False)
+
+
+def _changed_run_sets(manifest: dict[str, list], stored: pl.DataFrame, in_scope: list[str]) -> list[str]:
+    """Run sets whose stored (path, hash) pairs differ from the files accepted or unchanged now."""
+    wanted = pl.DataFrame(
+        [(row[3], row[2], row[9]) for row in manifest.values() if row[0] == "run" and row[4] in ("accepted", "unchanged")],
+        schema={name: pl.String for name in STORED_COLUMNS},
+        orient="row",
+    )
+    differs = pl.concat(
+        [
+            wanted.join(stored, on=STORED_COLUMNS, how="anti").select("run_set_id"),
+            stored.join(wanted, on=STORED_COLUMNS, how="anti").select("run_set_id"),
+        ]
+    )["run_set_id"].unique()
+    return [run_set for run_set in in_scope if run_set in set(differs.to_list())]
+
+
+def _rebuilt_runs(warehouse: Warehouse, changed: list[str], tables: list, manifest: dict[str, list]) -> pl.DataFrame:
+    """The changed run sets' runs: new rows, plus the stored rows of their unchanged files,
+    duplicates resolved in path order."""
+    new = pl.concat([pl.from_arrow(table) for table in tables]) if tables else empty_frame(ALL_RUN_COLUMNS)
+    unchanged = [row[2] for row in manifest.values() if row[0] == "run" and row[4] == "unchanged" and row[3] in set(changed)]
+    frames = [new.filter(pl.col("run_set_id").is_in(changed))]
+    if unchanged:
+        for run_set in changed:
+            previous = warehouse.read_partition(RUNS, "run_set_id", run_set)
+            if previous is not None:
+                frames.append(previous.filter(pl.col("source_path").is_in(unchanged)).select(new.columns).cast(new.schema))
+    return _reject_duplicates(pl.concat(frames).sort("source_path"), manifest)
 
 
 def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest: dict, now: datetime) -> int:
@@ -350,9 +313,17 @@ def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest: dict, now
     return len(rows)
 
 
-def _write_manifest(warehouse: Warehouse, manifest: dict, source_root: str, in_scope: list[str], scenarios: Path | None) -> None:
+def _write_manifest(
+    warehouse: Warehouse, manifest: dict, source_root: str, in_scope: list[str], scenarios: Path | None,
+    previous: pl.DataFrame | None,
+) -> bool:
+    """Replace this source's manifest rows; returns False when they are the same as before."""
     frame = frame_from_rows(manifest.values(), MANIFEST_COLUMNS)
     current = warehouse.read(MANIFEST)
+    if current is not None and scenarios is None and previous is not None:
+        runs_now = frame.filter(pl.col("kind") == "run").sort("path")
+        if previous.sort("path").equals(runs_now.select(previous.columns)):
+            return False
     if current is not None:
         replaced = (pl.col("kind") == "run") & (
             pl.col("run_set_id").is_in(in_scope) | (pl.col("source_root") == source_root)
@@ -362,3 +333,4 @@ def _write_manifest(warehouse: Warehouse, manifest: dict, source_root: str, in_s
         kept = current.filter(~replaced.fill_null(False))
         frame = pl.concat([kept.select(frame.columns).cast(frame.schema), frame])
     warehouse.write_table(MANIFEST, frame.sort("kind", "source_root", "path"))
+    return True

@@ -1,0 +1,120 @@
+"""Reading run files: bytes -> hash -> JSON -> validated row, in batches, on every core.
+
+`read_runs(results, todo, max_file_bytes)` takes the files an ingest has to read and
+returns, per file, its verdict (accepted, unchanged or rejected with field and rule) and
+its content hash, plus the accepted rows as Arrow tables. Batches of files go to worker
+processes when there are enough of them to pay for it; each worker returns a compact
+Arrow table, never a list of Python rows.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import orjson
+import pyarrow as pa
+
+from ..frames import arrow_type
+from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
+
+ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
+BATCH = 2000
+PARALLEL_FROM = 4000  # fewer files than this are read in the calling process
+
+
+@dataclass(frozen=True)
+class ToRead:
+    path: str  # relative to the results directory
+    run_set_id: str
+    size: int
+    stored_hash: str | None  # content hash of the run stored for this path, if any
+
+
+Verdict = tuple[str, str | None, str | None, str | None]  # status, field, reason, content hash
+
+
+def _parse(content: bytes, expected_run_set: str) -> tuple:
+    if not content:
+        raise RunRejected("file", "is empty")
+    try:
+        document = orjson.loads(content)
+    except orjson.JSONDecodeError as error:
+        message = str(error)
+        if "utf-8" in message.lower():
+            raise RunRejected("file", f"is not valid UTF-8 ({message})") from None
+        if "depth limit" in message.lower() or "recursion" in message.lower():
+            raise RunRejected("file", "nests too deeply to be a run (over 1024 levels)") from None
+        raise RunRejected("file", f"is not valid JSON ({message})") from None
+    row = flatten_run(document)
+    if row[0] != expected_run_set:
+        raise RunRejected("runSetId", f"must equal its run set folder ({expected_run_set})")
+    return row
+
+
+def _read_one(results: str, item: ToRead, max_file_bytes: int, rows: list) -> Verdict:
+    if item.size > max_file_bytes:
+        return ("rejected", "file", f"is larger than the {max_file_bytes}-byte limit ({item.size} bytes)", None)
+    try:
+        with open(os.path.join(results, item.path), "rb") as handle:
+            content = handle.read(item.size + 1)  # a buffer of the file's size, not of the limit
+            if len(content) > item.size:  # it grew since it was listed
+                content += handle.read(max_file_bytes + 1 - len(content))
+    except OSError as error:
+        return ("rejected", "file", f"cannot be read ({error.strerror})", None)
+    if len(content) > max_file_bytes:
+        return ("rejected", "file", f"is larger than the {max_file_bytes}-byte limit", None)
+    digest = hashlib.sha256(content).hexdigest()
+    if digest == item.stored_hash:  # the stored run has these very bytes
+        return ("unchanged", None, None, digest)
+    try:
+        rows.append((*_parse(content, item.run_set_id), item.path, digest))
+    except RunRejected as error:
+        return ("rejected", error.field, error.rule, digest)
+    return ("accepted", None, None, digest)
+
+
+def _table(rows: list[tuple]) -> pa.Table:
+    names = [name for name, _, _ in ALL_RUN_COLUMNS]
+    if not rows:
+        return pa.table({name: pa.array([], type=arrow_type(dtype)) for name, dtype, _ in ALL_RUN_COLUMNS})
+    arrays = [pa.array(values, type=arrow_type(dtype)) for values, (_, dtype, _) in zip(zip(*rows), ALL_RUN_COLUMNS)]
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def read_batch(results: str, batch: list[ToRead], max_file_bytes: int) -> tuple[list[Verdict], pa.Table]:
+    """Read one batch of files: a verdict per file and the accepted rows."""
+    rows: list[tuple] = []
+    verdicts = [_read_one(results, item, max_file_bytes, rows) for item in batch]
+    return verdicts, _table(rows)
+
+
+def _batches(todo: list[ToRead]) -> Iterator[list[ToRead]]:
+    for start in range(0, len(todo), BATCH):
+        yield todo[start : start + BATCH]
+
+
+def read_runs(
+    results: str, todo: list[ToRead], max_file_bytes: int, advance: Callable[[int], None] = lambda n: None
+) -> tuple[list[Verdict], list[pa.Table]]:
+    """Verdicts in the order of `todo`, and the accepted rows as Arrow tables."""
+    verdicts: list[Verdict] = []
+    tables: list[pa.Table] = []
+    workers = os.cpu_count() or 1
+    if len(todo) < PARALLEL_FROM or workers < 2:
+        for batch in _batches(todo):
+            batch_verdicts, table = read_batch(results, batch, max_file_bytes)
+            verdicts += batch_verdicts
+            tables.append(table)
+            advance(len(batch))
+        return verdicts, tables
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(read_batch, results, batch, max_file_bytes) for batch in _batches(todo)]
+        for future, batch in zip(futures, _batches(todo)):
+            batch_verdicts, table = future.result()
+            verdicts += batch_verdicts
+            tables.append(table)
+            advance(len(batch))
+    return verdicts, tables
