@@ -146,3 +146,24 @@ def test_percentile_positions_are_computed_like_javascript():
     statistics_ = robust_statistics(frame, ["g"])
     assert statistics_["p95"][0] == port.pct(members, 0.95) == 5699999.999999999
     assert rounded(statistics_).collect()["p95"][0] == 5700000
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**60), 2**60), finite, st.floats(1e-7, 2e-5), st.text(max_size=6)),
+    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=4), children, max_size=4)),
+    max_leaves=30,
+)
+
+
+@given(json_values)
+@settings(max_examples=300, deadline=None)
+def test_fast_json_text_equals_the_reference_encoder(value):
+    """dumps() uses orjson where it prints what JSON.stringify prints; the slow encoder is the reference."""
+    from copy import deepcopy
+
+    from pipeline.jsjson import _encode
+
+    for indent in (None, 2):
+        parts: list[str] = []
+        _encode(value, " " * indent if indent else "", 0, parts)
+        assert dumps(deepcopy(value), indent) == "".join(parts)

@@ -1,0 +1,40 @@
+"""The command line as users meet it: start-up, help, exit codes, one-line errors."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import ROOT, run_cli
+
+
+def test_help_does_not_import_the_heavy_libraries():
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pipeline", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert result.returncode == 0 and "ingest" in result.stdout
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    assert imported.isdisjoint({"polars", "duckdb", "pyarrow"}), imported & {"polars", "duckdb", "pyarrow"}
+
+
+def test_argument_errors_exit_2_without_heavy_imports():
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pipeline", "aggregate", "--no-such-option"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert result.returncode == 2
+    assert "No such option" in result.stderr
+    assert "polars" not in {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+
+
+def test_exit_codes_are_documented_in_help():
+    text = run_cli("ingest", "forgeloop", "--help").stdout
+    assert "Exit codes: 0 all good; 1 fatal error" in text and "3 some inputs" in text and "4 warehouse" in text
+
+
+def test_aggregate_on_an_empty_warehouse_is_one_clear_line(tmp_path):
+    result = run_cli("aggregate", warehouse=tmp_path / "empty", check=1)
+    assert result.stderr.strip() == f"loopmeter: error: no runs in {tmp_path / 'empty'}; run `loopmeter ingest forgeloop RESULTS` first"
+
+
+def test_bad_tier_is_refused(corpus_warehouse, tmp_path):
+    result = run_cli("aggregate", "--tier", "huge", "--out", str(tmp_path), warehouse=corpus_warehouse, check=1)
+    assert "--tier must be one of smoke, evidence, tail" in result.stderr
