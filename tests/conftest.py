@@ -47,3 +47,11 @@ def corpus_warehouse(tmp_path_factory, corpus) -> Path:
     warehouse = tmp_path_factory.mktemp("corpus") / "warehouse"
     run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), warehouse=warehouse)
     return warehouse
+
+
+@pytest.fixture(scope="session")
+def demo_warehouse(tmp_path_factory) -> Path:
+    """The warehouse `loopmeter demo` builds from the project's own sample data."""
+    base = tmp_path_factory.mktemp("demo")
+    run_cli("demo", "--data", str(base / "data"), "--quiet", warehouse=base / "warehouse")
+    return base / "warehouse"

@@ -1,0 +1,93 @@
+"""`loopmeter sql`, `loopmeter queries`, `loopmeter schema`: the warehouse for people who write SQL."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli import app
+from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
+from .common import JsonOption, WarehouseOption, command, open_warehouse, print_json
+
+
+@app.command("sql", help="Run read-only SQL against the warehouse (its tables are views in loopmeter.duckdb). "
+             "Writes are refused. " + EXIT_CODES_HELP)
+@command
+def sql_command(
+    text: Annotated[Optional[str], typer.Argument(help="The SQL to run.", show_default=False)] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", help="Read the SQL from this file.")] = None,
+    query: Annotated[Optional[str], typer.Option("--query", help="Run a named query from queries/ (see `loopmeter queries`).")] = None,
+    param: Annotated[list[str], typer.Option("--param", help="name=value for a $name in the SQL (repeatable).")] = [],
+    output_format: Annotated[str, typer.Option("--format", help="table, csv, json (an array of objects) or parquet.")] = "table",
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the result to this file instead of printing it.")] = None,
+    warehouse: WarehouseOption = None,
+) -> int:
+    from ..adhoc import parse_parameters, run_sql, write_result
+    from ..sql import query_text
+
+    given = [value for value in (text, file, query) if value is not None]
+    if len(given) != 1:
+        raise LoopmeterError("give exactly one of: SQL text, --file F, --query NAME", Exit.USAGE)
+    if file is not None:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise LoopmeterError(f"--file {file}: {error.strerror}") from None
+    elif query is not None:
+        text = query_text(query)
+    frame = run_sql(open_warehouse(warehouse), text, parse_parameters(param))
+    if output_format == "table" and out is None:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(show_lines=False)
+        for name in frame.columns:
+            table.add_column(name)
+        for row in frame.iter_rows():
+            table.add_row(*("" if value is None else str(value) for value in row))
+        Console(width=None if sys.stdout.isatty() else 250, emoji=False, markup=False, highlight=False).print(table)
+        print(f"({frame.height} rows)", file=sys.stderr)
+        return Exit.OK
+    printed = write_result(frame, output_format if output_format != "table" else "csv", out)
+    if printed is not None:
+        sys.stdout.write(printed)
+    return Exit.OK
+
+
+@app.command("queries", help="List the named queries in queries/ with the first line of their header.")
+@command
+def queries_command(json: JsonOption = False) -> int:
+    from ..sql import list_queries
+
+    listed = list_queries()
+    if json:
+        print_json([{"name": name, "summary": summary} for name, summary in listed], 2)
+        return Exit.OK
+    width = max((len(name) for name, _ in listed), default=0)
+    for name, summary in listed:
+        print(f"{name:<{width}}  {summary}")
+    return Exit.OK
+
+
+@app.command("schema", help="Every table and column of the warehouse with its documentation (Markdown with --markdown).")
+@command
+def schema_command(
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown schema page.")] = False,
+    warehouse: WarehouseOption = None,
+    json: JsonOption = False,
+) -> int:
+    from ..catalog import schema_markdown, schema_rows
+
+    store = open_warehouse(warehouse)
+    if markdown:
+        sys.stdout.write(schema_markdown())
+        return Exit.OK
+    rows = schema_rows(store)
+    if json:
+        print_json(rows, 2)
+        return Exit.OK
+    for row in rows:
+        print(f"{row['table']}.{row['column']}\t{row['type']}\t{row['comment']}")
+    return Exit.OK

@@ -1,0 +1,99 @@
+"""The warehouse for people: the DuckDB database, ad hoc SQL, the named queries, BI-ready Parquet."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, run_cli
+from pipeline.catalog import schema_markdown, table_docs
+from pipeline.sql import list_queries
+
+
+def test_database_has_a_documented_view_per_table(demo_warehouse):
+    previous = os.getcwd()
+    os.chdir(demo_warehouse)  # the views read Parquet paths relative to the warehouse
+    try:
+        connection = duckdb.connect(str(demo_warehouse / "loopmeter.duckdb"), read_only=True)
+        views = {name: comment for name, comment in connection.sql(
+            "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall()}
+        assert {"runs", "scenarios", "ingest_manifest", "forgeloop_mode_stats", "forgeloop_comparisons"} <= set(views)
+        assert all(comment and comment != "(undocumented table)" for comment in views.values()), views
+        columns = connection.sql(
+            "SELECT table_name, column_name, comment FROM duckdb_columns() WHERE database_name = current_database()"
+        ).fetchall()
+        assert len(columns) > 150
+        undocumented = [(t, c) for t, c, comment in columns if not comment or comment == "(undocumented)"]
+        assert undocumented == []
+        assert connection.sql("SELECT count(*) FROM runs").fetchall()[0][0] == (26 + 5 + 5) * 6 * 3
+    finally:
+        os.chdir(previous)
+
+
+def test_schema_page_is_generated_from_the_documentation():
+    assert (ROOT / "docs" / "schema.md").read_text() == schema_markdown(), "regenerate: loopmeter schema --markdown > docs/schema.md"
+    for name, (description, columns) in table_docs().items():
+        assert description and columns, name
+        assert len({column for column, _, _ in columns}) == len(columns), name
+
+
+@pytest.mark.parametrize("name", [name for name, _ in list_queries() if name.startswith("forgeloop_")])
+def test_every_named_query_runs(demo_warehouse, name):
+    result = run_cli("sql", "--query", name, "--format", "json", warehouse=demo_warehouse)
+    rows = json.loads(result.stdout)
+    assert isinstance(rows, list) and rows and isinstance(rows[0], dict)
+
+
+def test_queries_are_listed_with_their_header():
+    listed = dict(list_queries())
+    assert listed["forgeloop_pairs"].startswith("comparable pairs")
+    printed = run_cli("queries").stdout
+    assert "forgeloop_run_metrics" in printed and "every per-run value ForgeLoop summarises" in printed
+
+
+def test_sql_formats(demo_warehouse, tmp_path):
+    text = "SELECT mode, count(*) AS runs FROM runs WHERE run_set_id = $run_set GROUP BY mode ORDER BY mode"
+    as_json = json.loads(run_cli("sql", text, "--param", "run_set=sample-legacy-5", "--format", "json", warehouse=demo_warehouse).stdout)
+    assert as_json == [{"mode": "direct", "runs": 30}, {"mode": "forgeloopAdaptive", "runs": 30}, {"mode": "forgeloopBalanced", "runs": 30}]
+    as_csv = run_cli("sql", text, "--param", "run_set=sample-legacy-5", "--format", "csv", warehouse=demo_warehouse).stdout
+    assert as_csv.splitlines() == ["mode,runs", "direct,30", "forgeloopAdaptive,30", "forgeloopBalanced,30"]
+    run_cli("sql", text, "--param", "run_set=sample-legacy-5", "--format", "parquet", "--out", str(tmp_path / "r.parquet"), warehouse=demo_warehouse)
+    assert pl.read_parquet(tmp_path / "r.parquet")["runs"].to_list() == [30, 30, 30]
+    query_file = tmp_path / "q.sql"
+    query_file.write_text("SELECT count(*) AS n FROM scenarios")
+    assert json.loads(run_cli("sql", "--file", str(query_file), "--format", "json", warehouse=demo_warehouse).stdout) == [{"n": 6}]
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ("CREATE TABLE x AS SELECT 1", "loopmeter sql is read-only: a CREATE statement is refused"),
+        ("COPY runs TO 'x.csv'", "loopmeter sql is read-only: a COPY statement is refused"),
+        ("INSERT INTO runs SELECT * FROM runs", "loopmeter sql is read-only: a INSERT statement is refused"),
+        ("SELECT * FROM read_text('../../../../etc/passwd')", "Permission Error"),
+        ("SELECT * FROM read_text('/etc/passwd')", "Permission Error"),
+        ("SELEC 1", "SQL does not parse"),
+    ],
+)
+def test_sql_refuses_writes_and_files_outside_the_warehouse(demo_warehouse, statement, message):
+    result = run_cli("sql", statement, warehouse=demo_warehouse, check=1)
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_every_parquet_file_reads_on_its_own_in_duckdb_polars_and_pyarrow(demo_warehouse):
+    files = sorted(Path(demo_warehouse).glob("*/**/*.parquet"))
+    assert len(files) >= 10
+    connection = duckdb.connect()
+    for file in files:
+        table = pq.read_table(file)
+        assert table.schema.metadata[b"loopmeter.schema_version"] == b"1"
+        assert pl.read_parquet(file).height == table.num_rows
+        assert connection.sql(f"SELECT count(*) FROM read_parquet('{file}')").fetchall()[0][0] == table.num_rows
+        for field in table.schema:
+            assert field.name == field.name.lower() and " " not in field.name, (file, field.name)
