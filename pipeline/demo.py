@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .warehouse import Warehouse
 
-SAMPLE_PLANS = (("sample-tail-26", 26, "2"), ("sample-evidence-5", 5, "2"), ("sample-legacy-5", 5, "1"))
+SAMPLE_PLANS = (("sample-tail-30", 30, "2"), ("sample-evidence-5", 5, "2"), ("sample-legacy-5", 5, "1"))
 
 
 @dataclass

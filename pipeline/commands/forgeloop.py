@@ -137,3 +137,18 @@ def report_summary(run_set: RunSetOption = None, warehouse: WarehouseOption = No
 @command
 def report_regression(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
     return _report("regression", run_set, warehouse, json)
+
+
+@report_app.command("html", help="One self-contained HTML page with charts (no network needed to view it).")
+@command
+def report_html(
+    out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")],
+    run_set: RunSetOption = None,
+    warehouse: WarehouseOption = None,
+) -> int:
+    from ..html import build_page
+    from ..warehouse import atomic_write_text
+
+    atomic_write_text(out, build_page(open_warehouse(warehouse), run_set))
+    print(f"wrote {out}")
+    return Exit.OK

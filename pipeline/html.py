@@ -1,0 +1,127 @@
+"""`loopmeter report html`: one self-contained page with the charts people would rather see.
+
+No script, no stylesheet or font from the network: the charts are inline SVG
+(`charts.py`), so the page opens offline and from an e-mail attachment alike.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from html import escape
+
+import polars as pl
+
+from . import __version__
+from .charts import overhead_chart, strip_chart
+from .forgeloop.contract import LIGHT_OBJECTIVES, MODES
+from .warehouse import Warehouse
+
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 920px; color: #222; }
+h1 { font-size: 1.6rem; margin-bottom: 0; } h2 { margin-top: 2.4rem; border-bottom: 1px solid #ddd; }
+.sub { color: #666; margin-top: .2rem; } .empty { color: #888; font-style: italic; }
+svg .label { font-size: 12px; fill: #333; } svg .tick { font-size: 11px; fill: #666; }
+table.classes { border-collapse: collapse; font-size: 12px; } table.classes td, table.classes th { border: 1px solid #ddd; padding: 3px 8px; }
+.TAIL_CONSISTENT { background: #e3f2e1; } .TAIL_PAIRED_RATIO_SENSITIVE { background: #fff3cd; }
+.TAIL_DISTRIBUTION_REGRESSION { background: #f8d7da; } .TAIL_UNRESOLVED { background: #eee; }
+.legend span { display: inline-block; margin-right: 1rem; } .dot { display: inline-block; width: 10px; height: 10px; border-radius: 5px; margin-right: 4px; }
+"""
+
+
+@dataclass
+class Section:
+    title: str
+    intro: str
+    body: str
+
+
+@dataclass
+class Page:
+    title: str
+    sections: list[Section] = field(default_factory=list)
+
+    def render(self) -> str:
+        generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        parts = [
+            "<!doctype html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{escape(self.title)}</title><style>{STYLE}</style></head><body>",
+            f"<h1>{escape(self.title)}</h1>",
+            f'<p class="sub">loopmeter {__version__}, generated {generated}</p>',
+        ]
+        for section in self.sections:
+            parts += [f"<h2>{escape(section.title)}</h2>", f"<p>{section.intro}</p>", section.body]
+        parts.append("</body></html>")
+        return "\n".join(parts)
+
+
+def _legend() -> str:
+    colors = {"direct": "#4c78a8", "forgeloopBalanced": "#f58518", "forgeloopAdaptive": "#54a24b", "token outlier": "#d62728"}
+    return '<p class="legend">' + "".join(
+        f'<span><i class="dot" style="background:{color}"></i>{escape(name)}</span>' for name, color in colors.items()
+    ) + "</p>"
+
+
+def forgeloop_sections(warehouse: Warehouse, run_set: str | None) -> list[Section]:
+    from .forgeloop.stage import compute
+
+    if not warehouse.has_table("runs"):
+        return [Section("ForgeLoop benchmarks", "No ForgeLoop runs in this warehouse yet.", "")]
+    result = compute(warehouse, run_set)
+    analysis = result.analysis
+    chosen = run_set or max(analysis.mode_runs.group_by("run_set_id").agg(pl.col("run_count").sum()).sort("run_count", "run_set_id").rows())[0]
+    runs = warehouse.read_partition("runs", "run_set_id", chosen)
+    outlier_ids = set(analysis.outliers.filter(pl.col("run_set_id") == chosen)["run_id"].to_list())
+    groups = []
+    for scenario, mode, tokens, run_ids in sorted(
+        runs.filter(pl.col("total_tokens").is_not_null()).group_by("scenario_id", "mode").agg("total_tokens", "run_id").iter_rows(),
+        key=lambda row: (row[0], MODES.index(row[1])),
+    ):
+        groups.append((f"{scenario} · {mode}", mode, tokens, [run_id in outlier_ids for run_id in run_ids]))
+    paired = analysis.paired_runs.filter((pl.col("run_set_id") == chosen) & (pl.col("mode") == "forgeloopAdaptive"))
+    series = [
+        (scenario, list(zip(frame["run_index"], frame["paired_overhead_percent"], frame["baseline_regime"] != "NORMAL")))
+        for (scenario,), frame in sorted(paired.partition_by("scenario_id", as_dict=True).items())
+    ]
+    comparisons = analysis.comparisons.filter(pl.col("run_set_id") == chosen).sort("scenario_id", "mode")
+    rows = "".join(
+        f"<tr><td>{escape(r['scenario_id'])}</td><td>{escape(r['mode'])}</td><td>{r['token_comparable_pairs']}</td>"
+        f"<td>{escape(r['paired_status'])}</td><td>{escape(r['distribution_status'])}</td>"
+        f"<td class=\"{escape(r['combined_interpretation'])}\">{escape(r['combined_interpretation'])}</td></tr>"
+        for r in comparisons.iter_rows(named=True)
+    )
+    run_sets = ", ".join(sorted(analysis.mode_runs["run_set_id"].unique().to_list()))
+    return [
+        Section(
+            f"Token distributions — run set {chosen}",
+            f"Total tokens of every run per scenario and mode; the box spans the middle half, the bar is the median, "
+            f"red dots are TOKEN_IQR_1_5 outliers. Run sets in the warehouse: {escape(run_sets)}.",
+            _legend() + strip_chart(groups, "tokens", "token distributions"),
+        ),
+        Section(
+            "Paired token overhead of the adaptive mode",
+            "Each dot is one run: (adaptive − direct) / direct for the same run index. Hollow dots are low-baseline "
+            f"pairs (direct below 60 % of its median). Dashed: the light objectives, p50 ≤ {LIGHT_OBJECTIVES['p50TokenOverheadPercent']} % "
+            f"and p95 ≤ {LIGHT_OBJECTIVES['p95TokenOverheadPercent']} %.",
+            overhead_chart(series, [(35.0, "35 %"), (60.0, "60 %")], "paired overhead"),
+        ),
+        Section(
+            "Tail classes",
+            "Paired and distribution tail status per candidate mode (20 token pairs are needed to judge a tail).",
+            f'<table class="classes"><tr><th>scenario</th><th>mode</th><th>pairs</th><th>paired</th><th>distribution</th>'
+            f"<th>combined</th></tr>{rows}</table>",
+        ),
+    ]
+
+
+def forge_sections(warehouse: Warehouse) -> list[Section]:
+    """Routing and survival charts (wired to the Forge area's reports once it lands)."""
+    return []
+
+
+def build_page(warehouse: Warehouse, run_set: str | None = None) -> str:
+    page = Page("loopmeter report")
+    page.sections += forgeloop_sections(warehouse, run_set)
+    page.sections += forge_sections(warehouse)
+    return page.render()
