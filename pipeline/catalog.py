@@ -13,6 +13,7 @@ import secrets
 import sys
 from pathlib import Path
 
+from .faults import checkpoint
 from .warehouse import DATABASE, Warehouse
 
 Column = tuple[str, str, str]
@@ -61,6 +62,7 @@ def refresh_catalog(warehouse: Warehouse) -> Path:
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
+    checkpoint("before-publish:catalog")
     os.replace(temporary, target)
     wal = Path(str(temporary) + ".wal")
     if wal.exists():

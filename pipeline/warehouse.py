@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from . import SCHEMA_VERSION
 from .errors import LoopmeterError, WarehouseBusy
+from .faults import checkpoint
 
 if TYPE_CHECKING:
     import duckdb
@@ -43,6 +44,7 @@ LOCK = ".lock"
 class Warehouse:
     def __init__(self, root: Path):
         self.root = Path(root)
+        self.catalog_stale = False  # set when a killed writer left the catalog half-built
 
     # ---- reading -------------------------------------------------------------------
     def table_dir(self, name: str) -> Path:
@@ -173,7 +175,9 @@ class Warehouse:
                     written.add(value)
             if not written:  # an empty table still has its columns
                 self._write_file(frame.clear(), version / "part-empty.parquet", name)
+        checkpoint(f"before-publish:{name}")
         self._publish(name, version)
+        checkpoint(f"after-publish:{name}")
         return self.table_dir(name)
 
     def _new_version_dir(self, name: str) -> Path:
@@ -191,6 +195,7 @@ class Warehouse:
         metadata = dict(arrow.schema.metadata or {})
         metadata.update({b"loopmeter.table": table.encode(), b"loopmeter.schema_version": str(SCHEMA_VERSION).encode()})
         pq.write_table(arrow.replace_schema_metadata(metadata), path, compression="zstd")
+        checkpoint(f"wrote-file:{table}")
 
     def _publish(self, name: str, version: Path) -> None:
         link = self.table_dir(name)
@@ -206,8 +211,13 @@ class Warehouse:
             shutil.rmtree(previous, ignore_errors=True)
 
     def _collect_garbage(self) -> None:
-        """Remove what a killed writer left: versions no table points to, stray links."""
+        """Remove what a killed writer left: versions no table points to, stray links and
+        temporary files. A half-built catalog marks the catalog stale, to be rebuilt."""
         for stray in self.root.glob(".*.link"):
+            stray.unlink(missing_ok=True)
+        for stray in self.root.glob(".*.tmp*"):
+            if stray.name.startswith(f".{DATABASE}."):
+                self.catalog_stale = True
             stray.unlink(missing_ok=True)
         versions = self.root / VERSIONS
         if not versions.is_dir():

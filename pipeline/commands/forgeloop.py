@@ -34,7 +34,7 @@ def ingest_forgeloop_command(
     store = open_warehouse(warehouse)
     with store.lock(wait=wait, command="ingest forgeloop"):
         result = ingest_forgeloop(store, results, scenarios, max_file_bytes=int(max_file_mb * 1024 * 1024))
-        if result.wrote or not (store.root / "loopmeter.duckdb").exists():
+        if result.wrote or store.catalog_stale or not (store.root / "loopmeter.duckdb").exists():
             refresh_catalog(store)
     if json:
         print_json(result.as_dict(), 2)

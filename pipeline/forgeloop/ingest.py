@@ -18,6 +18,7 @@ import polars as pl
 from .. import progress
 from ..config import DEFAULT_MAX_FILE_BYTES
 from ..errors import LoopmeterError
+from ..faults import checkpoint
 from ..frames import empty_frame, frame_from_rows
 from ..warehouse import Warehouse
 from .contract import RUN_SET_ID, RUN_SET_RULE
@@ -157,6 +158,7 @@ def ingest_forgeloop(
         manifest[item.path][4:7] = [status, field_name, reason]
         manifest[item.path][9] = digest
 
+    checkpoint("ingest:read")
     changed = _changed_run_sets(manifest, stored, in_scope)
     if changed or not warehouse.has_table(RUNS):
         runs = _rebuilt_runs(warehouse, changed, tables, manifest)

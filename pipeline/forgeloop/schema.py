@@ -124,6 +124,8 @@ def _count(value: Any, field: str) -> int | None:
     """An integer >= 0 or null (JavaScript's Number.isInteger: 3.0 counts)."""
     if value is None:
         return None
+    if type(value) is int and 0 <= value <= MAX_SAFE_INTEGER:  # the common case, first
+        return value
     if _is_number(value) and math.isfinite(value) and value == int(value) and value >= 0:
         if value > MAX_SAFE_INTEGER:
             raise RunRejected(field, "must be at most 2^53 - 1")
@@ -226,14 +228,17 @@ def _metadata(run: dict) -> dict:
         _text(metadata[name], f"metadata.{name}", nullable=True)
     _text(metadata.get("promptSpecFingerprint"), "metadata.promptSpecFingerprint")
     mode = run["mode"]
-    resolved = metadata.get("resolvedProfile")
+    for name in ("requestedProfile", "resolvedProfile"):
+        if name not in metadata:
+            raise RunRejected(f"metadata.{name}", "is required (a profile name or null)")
+    resolved = metadata["resolvedProfile"]
     if mode == "direct":
         if resolved is not None:
             raise RunRejected("metadata.resolvedProfile", "must be null for direct runs")
     else:
         _choice(resolved, "metadata.resolvedProfile", PROFILES)
     requested = REQUESTED_PROFILE_BY_MODE[mode]
-    if "requestedProfile" not in metadata or metadata["requestedProfile"] != requested:
+    if metadata["requestedProfile"] != requested:
         shown = "null" if requested is None else f'"{requested}"'
         raise RunRejected("metadata.requestedProfile", f"must be {shown} for {mode} runs")
     for name in ("verificationCycles", "comparableSteps"):

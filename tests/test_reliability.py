@@ -1,0 +1,192 @@
+"""Interrupted stages, concurrent writers, hostile documents, determinism."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import ROOT, run_cli
+from pipeline.forgeloop.ingest import ingest_forgeloop
+from pipeline.forgeloop.samples import RunSetPlan, write_results
+from pipeline.warehouse import Warehouse
+from runs import run, write_tree
+
+CRASH_POINTS = [
+    "wrote-file:runs",  # half-way through writing the runs table's partitions
+    "before-publish:runs",
+    "after-publish:runs",  # runs replaced, manifest not yet
+    "before-publish:ingest_manifest",
+    "before-publish:catalog",
+    "ingest:read",
+]
+
+
+def snapshot(warehouse: Path) -> dict:
+    """What a reader sees: every table's rows (sorted), minus the times of day; a file is
+    'stored' whether this ingest or an earlier one parsed it."""
+    store = Warehouse(warehouse)
+    seen = {}
+    for name in store.table_names():
+        frame = store.read(name)
+        frame = frame.drop([c for c in frame.columns if c == "ingested_at"])
+        if "status" in frame.columns:
+            frame = frame.with_columns(pl.col("status").replace({"accepted": "stored", "unchanged": "stored"}))
+        seen[name] = frame.sort(frame.columns[:3]).to_dicts() if frame.height else []
+    return seen
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory):
+    base = tmp_path_factory.mktemp("trees")
+    before = base / "before"
+    write_results(before, [RunSetPlan("set-a", 5), RunSetPlan("set-b", 5, "1")], seed=3)
+    after = base / "after"
+    shutil.copytree(before, after)
+    changed = after / "raw" / "set-a" / "api-feature" / "direct" / "run-001.json"
+    document = json.loads(changed.read_text())
+    document["usage"]["totalTokens"] += 1
+    document["usage"]["inputTokens"] += 1
+    changed.write_text(json.dumps(document))
+    (after / "raw" / "set-b" / "api-feature" / "direct" / "run-002.json").unlink()
+    write_results(after / "extra", [RunSetPlan("set-c", 3)], seed=4)
+    shutil.move(str(after / "extra" / "raw" / "set-c"), str(after / "raw" / "set-c"))
+    clean = base / "clean"  # the states a clean ingest of before, then of after, leaves
+    states = []
+    for tree in (before, after):
+        run_cli("ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"), "--quiet", warehouse=clean)
+        states.append(snapshot(clean))
+    run_cli("ingest", "forgeloop", str(after), "--scenarios", str(after / "scenarios"), "--quiet", warehouse=base / "only-after")
+    return before, after, *states, snapshot(base / "only-after")
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_killed_ingest_leaves_the_previous_warehouse_and_the_next_run_completes(tmp_path, trees, point):
+    before, after, expected_before, expected_after, _ = trees
+    warehouse = tmp_path / "warehouse"
+    run_cli("ingest", "forgeloop", str(before), "--scenarios", str(before / "scenarios"), "--quiet", warehouse=warehouse)
+    killed = run_cli("ingest", "forgeloop", str(after), "--scenarios", str(after / "scenarios"), "--quiet",
+                     warehouse=warehouse, check=-9, env={"LOOPMETER_CRASH_AT": point})
+    assert killed.returncode == -9
+    # every table is whole: each one is either the old or the new version, never a mix
+    seen = snapshot(warehouse)
+    for name, rows in seen.items():
+        assert rows in (expected_before[name], expected_after.get(name)), name
+    assert run_cli("sql", "SELECT count(*) AS n FROM runs", "--format", "json", warehouse=warehouse).stdout
+    # and the next run completes, ending where a clean ingest ends
+    run_cli("ingest", "forgeloop", str(after), "--scenarios", str(after / "scenarios"), "--quiet", warehouse=warehouse)
+    assert snapshot(warehouse) == expected_after
+    leftovers = [p.name for p in warehouse.iterdir() if p.name.endswith((".tmp", ".link"))]
+    versions = {table.name: len(list(table.iterdir())) for table in (warehouse / ".versions").iterdir()}
+    assert leftovers == [] and set(versions.values()) == {1}, (leftovers, versions)
+
+
+def test_a_second_writer_is_told_who_holds_the_lock_and_can_wait(tmp_path, trees):
+    before = trees[0]
+    warehouse = Warehouse(tmp_path / "warehouse")
+    with warehouse.lock(command="test holder"):
+        busy = run_cli("ingest", "forgeloop", str(before), warehouse=warehouse.root, check=4)
+        assert f"is locked by pid {os.getpid()}" in busy.stderr and "(test holder)" in busy.stderr
+        assert "pass --wait" in busy.stderr
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(before), "--wait", "--quiet", "--warehouse", str(warehouse.root)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        time.sleep(1.5)
+        assert waiting.poll() is None, "the waiting ingest must not run while the lock is held"
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    assert "waiting for the warehouse lock held by" in err
+    assert Warehouse(warehouse.root).read("runs").height == 180
+
+
+def test_two_ingests_at_once_end_in_one_consistent_warehouse(tmp_path, trees):
+    after, expected_after = trees[1], trees[4]
+    warehouse = tmp_path / "warehouse"
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"),
+                          "--wait", "--quiet", "--warehouse", str(warehouse)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for tree in (after, after)
+    ]
+    assert [p.wait(timeout=180) for p in processes] == [0, 0]
+    assert snapshot(warehouse) == expected_after
+
+
+# ---- hostile documents: never a traceback, every file accounted for ------------------------
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=8))
+json_values = st.recursive(json_scalars, lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=6), c, max_size=3)), max_leaves=8)
+
+
+def _paths(document, prefix=()):
+    yield prefix
+    if isinstance(document, dict):
+        for key, value in document.items():
+            yield from _paths(value, (*prefix, key))
+
+
+@st.composite
+def mutated_runs(draw):
+    document = run(index=draw(st.integers(1, 40)), tokens=draw(st.integers(0, 10**6)),
+                   diagnostics={"modelTurns": 1, "flags": []}, quality={"source": "EXTERNAL_REPORTED", "scores": {"accessibility": 4.0}})
+    for _ in range(draw(st.integers(0, 3))):
+        paths = [p for p in _paths(document) if p]
+        path = draw(st.sampled_from(paths))
+        parent = document
+        for key in path[:-1]:
+            parent = parent[key]
+        if draw(st.booleans()):
+            parent[path[-1]] = draw(json_values)
+        else:
+            del parent[path[-1]]
+    return document
+
+
+@given(st.lists(mutated_runs(), min_size=1, max_size=8), st.lists(st.binary(max_size=40), max_size=2))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_fuzzed_documents_never_crash_and_are_all_accounted_for(documents, raw_bytes):
+    directory = Path(tempfile.mkdtemp())
+    try:
+        folder = directory / "results" / "raw" / "rs-test"
+        folder.mkdir(parents=True)
+        for index, document in enumerate(documents):
+            (folder / f"doc-{index:02d}.json").write_text(json.dumps(document))
+        for index, content in enumerate(raw_bytes):
+            (folder / f"bytes-{index}.json").write_bytes(content)
+        outcome = ingest_forgeloop(Warehouse(directory / "warehouse"), directory / "results")
+        assert outcome.seen == len(documents) + len(raw_bytes)
+        manifest = Warehouse(directory / "warehouse").read("ingest_manifest")
+        assert manifest.height == outcome.seen
+        rejected = manifest.filter(pl.col("status") == "rejected")
+        assert rejected["field"].null_count() == 0 and rejected["reason"].null_count() == 0
+        assert all("\n" not in reason for reason in rejected["reason"])
+        stored = Warehouse(directory / "warehouse").read("runs")
+        accepted = manifest.filter(pl.col("status") == "accepted")["path"].sort().to_list()
+        assert (stored["source_path"].sort().to_list() if stored is not None else []) == accepted
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_same_inputs_give_byte_identical_documents_and_the_same_rows(tmp_path, trees):
+    before = trees[0]
+    outputs = []
+    for attempt in range(2):
+        warehouse = tmp_path / f"warehouse-{attempt}"
+        run_cli("ingest", "forgeloop", str(before), "--scenarios", str(before / "scenarios"), "--quiet", warehouse=warehouse)
+        run_cli("aggregate", "--out", str(tmp_path / f"out-{attempt}"), "--quiet", warehouse=warehouse)
+        outputs.append(warehouse)
+    files = sorted(p.relative_to(tmp_path / "out-0") for p in (tmp_path / "out-0").rglob("*.json"))
+    assert len(files) == 14
+    for relative in files:
+        assert (tmp_path / "out-0" / relative).read_bytes() == (tmp_path / "out-1" / relative).read_bytes()
+    assert snapshot(outputs[0]) == snapshot(outputs[1])
