@@ -1,0 +1,93 @@
+"""`loopmeter execute`: the benchmark runner (pipeline/forgeloop/runner.py) on the command line."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from ..cli import app
+from ..errors import EXIT_CODES_HELP, Exit
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet
+
+HELP = (
+    "Run every scenario in every mode (direct, forgeloopBalanced, forgeloopAdaptive) through an adapter, "
+    "time each run, write RESULTS/raw/<runSetId>/<scenario>/<mode>/run-NNN.json, then ingest the run set "
+    "and write RESULTS/aggregate/<runSetId>/. The adapter executes; it must return actual provider/host "
+    "usage, verification and comparable steps (docs/runner.md). Tiers: smoke 1-3 runs (default 1), "
+    "evidence 5-10 (5), tail 20-30 (20); without a tier 1-100 (default 5). " + EXIT_CODES_HELP
+)
+
+
+@app.command("execute", help=HELP)
+@command
+def execute_command(
+    adapter: Annotated[str, typer.Option("--adapter", help="A .py file or Python module with run_benchmark(input), "
+                                         "or a command speaking JSON lines (e.g. 'node host-adapter.mjs').",
+                                         show_default=False)],
+    scenarios: Annotated[Path, typer.Option("--scenarios", help="Directory of scenario files (<scenarioId>.json).",
+                                            show_default=False)],
+    tier: Annotated[Optional[str], typer.Option("--tier", help="smoke, evidence or tail.")] = None,
+    runs: Annotated[Optional[int], typer.Option("--runs", help="Runs per scenario and mode.", show_default=False)] = None,
+    run_set: Annotated[Optional[str], typer.Option("--run-set", help="Run set id (default: a UTC timestamp).",
+                                                   show_default=False)] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", help="Results directory (default: SCENARIOS/results).",
+                                                   show_default=False)] = None,
+    target: Annotated[Path, typer.Option("--target", help="The project the agent works on; its git HEAD is the "
+                                         "runs' projectRevision.")] = Path("."),
+    scenario: Annotated[Optional[List[str]], typer.Option("--scenario", help="Only this scenario (repeatable).",
+                                                          show_default=False)] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Finish an interrupted run set: run only the runs not "
+                                         "written yet.")] = False,
+    keep_going: Annotated[bool, typer.Option("--keep-going", help="Record a failed adapter call and go on "
+                                             "(exit 3 at the end) instead of stopping.")] = False,
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    quiet: QuietOption = False,
+    json: JsonOption = False,
+) -> int:
+    set_quiet(quiet or json)
+    from ..config import warehouse_dir
+    from ..forgeloop.runner import aggregate_run_set, execute
+
+    results = output if output is not None else scenarios / "results"
+    execution = execute(
+        adapter_spec=adapter,
+        scenarios_dir=scenarios,
+        results=results,
+        target=target,
+        tier=tier,
+        runs=runs,
+        run_set_id=run_set,
+        only_scenarios=scenario,
+        resume=resume,
+        keep_going=keep_going,
+        on_note=lambda message: print(message, file=sys.stderr),
+    )
+    aggregate_run_set(execution, scenarios, warehouse_dir(warehouse), wait=wait)
+    if execution.other_rejections:
+        note(f"note: ingest rejected {execution.other_rejections} files of other run sets in {execution.paths.results} "
+             "(see `loopmeter ingest forgeloop`)")
+    if json:
+        print_json(execution.as_dict())
+    else:
+        claims = execution.claims_allowed
+        print("\n".join([
+            f"Benchmark run set: {execution.run_set_id}",
+            f"Tier: {execution.tier or 'custom'} ({execution.runs} runs per scenario and mode)",
+            f"Scenarios: {len(execution.scenarios)}",
+            f"Runs: {execution.run_count} ({execution.executed} executed, {execution.resumed} already written, "
+            f"{len(execution.failures)} failed)",
+            f"Project revision: {execution.revision or 'none (target is not a git repository)'}",
+            f"Claims allowed: {'-' if claims is None else 'yes (observational only)' if claims else 'no'}",
+            f"Quality finalization: {execution.finalization.get('status', 'MEASURED')}",
+            f"Results: {execution.paths.results}",
+        ]))
+    if execution.failures:
+        for failure in execution.failures[:20]:
+            print(f"failed {failure.line()}", file=sys.stderr)
+        print(f"loopmeter: {len(execution.failures)} adapter calls failed (listed in {execution.paths.failures}); "
+              f"rerun with --resume --run-set {execution.run_set_id} to retry them", file=sys.stderr)
+        return Exit.REJECTED
+    return Exit.OK

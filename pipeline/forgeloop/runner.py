@@ -1,0 +1,795 @@
+"""`loopmeter execute`: run every scenario in every mode through an adapter, time each run,
+write ForgeLoop's layout, then ingest and aggregate the new run set.
+
+What the runner owns, not the adapter: the wall-clock time around each call, the project
+revision (git HEAD of `--target`), the requested profile of each mode and the default
+resolved profile, the run identity, and the validity of every run (checked with the rules
+ingest uses before the file is written). Files:
+
+    RESULTS/raw/<runSetId>/<scenarioId>/<mode>/run-NNN.json   one run, written atomically
+    RESULTS/aggregate/<runSetId>/<scenarioId>.json, summary.json
+    RESULTS/runner/<runSetId>/plan.json                       what the run set was started with
+    RESULTS/runner/<runSetId>/failures.jsonl                  one line per failed adapter call
+    RESULTS/runner/<runSetId>/adapter-stderr.log              a command adapter's stderr
+
+(`runner/` sits beside `raw/` because ingest reads every `*.json` below `raw/<runSetId>/`.)
+"""
+from __future__ import annotations
+
+import copy
+import math
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from .. import progress
+from ..errors import Exit, LoopmeterError
+from ..jsjson import dumps
+from ..numbers import js_round4
+from ..warehouse import atomic_write_text
+from .adapters import AdapterFailed, load_adapter
+from .contract import (
+    CONTEXT_ITEMS,
+    CONTEXT_SOURCES,
+    DIAGNOSTIC_COUNTS,
+    DIAGNOSTIC_KEYS,
+    MODES,
+    PROFILES,
+    QUALITY_SCORES,
+    QUALITY_SOURCES,
+    REQUESTED_PROFILE_BY_MODE,
+    RUN_SET_ID,
+    RUNAWAY_SIGNALS,
+    USAGE_COUNTS,
+    USAGE_SOURCES,
+)
+from .scenarios import parse_scenario
+from .schema import MAX_SAFE_INTEGER, RunRejected, flatten_run
+
+BENCHMARK_VERSION = "2"
+
+
+@dataclass(frozen=True)
+class Tier:
+    minimum_runs: int
+    maximum_runs: int
+    default_runs: int
+
+
+# ForgeLoop's sample-size policy (BENCHMARK_TIERS)
+TIERS = {
+    "smoke": Tier(1, 3, 1),
+    "evidence": Tier(5, 10, 5),
+    "tail": Tier(20, 30, 20),
+}
+DEFAULT_RUNS = 5
+MAXIMUM_RUNS = 100
+NOT_CONFIGURED = {"status": "NOT_CONFIGURED"}
+
+
+def usage_error(message: str) -> LoopmeterError:
+    return LoopmeterError(message, Exit.USAGE)
+
+
+# ---- options -----------------------------------------------------------------------------
+def resolve_runs(tier: str | None, runs: int | None) -> int:
+    """Runs per scenario and mode from --tier and --runs, by ForgeLoop's rules."""
+    if tier is not None and tier not in TIERS:
+        raise usage_error(f"--tier must be one of {', '.join(TIERS)} (got {tier!r})")
+    policy = TIERS[tier] if tier is not None else None
+    if runs is None:
+        runs = DEFAULT_RUNS if policy is None else policy.default_runs
+    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAXIMUM_RUNS:
+        raise usage_error(f"--runs must be an integer from 1 through {MAXIMUM_RUNS} (got {runs})")
+    if policy is not None and not policy.minimum_runs <= runs <= policy.maximum_runs:
+        raise usage_error(
+            f"--runs must be between {policy.minimum_runs} and {policy.maximum_runs} for the {tier} tier (got {runs})"
+        )
+    return runs
+
+
+def check_run_set_id(run_set_id: str) -> str:
+    if not RUN_SET_ID.fullmatch(run_set_id):
+        raise usage_error(
+            f"--run-set {run_set_id!r} must match ^[A-Za-z0-9][A-Za-z0-9_-]{{0,63}}$ (letters, digits, _ and -)"
+        )
+    return run_set_id
+
+
+def generated_run_set_id(now: datetime | None = None) -> str:
+    """ForgeLoop's default: the UTC ISO timestamp without - : . (20260831T073638108Z)."""
+    now = now or datetime.now(timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
+
+
+def load_scenarios(directory: Path, only: list[str] | None = None) -> list[dict]:
+    """The scenario files of `directory` in file-name order, each validated as ingest does."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise LoopmeterError(f"--scenarios {directory} is not a directory")
+    scenarios = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            content = path.read_bytes()
+        except OSError as error:
+            raise LoopmeterError(f"scenario file {path} cannot be read ({error.strerror})") from None
+        try:
+            parse_scenario(content, path.name)
+        except RunRejected as error:
+            raise LoopmeterError(f"scenario file {path}: {error.field}: {error.rule}") from None
+        scenarios.append(orjson.loads(content))
+    if not scenarios:
+        raise LoopmeterError(f"no scenario files (<scenarioId>.json) in {directory}")
+    if only:
+        known = {scenario["scenarioId"] for scenario in scenarios}
+        missing = [scenario_id for scenario_id in only if scenario_id not in known]
+        if missing:
+            raise usage_error(f"--scenario {', '.join(missing)}: no such scenario file in {directory}")
+        scenarios = [scenario for scenario in scenarios if scenario["scenarioId"] in only]
+    return scenarios
+
+
+def project_revision(target: Path) -> str | None:
+    """The commit checked out in `target` (git HEAD), or None outside a git repository."""
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(target), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+            capture_output=True, text=True, timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    revision = result.stdout.strip()
+    return revision if result.returncode == 0 and revision else None
+
+
+NODE_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64", "i386": "ia32", "i686": "ia32"}
+
+
+def environment_defaults() -> dict[str, str]:
+    """The runner's own environment under ForgeLoop's key names: `nodeVersion` holds the
+    Python version, `os` and `arch` use Node's names (linux, darwin, win32; x64, arm64)."""
+    machine = platform.machine().lower()
+    return {
+        "environmentClass": f"{sys.platform}-python{sys.version_info.major}",
+        "nodeVersion": platform.python_version(),
+        "os": sys.platform,
+        "arch": NODE_ARCH.get(machine, machine or "unknown"),
+    }
+
+
+# ---- the run document -------------------------------------------------------------------
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _count(value: Any, field_name: str) -> int | None:
+    """JavaScript's Number.isInteger and >= 0, or null; 3.0 is written as 3."""
+    if value is None:
+        return None
+    if _is_number(value) and math.isfinite(value) and value == int(value) and 0 <= value <= MAX_SAFE_INTEGER:
+        return int(value)
+    raise RunRejected(field_name, "must be an integer >= 0 or null")
+
+
+def _object(value: Any, field_name: str) -> dict:
+    if not isinstance(value, dict):
+        raise RunRejected(field_name, "must be an object")
+    return value
+
+
+def _strings(value: Any, field_name: str) -> list[str]:
+    if not isinstance(value, list) or any(not isinstance(item, str) or not item for item in value):
+        raise RunRejected(field_name, "must be an array of non-empty strings")
+    return list(value)
+
+
+def normalized_usage(value: Any) -> dict:
+    """usage as ForgeLoop's normalizeUsage writes it: every key, in order; "" is null."""
+    usage = _object({} if value is None else value, "usage")
+    source = usage.get("source")
+    source = "UNKNOWN" if source is None else source
+    if source not in USAGE_SOURCES:
+        raise RunRejected("usage.source", f"must be one of {', '.join(USAGE_SOURCES)}")
+    normalized: dict[str, Any] = {}
+    for name in USAGE_COUNTS:
+        raw = usage.get(name)
+        normalized[name] = None if raw == "" else _count(raw, f"usage.{name}")
+    cost = usage.get("costUsd")
+    if cost is None or cost == "":
+        normalized["costUsd"] = None
+    else:
+        try:
+            number = float(cost) if isinstance(cost, str) else cost
+        except ValueError:
+            number = None
+        if not _is_number(number) or not math.isfinite(number) or number < 0:
+            raise RunRejected("usage.costUsd", "must be a finite number >= 0 or null")
+        normalized["costUsd"] = number
+    for name in ("model", "provider"):
+        raw = usage.get(name)
+        if raw is None or raw == "":
+            normalized[name] = None
+        elif isinstance(raw, str) and raw.strip():
+            normalized[name] = raw.strip()
+        else:
+            raise RunRejected(f"usage.{name}", "must be a non-empty string or null")
+    normalized["source"] = source
+    if source == "UNKNOWN" and any(normalized[name] is not None for name in normalized if name != "source"):
+        raise RunRejected("usage", "UNKNOWN usage must keep every measured value and identity field null")
+    return normalized
+
+
+def normalized_diagnostics(value: Any) -> dict | None:
+    """Every diagnostics key, in ForgeLoop's order; flags in signal order; None when absent."""
+    if value is None:
+        return None
+    diagnostics = _object(value, "diagnostics")
+    for key in diagnostics:
+        if key not in DIAGNOSTIC_KEYS:
+            raise RunRejected(f"diagnostics.{key}", "is not a diagnostics field")
+    profile = diagnostics.get("executionProfile")
+    if profile is not None and profile not in PROFILES:
+        raise RunRejected("diagnostics.executionProfile", "must be light, balanced, full or null")
+    normalized: dict[str, Any] = {"executionProfile": profile}
+    for name in (*DIAGNOSTIC_COUNTS, "guideCount"):
+        normalized[name] = _count(diagnostics.get(name), f"diagnostics.{name}")
+    for name in ("guideIds", "hostWarnings"):
+        raw = diagnostics.get(name)
+        normalized[name] = [] if raw is None else _strings(raw, f"diagnostics.{name}")
+    termination = diagnostics.get("terminationReason")
+    if termination is not None and (not isinstance(termination, str) or not termination):
+        raise RunRejected("diagnostics.terminationReason", "must be a non-empty string or null")
+    normalized["terminationReason"] = termination
+    flags = diagnostics.get("flags")
+    flags = [] if flags is None else _strings(flags, "diagnostics.flags")
+    for flag in flags:
+        if flag not in RUNAWAY_SIGNALS:
+            raise RunRejected("diagnostics.flags", f"{flag!r} is not a runaway signal")
+    normalized["flags"] = [signal for signal in RUNAWAY_SIGNALS if signal in flags]
+    return normalized
+
+
+def normalized_context_usage(value: Any, resolved: str | None) -> dict:
+    """contextUsage, always present: UNKNOWN with null items when the adapter gave none."""
+    context = _object({} if value is None else value, "contextUsage")
+    source = context.get("source")
+    source = "UNKNOWN" if source is None else source
+    if source not in CONTEXT_SOURCES:
+        raise RunRejected("contextUsage.source", f"must be one of {', '.join(CONTEXT_SOURCES)}")
+    profile = context.get("profile")
+    profile = resolved if profile is None else profile
+    if profile != resolved:
+        shown = "null" if resolved is None else resolved
+        raise RunRejected("contextUsage.profile", f"must equal metadata.resolvedProfile ({shown})")
+    items = _object({} if context.get("items") is None else context["items"], "contextUsage.items")
+    for key in items:
+        if key not in CONTEXT_ITEMS:
+            raise RunRejected(f"contextUsage.items.{key}", "is not a context item")
+    values = {name: _count(items.get(name), f"contextUsage.items.{name}") for name in CONTEXT_ITEMS}
+    if source == "UNKNOWN" and any(v is not None for v in values.values()):
+        raise RunRejected("contextUsage.items", "UNKNOWN context usage must keep every item null")
+    return {"source": source, "profile": profile, "items": values}
+
+
+def normalized_quality(value: Any, field_name: str = "quality") -> dict:
+    """quality, always present: UNKNOWN with null scores when nobody reported any."""
+    quality = _object({} if value is None else value, field_name)
+    source = quality.get("source")
+    source = "UNKNOWN" if source is None else source
+    if source not in QUALITY_SOURCES:
+        raise RunRejected(f"{field_name}.source", f"must be one of {', '.join(QUALITY_SOURCES)}")
+    scores = _object({} if quality.get("scores") is None else quality["scores"], f"{field_name}.scores")
+    for key in scores:
+        if key not in QUALITY_SCORES:
+            raise RunRejected(f"{field_name}.scores.{key}", "is not a quality score")
+    values = {}
+    for name in QUALITY_SCORES:
+        score = scores.get(name)
+        if score is not None and not (_is_number(score) and math.isfinite(score) and 0 <= score <= 5):
+            raise RunRejected(f"{field_name}.scores.{name}", "must be a number from 0 to 5 or null")
+        values[name] = score
+    if source == "UNKNOWN" and any(v is not None for v in values.values()):
+        raise RunRejected(f"{field_name}.scores", "UNKNOWN quality must keep every score null")
+    return {"source": source, "scores": values}
+
+
+def default_resolved_profile(scenario: dict, mode: str) -> str | None:
+    return {"direct": None, "forgeloopBalanced": "balanced", "forgeloopAdaptive": scenario["expectedProfile"]}[mode]
+
+
+def run_id(scenario_id: str, mode: str, run_index: int) -> str:
+    return f"run-{scenario_id}-{mode}-{run_index:03d}"
+
+
+def build_run(
+    *,
+    answer: Any,
+    run_set_id: str,
+    scenario: dict,
+    mode: str,
+    run_index: int,
+    wall_clock_ms: float,
+    recorded_at: str,
+    revision: str | None,
+    environment: dict[str, str],
+) -> dict:
+    """The run document of one adapter answer, in `createBenchmarkRun`'s key order, checked
+    with ingest's rules (`flatten_run`); a broken rule raises RunRejected."""
+    answer = _object(answer, "answer")
+    metadata = answer.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    usage = normalized_usage(answer.get("usage"))
+    resolved = metadata.get("resolvedProfile")
+    if mode == "direct":
+        if resolved is not None:
+            raise RunRejected("metadata.resolvedProfile", "must be null for direct runs")
+    else:
+        resolved = default_resolved_profile(scenario, mode) if resolved is None else resolved
+        if resolved not in PROFILES:
+            raise RunRejected("metadata.resolvedProfile", "must be one of light, balanced, full")
+    cycles = _count(answer.get("verificationCycles"), "verificationCycles")
+    steps = _count(answer.get("comparableSteps"), "comparableSteps")
+    verification = answer.get("verification")
+    document: dict[str, Any] = {
+        "schemaVersion": 1,
+        "benchmarkVersion": BENCHMARK_VERSION,
+        "runSetId": run_set_id,
+        "runId": run_id(scenario["scenarioId"], mode, run_index),
+        "scenarioId": scenario["scenarioId"],
+        "mode": mode,
+        "runIndex": run_index,
+        "recordedAt": recorded_at,
+        "usage": usage,
+        "wallClockMs": wall_clock_ms,
+        "verification": "NOT_AVAILABLE" if verification is None else verification,
+        "verificationCycles": cycles,
+        "comparableSteps": steps,
+    }
+    diagnostics = normalized_diagnostics(answer.get("diagnostics"))
+    if diagnostics is not None:
+        document["diagnostics"] = diagnostics
+    document["contextUsage"] = normalized_context_usage(answer.get("contextUsage"), resolved)
+    document["quality"] = normalized_quality(answer.get("quality"))
+
+    def reported(name: str) -> Any:
+        value = metadata.get(name)
+        return environment[name] if value is None else value
+
+    fingerprint = answer.get("promptSpecFingerprint")
+    adapter_revision = metadata.get("projectRevision")
+    document["metadata"] = {
+        "scenarioId": scenario["scenarioId"],
+        "mode": mode,
+        "model": usage["model"] if usage["model"] is not None else metadata.get("model"),
+        "provider": usage["provider"] if usage["provider"] is not None else metadata.get("provider"),
+        "promptSpecFingerprint": fingerprint if fingerprint is not None else metadata.get("promptSpecFingerprint"),
+        # derived from the target's git HEAD; the adapter's word only where there is no repository
+        "projectRevision": revision if revision is not None else adapter_revision,
+        "benchmarkVersion": BENCHMARK_VERSION,
+        "environmentClass": reported("environmentClass"),
+        "requestedProfile": REQUESTED_PROFILE_BY_MODE[mode],
+        "resolvedProfile": resolved,
+        "verificationCycles": cycles,
+        "comparableSteps": steps,
+    }
+    for name in ("nodeVersion", "os", "arch"):
+        value = reported(name)
+        if value:  # ForgeLoop drops an empty value
+            document["metadata"][name] = value
+    flatten_run(document)
+    return document
+
+
+def run_text(document: dict) -> str:
+    """A run file's text, as ForgeLoop writes it: JSON.stringify(run, null, 2) + "\\n"."""
+    return dumps(document, 2) + "\n"
+
+
+def utc_timestamp() -> str:
+    """new Date().toISOString(): milliseconds and Z."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# ---- the run set on disk -------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunSetPaths:
+    results: Path
+    run_set_id: str
+
+    @property
+    def raw(self) -> Path:
+        return self.results / "raw" / self.run_set_id
+
+    @property
+    def aggregate(self) -> Path:
+        return self.results / "aggregate" / self.run_set_id
+
+    @property
+    def runner(self) -> Path:
+        return self.results / "runner" / self.run_set_id
+
+    @property
+    def plan(self) -> Path:
+        return self.runner / "plan.json"
+
+    @property
+    def failures(self) -> Path:
+        return self.runner / "failures.jsonl"
+
+    @property
+    def adapter_log(self) -> Path:
+        return self.runner / "adapter-stderr.log"
+
+    def run_file(self, scenario_id: str, mode: str, run_index: int) -> Path:
+        return self.raw / scenario_id / mode / f"run-{run_index:03d}.json"
+
+    def exists(self) -> list[Path]:
+        """What marks the run set as started: runs, an aggregate, a plan or failures."""
+        return [path for path in (self.raw, self.aggregate, self.plan, self.failures) if path.exists()]
+
+
+def read_existing_run(path: Path, paths: RunSetPaths, scenario_id: str, mode: str, run_index: int) -> dict:
+    """A run file a previous invocation wrote; it must be valid and be the run its path names."""
+    shown = path.relative_to(paths.results)
+    try:
+        document = orjson.loads(path.read_bytes())
+        flatten_run(document)
+    except OSError as error:
+        raise LoopmeterError(f"{shown} cannot be read ({error.strerror})") from None
+    except orjson.JSONDecodeError as error:
+        raise LoopmeterError(f"{shown} is not valid JSON ({error}); remove it to run it again") from None
+    except RunRejected as error:
+        raise LoopmeterError(f"{shown} is not a valid run: {error.field}: {error.rule}; remove it to run it again") from None
+    identity = (document["runSetId"], document["scenarioId"], document["mode"], document["runIndex"])
+    if identity != (paths.run_set_id, scenario_id, mode, run_index):
+        raise LoopmeterError(f"{shown} holds run {document['runId']} of run set {document['runSetId']}, not the run its path names")
+    return document
+
+
+# ---- executing -------------------------------------------------------------------------------
+@dataclass
+class Failure:
+    scenario_id: str
+    mode: str
+    run_index: int
+    error: str
+    wall_clock_ms: float | None
+    recorded_at: str
+
+    def as_dict(self, run_set_id: str) -> dict:
+        return {
+            "runSetId": run_set_id,
+            "runId": run_id(self.scenario_id, self.mode, self.run_index),
+            "scenarioId": self.scenario_id,
+            "mode": self.mode,
+            "runIndex": self.run_index,
+            "recordedAt": self.recorded_at,
+            "wallClockMs": self.wall_clock_ms,
+            "error": self.error,
+        }
+
+    def line(self) -> str:
+        return f"{self.scenario_id}/{self.mode}/run {self.run_index}: {self.error}"
+
+
+@dataclass
+class Execution:
+    run_set_id: str
+    tier: str | None
+    runs: int
+    scenarios: list[dict]
+    paths: RunSetPaths
+    revision: str | None
+    executed: int = 0
+    resumed: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    documents: dict[tuple[str, str, int], dict] = field(default_factory=dict)  # every run on disk
+    finalization: dict = field(default_factory=lambda: dict(NOT_CONFIGURED))
+    cleanup_error: str | None = None
+    claims_allowed: bool | None = None
+    aggregated: bool = False
+    other_rejections: int = 0
+
+    @property
+    def run_count(self) -> int:
+        return len(self.documents)
+
+    def as_dict(self) -> dict:
+        return {
+            "status": "MEASURED" if not self.failures else "INCOMPLETE",
+            "runSetId": self.run_set_id,
+            "tier": self.tier,
+            "scenarioCount": len(self.scenarios),
+            "runCount": self.run_count,
+            "outputDirectory": str(self.paths.results),
+            "claimsAllowed": self.claims_allowed,
+            "qualityFinalization": self.finalization,
+            "runsPerMode": self.runs,
+            "executed": self.executed,
+            "resumed": self.resumed,
+            "failed": len(self.failures),
+            "failures": [failure.as_dict(self.run_set_id) for failure in self.failures],
+            "projectRevision": self.revision,
+            "rawDirectory": str(self.paths.raw),
+            "aggregateDirectory": str(self.paths.aggregate) if self.aggregated else None,
+            "cleanupError": self.cleanup_error,
+        }
+
+
+class RunStopped(LoopmeterError):
+    """An adapter call failed without --keep-going: the run set stops, written runs stay."""
+
+
+def _plan_document(run_set_id: str, tier: str | None, runs: int, scenarios: list[dict], adapter: str, target: Path) -> dict:
+    return {
+        "schemaVersion": 1,
+        "benchmarkVersion": BENCHMARK_VERSION,
+        "runSetId": run_set_id,
+        "tier": tier,
+        "runsPerMode": runs,
+        "scenarios": [scenario["scenarioId"] for scenario in scenarios],
+        "modes": list(MODES),
+        "adapter": adapter,
+        "target": str(target),
+        "startedAt": utc_timestamp(),
+    }
+
+
+def _reconcile_plan(paths: RunSetPaths, tier: str | None, runs: int | None, scenarios: list[dict]) -> tuple[str | None, int | None]:
+    """On --resume: the tier and runs the run set was started with, unless the command line
+    asks for others, which is refused (a run set has one size)."""
+    if not paths.plan.is_file():
+        return tier, runs
+    try:
+        plan = orjson.loads(paths.plan.read_bytes())
+        planned_tier, planned_runs, planned_scenarios = plan["tier"], plan["runsPerMode"], plan["scenarios"]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        raise LoopmeterError(f"{paths.plan} is damaged; remove it to resume without its checks") from None
+    if tier is not None and tier != planned_tier:
+        raise usage_error(f"run set {paths.run_set_id} was started with --tier {planned_tier}; resume it without --tier or with the same")
+    if runs is not None and runs != planned_runs:
+        raise usage_error(f"run set {paths.run_set_id} was started with {planned_runs} runs per mode; resume it without --runs or with the same")
+    ids = [scenario["scenarioId"] for scenario in scenarios]
+    if ids != planned_scenarios:
+        raise usage_error(
+            f"run set {paths.run_set_id} was started with scenarios {', '.join(planned_scenarios)}; "
+            f"this command has {', '.join(ids)} (use the same --scenarios and --scenario)"
+        )
+    return planned_tier, planned_runs
+
+
+def _append_failure(paths: RunSetPaths, failure: Failure) -> None:
+    paths.runner.mkdir(parents=True, exist_ok=True)
+    with open(paths.failures, "ab") as handle:
+        handle.write(orjson.dumps(failure.as_dict(paths.run_set_id)) + b"\n")
+
+
+def _finalize(adapter, execution: Execution, answers: dict, target: Path) -> None:
+    """Let the adapter attach independently evaluated quality by runId, after every timing."""
+    records = []
+    for scenario in execution.scenarios:
+        for mode in MODES:
+            for run_index in range(1, execution.runs + 1):
+                document = execution.documents.get((scenario["scenarioId"], mode, run_index))
+                if document is None:
+                    continue
+                records.append({
+                    "runSetId": execution.run_set_id,
+                    "runId": document["runId"],
+                    "runIndex": run_index,
+                    "scenarioId": scenario["scenarioId"],
+                    "mode": mode,
+                    "scenario": scenario,
+                    "wallClockMs": document["wallClockMs"],
+                    "response": answers.get(document["runId"]),
+                    "run": document,
+                })
+    payload = {
+        "benchmarkVersion": BENCHMARK_VERSION,
+        "runSetId": execution.run_set_id,
+        "target": str(target),
+        "scenarios": execution.scenarios,
+        "records": records,
+    }
+    try:
+        value = adapter.finalize(payload)
+    except AdapterFailed as error:
+        raise LoopmeterError(f"finalize_benchmark failed: {error} (the runs are kept; rerun with --resume to finalize again)") from None
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise LoopmeterError("finalize_benchmark must return an object (or null)")
+    quality_by_run = value.get("qualityByRunId")
+    quality_by_run = {} if quality_by_run is None else quality_by_run
+    if not isinstance(quality_by_run, dict):
+        raise LoopmeterError("finalize_benchmark's qualityByRunId must be an object")
+    by_run_id = {document["runId"]: key for key, document in execution.documents.items()}
+    updates = {}
+    for run_id_, quality in quality_by_run.items():
+        if run_id_ not in by_run_id:
+            raise LoopmeterError(f"finalize_benchmark returned an unknown runId: {run_id_}")
+        try:
+            updates[run_id_] = normalized_quality(quality, f"qualityByRunId.{run_id_}")
+        except RunRejected as error:
+            raise LoopmeterError(f"finalize_benchmark: {error.field}: {error.rule}") from None
+    for run_id_, quality in updates.items():
+        key = by_run_id[run_id_]
+        document = execution.documents[key]
+        if document["quality"] == quality:
+            continue
+        updated = {**document, "quality": quality}
+        flatten_run(updated)
+        atomic_write_text(execution.paths.run_file(*key), run_text(updated))
+        execution.documents[key] = updated
+    summary = value.get("summary")
+    execution.finalization = summary if isinstance(summary, dict) else {"status": "MEASURED"}
+
+
+def execute(
+    *,
+    adapter_spec: str,
+    scenarios_dir: Path,
+    results: Path,
+    target: Path,
+    tier: str | None = None,
+    runs: int | None = None,
+    run_set_id: str | None = None,
+    only_scenarios: list[str] | None = None,
+    resume: bool = False,
+    keep_going: bool = False,
+    on_note: Callable[[str], None] = lambda message: None,
+) -> Execution:
+    """Run the benchmark and write the raw runs (not the aggregate: see `aggregate_run_set`).
+
+    Raises RunStopped when an adapter call fails without `keep_going`; the runs written so
+    far stay, and `resume=True` finishes the run set later."""
+    if resume and run_set_id is None:
+        raise usage_error("--resume needs --run-set: the run set to finish")
+    if runs is not None or tier is not None:
+        resolve_runs(tier, runs)  # refuse a bad command line before anything else
+    run_set_id = check_run_set_id(run_set_id) if run_set_id is not None else generated_run_set_id()
+    target = Path(target).expanduser().resolve()
+    if not target.is_dir():
+        raise LoopmeterError(f"--target {target} is not a directory")
+    results = Path(results).expanduser().resolve()
+    scenarios = load_scenarios(scenarios_dir, only_scenarios)
+    paths = RunSetPaths(results, run_set_id)
+    present = paths.exists()
+    if present and not resume:
+        raise LoopmeterError(
+            f"run set {run_set_id} already exists ({present[0]}) and will not be overwritten; "
+            "pass --resume to finish it, or choose another --run-set"
+        )
+    if resume:
+        tier, runs = _reconcile_plan(paths, tier, runs, scenarios)
+        if not present:
+            on_note(f"note: run set {run_set_id} does not exist yet in {results}: starting it")
+    runs = resolve_runs(tier, runs)
+    revision = project_revision(target)
+    execution = Execution(run_set_id, tier, runs, scenarios, paths, revision)
+
+    # what is already written (--resume): every file present was written whole (temp + rename)
+    todo = []
+    for scenario in scenarios:
+        for mode in MODES:
+            for run_index in range(1, runs + 1):
+                key = (scenario["scenarioId"], mode, run_index)
+                path = paths.run_file(*key)
+                if path.exists():
+                    execution.documents[key] = read_existing_run(path, paths, *key)
+                else:
+                    todo.append((scenario, mode, run_index))
+    execution.resumed = len(execution.documents)
+    earlier = sorted({doc["metadata"]["projectRevision"] or "null" for doc in execution.documents.values()})
+    if earlier and earlier != [revision or "null"]:
+        on_note(
+            f"note: the target is at {revision or 'no git revision'} but runs already written have "
+            f"{', '.join(earlier)}: their pairs with new runs will not be comparable"
+        )
+
+    adapter = load_adapter(adapter_spec, paths.adapter_log)
+    plan = _plan_document(run_set_id, tier, runs, scenarios, adapter_spec, target)
+
+    def record_plan() -> None:  # once something of the run set is written
+        if not paths.plan.exists():
+            atomic_write_text(paths.plan, dumps(plan, 2) + "\n")
+
+    environment = environment_defaults()
+    answers: dict[str, Any] = {}
+    try:
+        adapter.start()
+        with progress.bar(f"execute {run_set_id}", len(todo)) as bar:
+            for scenario, mode, run_index in todo:
+                scenario_id = scenario["scenarioId"]
+                bar.update(description=f"{scenario_id} {mode} {run_index}/{runs}")
+                request = {
+                    "benchmarkVersion": BENCHMARK_VERSION,
+                    "runSetId": run_set_id,
+                    "runId": run_id(scenario_id, mode, run_index),
+                    "scenario": copy.deepcopy(scenario),
+                    "mode": mode,
+                    "runIndex": run_index,
+                    "target": str(target),
+                    "projectRevision": revision,
+                }
+                started = time.perf_counter_ns()
+                error = None
+                try:
+                    answer = adapter.run(request)
+                except AdapterFailed as failed:
+                    error = " ".join(str(failed).split()) or "the adapter failed without a message"
+                wall_clock_ms = js_round4((time.perf_counter_ns() - started) / 1e6)
+                recorded_at = utc_timestamp()
+                if error is None:
+                    try:
+                        document = build_run(
+                            answer=answer, run_set_id=run_set_id, scenario=scenario, mode=mode, run_index=run_index,
+                            wall_clock_ms=wall_clock_ms, recorded_at=recorded_at, revision=revision, environment=environment,
+                        )
+                    except RunRejected as rejected:
+                        error = f"answer rejected: {rejected.field}: {rejected.rule}"
+                if error is not None:
+                    failure = Failure(scenario_id, mode, run_index, error, wall_clock_ms, recorded_at)
+                    execution.failures.append(failure)
+                    record_plan()
+                    _append_failure(paths, failure)
+                    if not keep_going:
+                        raise RunStopped(
+                            f"{failure.line()} (stopped; {execution.run_count} runs kept in {paths.raw}; "
+                            f"rerun with --resume --run-set {run_set_id} to finish, or --keep-going to go past failures)"
+                        )
+                    bar.advance()
+                    continue
+                record_plan()
+                atomic_write_text(paths.run_file(scenario_id, mode, run_index), run_text(document))
+                execution.documents[(scenario_id, mode, run_index)] = document
+                answers[document["runId"]] = answer
+                execution.executed += 1
+                bar.advance()
+        if execution.documents:
+            _finalize(adapter, execution, answers, target)
+    except KeyboardInterrupt:
+        raise LoopmeterError(
+            f"interrupted; {execution.run_count} runs kept in {paths.raw}; rerun with --resume --run-set {run_set_id} to finish",
+            130,
+        ) from None
+    finally:
+        try:
+            adapter.cleanup()
+        except AdapterFailed as error:
+            execution.cleanup_error = str(error)
+            on_note(f"warning: the adapter's cleanup failed: {error}")
+    return execution
+
+
+def aggregate_run_set(execution: Execution, scenarios_dir: Path, warehouse_root: Path, *, wait: bool = False) -> None:
+    """Ingest RESULTS into the warehouse, then aggregate the run set to RESULTS/aggregate/<id>/."""
+    if not execution.documents:
+        return
+    from ..catalog import refresh_catalog
+    from ..warehouse import Warehouse
+    from .ingest import ingest_forgeloop
+    from .stage import compute, store_tables, write_documents
+
+    store = Warehouse(warehouse_root)
+    prefix = f"raw/{execution.run_set_id}/"
+    with store.lock(wait=wait, command=f"execute {execution.run_set_id}"):
+        ingested = ingest_forgeloop(store, execution.paths.results, Path(scenarios_dir))
+        own = [r for r in ingested.rejections if r[0].startswith(prefix)]
+        if own:
+            path, field_name, reason = own[0]
+            raise LoopmeterError(f"ingest rejected {path}: {field_name}: {reason} ({len(own)} rejected in the run set)")
+        execution.other_rejections = len(ingested.rejections)
+        result = compute(store, execution.run_set_id, execution.tier)
+        write_documents(result, execution.paths.results / "aggregate")
+        store_tables(store, result.analysis, execution.run_set_id)
+        refresh_catalog(store)
+    execution.claims_allowed = result.documents[0].summary["claimsAllowed"]
+    execution.aggregated = True

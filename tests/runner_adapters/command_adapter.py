@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""A command adapter for the runner's tests: JSON lines on stdin and stdout, as a host
+integration in any language would speak them (see docs/runner.md).
+
+- CMD_TEST_LOG: append each method name received to this file
+- CMD_TEST_FAIL: comma-separated scenario/mode/runIndex keys answered with an error
+- CMD_TEST_CRASH: keys on which the process dies without answering
+- CMD_TEST_CLEANUP: the cleanup method appends "cleanup" to this file
+"""
+import json
+import os
+import sys
+
+
+def keys(name):
+    return {key for key in os.environ.get(name, "").split(",") if key}
+
+
+def log(text):
+    if os.environ.get("CMD_TEST_LOG"):
+        with open(os.environ["CMD_TEST_LOG"], "a") as handle:
+            handle.write(text + "\n")
+
+
+def run_benchmark(params):
+    scenario = params["scenario"]["scenarioId"]
+    key = f"{scenario}/{params['mode']}/{params['runIndex']}"
+    if key in keys("CMD_TEST_CRASH"):
+        print(f"host process died on {key}", file=sys.stderr, flush=True)
+        sys.exit(3)
+    if key in keys("CMD_TEST_FAIL"):
+        raise ValueError(f"host refused {key}")
+    total = 40_000 + 1000 * params["runIndex"] + (500 if params["mode"] != "direct" else 0)
+    return {
+        "usage": {"totalTokens": total, "model": "cmd-model", "provider": "cmd-host", "source": "PROVIDER_REPORTED"},
+        "verification": "PASS",
+        "verificationCycles": 1,
+        "comparableSteps": 3,
+        "promptSpecFingerprint": "cmd-fp",
+        "metadata": {"environmentClass": "cmd-env", "nodeVersion": "22.4.0", "os": "linux", "arch": "x64",
+                     "resolvedProfile": "full" if params["mode"] == "forgeloopAdaptive" else None},
+    }
+
+
+def finalize_benchmark(params):
+    quality = {record["runId"]: {"source": "EXTERNAL_REPORTED", "scores": {"requirementsCompleteness": 4}}
+               for record in params["records"] if record["mode"] == "forgeloopAdaptive"}
+    return {"qualityByRunId": quality}
+
+
+def cleanup(_params):
+    if os.environ.get("CMD_TEST_CLEANUP"):
+        with open(os.environ["CMD_TEST_CLEANUP"], "a") as handle:
+            handle.write("cleanup\n")
+    return None
+
+
+METHODS = {"runBenchmark": run_benchmark, "finalizeBenchmark": finalize_benchmark, "cleanup": cleanup}
+
+for line in sys.stdin:
+    request = json.loads(line)
+    log(request["method"])
+    try:
+        answer = {"id": request["id"], "result": METHODS[request["method"]](request["params"])}
+    except Exception as error:  # the error travels back as the answer
+        answer = {"id": request["id"], "error": f"{type(error).__name__}: {error}"}
+    print(json.dumps(answer), flush=True)
