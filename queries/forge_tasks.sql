@@ -11,7 +11,7 @@ WITH runs AS (
 rows AS (
   SELECT run, task,
          arg_max_null(tier, (plan_ts_unix, plan_rid)) AS tier,
-         min((plan_ts_unix, plan_rid, position)) AS first_seen
+         min((plan_ts_unix, plan_rid, place)) AS first_seen
   FROM forge_plan_tasks GROUP BY run, task
 ),
 attempt_counts AS (
@@ -27,10 +27,10 @@ first_attempt AS (
 dwarf AS (SELECT * FROM forge_dispatches WHERE role = 'dwarf'),
 first_dwarf AS (
   SELECT f.run, f.task,
-         first(d.wall_started_unix ORDER BY d.ts_unix, d.rid)
+         arg_min(d.wall_started_unix, (d.ts_unix, d.rid))
            FILTER (WHERE d.wall_started_unix IS NOT NULL AND d.wall_started_unix <> 0) AS wall_started_unix,
-         last(d.model ORDER BY d.ts_unix, d.rid) AS model,
-         last(d.effort ORDER BY d.ts_unix, d.rid) AS effort
+         arg_max_null(d.model, (d.ts_unix, d.rid)) AS model,
+         arg_max_null(d.effort, (d.ts_unix, d.rid)) AS effort
   FROM first_attempt f JOIN dwarf d
     ON d.run IS NOT DISTINCT FROM f.run AND d.task IS NOT DISTINCT FROM f.task AND d.attempt = f.attempt
   GROUP BY f.run, f.task

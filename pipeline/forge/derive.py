@@ -1,8 +1,9 @@
-"""The flat Forge tables, rebuilt from `forge_events` with the named queries in `queries/`.
+"""The Forge tables that summarize several events, rebuilt from the per-event tables.
 
-Each table is one query over `forge_events` (or over tables built just before it, in
-the order of `DERIVED`), run in one DuckDB session and written whole. `forge_tasks` is
-built here too, so `report routing` reads one small table instead of the events.
+`forge_attempts` (from attempt events), `forge_decisions` (from the route entries of every
+plan revision) and `forge_tasks` (one record per planned task: what routing needs) are
+each one named query, run in order in one DuckDB session and written whole, so
+`report routing` reads one small table instead of the events.
 """
 from __future__ import annotations
 
@@ -17,19 +18,11 @@ from . import tables as t
 
 KNOWN_KINDS = frozenset({"plan", "attempt", "dispatch", "event", "outcome"})
 
-# (table, query, kept in the session for the queries after it)
-DERIVED: list[tuple[str | None, str]] = [
-    (t.PLANS, "forge_plans"),
-    (None, "forge_plan_task_values"),
-    (t.PLAN_TASKS, "forge_plan_tasks"),
-    (t.DECISIONS, "forge_decisions"),
-    (t.ATTEMPTS, "forge_attempts"),
-    (t.DISPATCHES, "forge_dispatches"),
-    (t.MERGES, "forge_merges"),
-    (t.INTEGRATIONS, "forge_integrations"),
-    (t.ACCEPTANCES, "forge_acceptances"),
-    (t.OUTCOMES, "forge_outcomes"),
-    (t.TASKS, "forge_tasks"),
+# the tables that summarize several events, in the order they are built: (table, query, its inputs)
+SUMMARIES: list[tuple[str, str, tuple[str, ...]]] = [
+    (t.ATTEMPTS, "forge_attempts", (t.ATTEMPT_EVENTS,)),
+    (t.DECISIONS, "forge_decisions", (t.ROUTE_ENTRIES,)),
+    (t.TASKS, "forge_tasks", (t.PLANS, t.PLAN_TASKS, t.DISPATCHES, t.ACCEPTANCES)),
 ]
 
 
@@ -63,32 +56,18 @@ def _empty_view(connection: duckdb.DuckDBPyConnection, name: str) -> None:
     connection.execute(f'CREATE VIEW "{name}" AS SELECT {columns} WHERE false')
 
 
-def derive(connection: duckdb.DuckDBPyConnection, only: set[str] | None = None) -> dict[str, pl.DataFrame]:
-    """Run the derivation queries in order in `connection` (which has a `forge_events` view)."""
+def rebuild_summaries(warehouse: Warehouse) -> None:
+    """Rebuild forge_attempts, forge_decisions and forge_tasks from the per-event tables."""
+    inputs = sorted({name for _, _, needed in SUMMARIES for name in needed})
+    connection = connect(warehouse, inputs)
     frames: dict[str, pl.DataFrame] = {}
-    for table, query in DERIVED:
-        name = table or query
-        if only is not None and table is not None and table not in only and not _needed_later(table, only):
-            continue
-        connection.execute(f'CREATE OR REPLACE TEMP TABLE "{name}" AS {query_text(query)}')
-        if table is not None and (only is None or table in only):
-            frames[table] = typed_frame(connection.sql(f'SELECT * FROM "{name}"').pl(), table)
-    return frames
-
-
-def _needed_later(table: str, only: set[str]) -> bool:
-    # forge_tasks reads these; nothing else depends on another derived table
-    return t.TASKS in only and table in (t.PLANS, t.PLAN_TASKS, t.DECISIONS, t.ATTEMPTS, t.DISPATCHES, t.ACCEPTANCES)
-
-
-def rebuild_derived(warehouse: Warehouse, only: set[str] | None = None) -> None:
-    """Rebuild the flat tables (all, or `only` these) from forge_events and write them."""
-    connection = connect(warehouse, [t.EVENTS])
     try:
-        frames = derive(connection, only)
+        for table, query, _ in SUMMARIES:
+            connection.execute(f'CREATE OR REPLACE TEMP TABLE "{table}" AS {query_text(query)}')
+            frames[table] = typed_frame(connection.sql(f'SELECT * FROM "{table}"').pl(), table)
     finally:
         connection.close()
-    with progress.bar("store forge tables", len(frames)) as bar:
+    with progress.bar("store forge summaries", len(frames)) as bar:
         for table, frame in frames.items():
             warehouse.write_table(table, frame)
             bar.advance()

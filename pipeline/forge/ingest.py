@@ -1,26 +1,35 @@
-"""`loopmeter ingest forge STORE`: a Forge store -> `forge_events` -> the flat `forge_*` tables.
+"""`loopmeter ingest forge STORE`: a Forge store -> `forge_events` and the flat `forge_*` tables.
 
 The flow, batch by batch so memory stays bounded:
 
-1. `store.py` reads the container (SQLite read-only, or JSON Lines) in batches;
-2. DuckDB checks each batch (`forge_*_envelopes.sql`, then `forge_event_problems.sql`) and
-   stages the well-formed events in a scratch DuckDB file (spills to disk, not RAM);
-3. staged events are compared by rid with each other and with the events stored before:
-   new ones are written into `forge_events`, one month partition at a time; a repeated rid
-   with the same content is a duplicate (counted), with other content a rejection;
-4. when anything changed, every flat table is rebuilt from `forge_events` in SQL
-   (`derive.py`).
+1. `store.py` reads the container (SQLite read-only, or JSON Lines) in batches, in a
+   thread of its own so reading overlaps the checking;
+2. DuckDB checks each batch and parses each event's data once
+   (`forge_*_envelopes.sql`, `forge_stage_events.sql`, `forge_stage_plan_tasks.sql`,
+   `forge_stage_route_entries.sql`); the batch's typed rows go to scratch Parquet files;
+3. staged events are compared by rid with each other and with the events stored before
+   (`forge_classify_staged.sql`): new ones are written into `forge_events` one month
+   partition at a time and appended to the per-event tables (plans, plan tasks, route
+   entries, attempt events, dispatches, merges, integrations, acceptances, outcomes); a
+   repeated rid with the same content is a duplicate (counted), with other content a
+   rejection;
+4. the tables that summarize several events (attempts, decisions, tasks) are rebuilt from
+   the per-event tables (`derive.py`).
 
 Every line or row is accounted for: stored, duplicate, repo mapping, or rejected with
 its line (JSON Lines) or rid (SQLite), the field and the rule (`forge_rejections`).
 """
 from __future__ import annotations
 
+import queue
 import tempfile
+import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 import polars as pl
@@ -29,12 +38,24 @@ from .. import progress
 from ..sql import query_text
 from ..warehouse import Warehouse
 from . import tables as t
-from .derive import KNOWN_KINDS, rebuild_derived, typed_frame
-from .store import BATCH_ROWS, open_store
+from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
+from .store import BATCH_ROWS, SourceBatch, open_store
 
-_STAGED_COLUMNS = "position BIGINT, line BIGINT, rid VARCHAR, kind VARCHAR, src VARCHAR, ts_unix DOUBLE, run VARCHAR, " \
-                  "task VARCHAR, repo VARCHAR, mode VARCHAR, name VARCHAR, data VARCHAR"
-_CONTENT = ("kind", "src", "ts_unix", "run", "task", "repo", "mode", "data")
+# per-event tables: which staged events each holds
+EVENT_TABLES: dict[str, str] = {
+    t.PLANS: "kind = 'plan'",
+    t.ATTEMPT_EVENTS: "kind = 'attempt'",
+    t.DISPATCHES: "kind = 'dispatch'",
+    t.MERGES: "kind = 'event' AND name = 'merge'",
+    t.INTEGRATIONS: "kind = 'event' AND name = 'integrate_advanced'",
+    t.ACCEPTANCES: "kind = 'event' AND name = 'accepted'",
+    t.OUTCOMES: "kind = 'outcome'",
+}
+# per-event tables staged from plans: staged table -> (table, {column: staged column})
+PLAN_PARTS: dict[str, tuple[str, dict[str, str]]] = {
+    "staged_plan_tasks": (t.PLAN_TASKS, {"place": "node"}),
+    "staged_route_entries": (t.ROUTE_ENTRIES, {"task_place": "task_node"}),
+}
 
 
 @dataclass
@@ -62,6 +83,7 @@ class IngestResult:
     kinds: Counter = field(default_factory=Counter)  # stored events per kind
     unknown_kinds: Counter = field(default_factory=Counter)  # stored events of kinds format 1 does not name
     rebuilt: bool = False
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
 
     @property
     def rejected(self) -> int:
@@ -80,90 +102,169 @@ class IngestResult:
             "kinds": dict(sorted(self.kinds.items())),
             "unknownKinds": dict(sorted(self.unknown_kinds.items())),
             "rebuilt": self.rebuilt,
+            "timings": {name: round(seconds, 3) for name, seconds in self.timings.items()},
             "rejections": [
                 {"line": r.line, "rid": r.rid, "field": r.field, "rule": r.rule} for r in self.rejections
             ],
         }
 
 
-def _stage_connection(directory: Path) -> duckdb.DuckDBPyConnection:
-    connection = duckdb.connect(str(directory / "stage.duckdb"))
-    connection.execute("SET TimeZone = 'UTC'")
-    connection.execute(f"SET temp_directory = '{directory / 'spill'}'")
-    connection.execute(f"CREATE TABLE staged ({_STAGED_COLUMNS})")
-    connection.execute("CREATE TABLE rejected (position BIGINT, line BIGINT, rid VARCHAR, field VARCHAR, rule VARCHAR)")
-    return connection
+def _prefetch(batches: Iterator[SourceBatch], depth: int = 2) -> Iterator[SourceBatch]:
+    """Read the next batches in a thread while the current one is checked."""
+    items: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                while not stop.is_set():
+                    try:
+                        items.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            items.put(done)
+        except BaseException as error:  # handed to the consumer, raised there
+            items.put(error)
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None and stop.is_set():
+                close()
+
+    worker = threading.Thread(target=produce, name="forge-store-reader", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = items.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join(timeout=5)
 
 
-def _stage_batch(connection: duckdb.DuckDBPyConnection, batch, repos: dict[str, str]) -> tuple[int, int]:
-    """Check one batch and stage it; returns (rows seen, repo lines)."""
-    frame = batch.frame
-    if batch.kind == "sqlite":
-        if batch.binary:
-            connection.register("forge_raw_batch", frame)
-            connection.execute(f"CREATE OR REPLACE TEMP TABLE forge_batch AS {query_text('forge_decode_sqlite_batch')}")
-            connection.unregister("forge_raw_batch")
+class Stage:
+    """The scratch area of one ingest: a DuckDB session whose tables collect the checked
+    batches (`staged_events`, `staged_plan_tasks`, `staged_route_entries`); DuckDB keeps them
+    under `memory_limit` and spills the rest to the scratch directory."""
+
+    def __init__(self, directory: Path, memory_limit: str = "1GB"):
+        self.directory = directory
+        self.connection = duckdb.connect()
+        self.connection.execute("SET TimeZone = 'UTC'")
+        self.connection.execute(f"SET temp_directory = '{directory / 'spill'}'")
+        self.connection.execute(f"SET memory_limit = '{memory_limit}'")
+        self.connection.execute("SET preserve_insertion_order = false")
+        for statement in _statements(query_text("forge_json_macros")):
+            self.connection.execute(statement)
+        self.created = False
+        self.rejections: list[tuple] = []  # (position, line, rid, field, rule)
+
+    def reset(self) -> None:
+        for table in ("staged_events", "staged_plan_tasks", "staged_route_entries"):
+            self.connection.execute(f"DROP TABLE IF EXISTS {table}")
+        self.created = False
+        self.rejections.clear()
+
+    def _keep(self, table: str, select: str) -> None:
+        if self.created:
+            self.connection.execute(f"INSERT INTO {table} BY NAME {select}")
         else:
-            connection.register("forge_batch_frame", frame.with_columns(pl.lit(None, pl.String).alias("bad_text")))
-            connection.execute("CREATE OR REPLACE TEMP TABLE forge_batch AS SELECT * FROM forge_batch_frame")
-            connection.unregister("forge_batch_frame")
-        envelopes = query_text("forge_sqlite_envelopes")
-    else:
-        connection.register("forge_batch_frame", frame)
-        connection.execute("CREATE OR REPLACE TEMP TABLE forge_batch AS SELECT * FROM forge_batch_frame")
-        connection.unregister("forge_batch_frame")
-        envelopes = query_text("forge_jsonl_envelopes")
-    connection.execute(f"CREATE OR REPLACE TEMP TABLE envelopes AS {envelopes}")
-    connection.execute(
-        "CREATE OR REPLACE TEMP VIEW forge_candidates AS "
-        "SELECT position, kind, name, data FROM envelopes WHERE problem_field IS NULL AND NOT repo_line"
-    )
-    connection.execute(f"CREATE OR REPLACE TEMP TABLE event_problems AS {query_text('forge_event_problems')}")
-    connection.execute(
-        "INSERT INTO rejected "
-        "SELECT position, line, rid, problem_field, problem_rule FROM envelopes WHERE problem_field IS NOT NULL "
-        "UNION ALL "
-        "SELECT e.position, e.line, e.rid, p.field, p.rule FROM envelopes e JOIN event_problems p USING (position)"
-    )
-    connection.execute(
-        "INSERT INTO staged SELECT e.position, e.line, e.rid, e.kind, e.src, e.ts_unix, e.run, e.task, e.repo, "
-        "e.mode, e.name, e.data FROM envelopes e ANTI JOIN event_problems p USING (position) "
-        "WHERE e.problem_field IS NULL AND NOT e.repo_line"
-    )
-    for repo, path in connection.sql(
-        "SELECT repo, repo_path FROM envelopes WHERE repo_line AND problem_field IS NULL ORDER BY position"
-    ).fetchall():
-        repos[repo] = path
-    seen, repo_lines = connection.sql("SELECT count(*), count(*) FILTER (WHERE repo_line AND problem_field IS NULL) FROM envelopes").fetchall()[0]
-    return seen, repo_lines
+            self.connection.execute(f"CREATE TABLE {table} AS {select}")
+
+    def add(self, batch: SourceBatch, repos: dict[str, str]) -> tuple[int, int]:
+        """Check one batch and stage it; returns (rows seen, repo lines)."""
+        c = self.connection
+        if batch.kind == "sqlite":
+            if batch.binary:
+                c.register("forge_raw_batch", batch.frame)
+                c.execute(f"CREATE OR REPLACE TEMP TABLE forge_batch AS {query_text('forge_decode_sqlite_batch')}")
+                c.unregister("forge_raw_batch")
+            else:
+                c.register("forge_batch_frame", batch.frame)
+                c.execute("CREATE OR REPLACE TEMP TABLE forge_batch AS "
+                          "SELECT *, CAST(NULL AS VARCHAR) AS bad_text FROM forge_batch_frame")
+                c.unregister("forge_batch_frame")
+            envelopes = query_text("forge_sqlite_envelopes")
+        else:
+            c.register("forge_batch_frame", batch.frame)
+            c.execute("CREATE OR REPLACE TEMP TABLE forge_batch AS SELECT * FROM forge_batch_frame")
+            c.unregister("forge_batch_frame")
+            envelopes = query_text("forge_jsonl_envelopes")
+        c.execute(f"CREATE OR REPLACE TEMP TABLE forge_envelopes AS {envelopes}")
+        c.execute(f"CREATE OR REPLACE TEMP TABLE staged AS {query_text('forge_stage_events')}")
+        c.execute("CREATE OR REPLACE TEMP VIEW forge_staged_plans AS SELECT position, rid, run, ts_unix, revision, tasks "
+                  "FROM staged WHERE kind = 'plan' AND problem_field IS NULL AND tasks IS NOT NULL")
+        c.execute(f"CREATE OR REPLACE TEMP TABLE staged_plan_tasks_batch AS {query_text('forge_stage_plan_tasks')}")
+        c.execute("CREATE OR REPLACE TEMP VIEW forge_staged_plan_tasks AS SELECT * FROM staged_plan_tasks_batch "
+                  "WHERE problem_field IS NULL AND route IS NOT NULL")
+        c.execute(f"CREATE OR REPLACE TEMP TABLE staged_route_entries_batch AS {query_text('forge_stage_route_entries')}")
+        # a plan is rejected for the first problem among its tasks (document order), then its routes
+        c.execute(
+            """CREATE OR REPLACE TEMP TABLE plan_problems AS
+            SELECT position, arg_min(problem_field, (node, step, entry)) AS problem_field,
+                   arg_min(problem_rule, (node, step, entry)) AS problem_rule
+            FROM (SELECT position, node, 0 AS step, 0 AS entry, problem_field, problem_rule
+                  FROM staged_plan_tasks_batch WHERE problem_field IS NOT NULL
+                  UNION ALL
+                  SELECT position, task_node, 1, entry, problem_field, problem_rule
+                  FROM staged_route_entries_batch WHERE problem_field IS NOT NULL)
+            GROUP BY position"""
+        )
+        self.rejections += c.sql(
+            """SELECT position, line, rid, problem_field, problem_rule FROM forge_envelopes WHERE problem_field IS NOT NULL
+            UNION ALL SELECT position, line, rid, problem_field, problem_rule FROM staged WHERE problem_field IS NOT NULL
+            UNION ALL SELECT s.position, s.line, s.rid, p.problem_field, p.problem_rule
+                      FROM staged s JOIN plan_problems p USING (position)"""
+        ).fetchall()
+        accepted = "problem_field IS NULL AND position NOT IN (SELECT position FROM plan_problems)"
+        self._keep("staged_events", f"SELECT * EXCLUDE (tasks, problem_field, problem_rule) FROM staged WHERE {accepted}")
+        self._keep("staged_plan_tasks",
+                   f"SELECT * EXCLUDE (route, problem_field, problem_rule) FROM staged_plan_tasks_batch WHERE {accepted}")
+        self._keep("staged_route_entries",
+                   f"SELECT * EXCLUDE (problem_field, problem_rule) FROM staged_route_entries_batch WHERE {accepted}")
+        self.created = True
+        for repo, path in c.sql(
+            "SELECT repo, repo_path FROM forge_envelopes WHERE repo_line AND problem_field IS NULL ORDER BY position"
+        ).fetchall():
+            repos[repo] = path
+        seen, repo_lines = c.sql(
+            "SELECT count(*), count(*) FILTER (WHERE repo_line AND problem_field IS NULL) FROM forge_envelopes"
+        ).fetchall()[0]
+        return seen + len(batch.rejected), repo_lines
+
+    def classify(self, warehouse: Warehouse) -> None:
+        """verdicts(position, line, rid, kind, verdict, other_source, other_line) for every staged event."""
+        c = self.connection
+        if self.created:
+            c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS SELECT * FROM staged_events")
+        else:  # nothing was read: an empty staging table of the right shape
+            c.execute("CREATE OR REPLACE TEMP TABLE forge_envelopes AS SELECT * FROM "
+                      f"({query_text('forge_sqlite_envelopes')}) WHERE false".replace(
+                          "FROM forge_batch", "FROM (SELECT NULL::BIGINT AS position, NULL::VARCHAR AS rid, "
+                          "NULL::VARCHAR AS kind, NULL::VARCHAR AS src, NULL::DOUBLE AS ts, NULL::VARCHAR AS run, "
+                          "NULL::VARCHAR AS task, NULL::VARCHAR AS repo, NULL::VARCHAR AS mode, NULL::VARCHAR AS data, "
+                          "NULL::VARCHAR AS ts_class, NULL::VARCHAR AS bad_text) AS forge_batch"))
+            c.execute(f"CREATE OR REPLACE TEMP VIEW forge_staged AS SELECT * EXCLUDE (tasks, problem_field, problem_rule) "
+                      f"FROM ({query_text('forge_stage_events')})")
+        if warehouse.has_table(t.EVENTS):
+            c.execute(f"CREATE OR REPLACE TEMP VIEW forge_stored AS {warehouse.view_sql(t.EVENTS, absolute=True)}")
+        else:
+            c.execute("CREATE OR REPLACE TEMP VIEW forge_stored AS "
+                      "SELECT *, CAST(NULL AS VARCHAR) AS source FROM forge_staged WHERE false")
+        c.execute(f"CREATE OR REPLACE TEMP TABLE verdicts AS {query_text('forge_classify_staged')}")
 
 
-def _classify(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> None:
-    """Split staged events into new, duplicate and conflicting (by rid)."""
-    if warehouse.has_table(t.EVENTS):
-        connection.execute(f"CREATE OR REPLACE TEMP VIEW stored AS {warehouse.view_sql(t.EVENTS, absolute=True)}")
-    else:
-        connection.execute(f"CREATE OR REPLACE TEMP TABLE stored ({_STAGED_COLUMNS}, source VARCHAR)")
-    same = " AND ".join(f"s.{c} IS NOT DISTINCT FROM o.{c}" for c in _CONTENT)
-    connection.execute(
-        "CREATE OR REPLACE TEMP TABLE ranked AS "
-        "SELECT *, row_number() OVER (PARTITION BY rid ORDER BY position) AS nth FROM staged"
-    )
-    connection.execute(
-        f"""CREATE OR REPLACE TEMP TABLE verdicts AS
-        SELECT s.*, CASE
-            WHEN o.rid IS NULL THEN 'new'
-            WHEN {same} THEN 'duplicate'
-            ELSE 'conflict' END AS verdict,
-          o.source AS other_source, o.line AS other_line
-        FROM ranked s LEFT JOIN (SELECT rid, {', '.join(_CONTENT)}, source, line FROM stored) o USING (rid)
-        WHERE s.nth = 1
-        UNION ALL
-        SELECT s.*, CASE WHEN {same} THEN 'duplicate' ELSE 'conflict' END AS verdict,
-          NULL AS other_source, o.line AS other_line
-        FROM ranked s JOIN ranked o ON o.rid = s.rid AND o.nth = 1
-        WHERE s.nth > 1"""
-    )
+def _statements(text: str) -> list[str]:
+    """The statements of a SQL file of definitions (split at semicolons ending a line)."""
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    return [part.strip() for part in body.split(";\n") if part.strip().rstrip(";")]
 
 
 def ingest_forge(
@@ -180,77 +281,114 @@ def ingest_forge(
     result = IngestResult(source=source, format=container.format)
     now = datetime.now(timezone.utc)
     repos: dict[str, str] = dict(container.repos)
+    early: list[Rejection] = []
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now_ = time.perf_counter()
+        result.timings[name] = result.timings.get(name, 0.0) + now_ - clock
+        clock = now_
+
     with tempfile.TemporaryDirectory(prefix="loopmeter-forge-") as scratch:
-        connection = _stage_connection(Path(scratch))
+        stage = Stage(Path(scratch))
         try:
             with progress.bar(f"ingest forge {store_path.name}", None) as bar:
-                for batch in batches:
+                for batch in _prefetch(batches):
+                    lap("read")
                     if batch.kind == "restart":  # the SQLite text was not all UTF-8: read again as bytes
-                        connection.execute("DELETE FROM staged")
-                        connection.execute("DELETE FROM rejected")
+                        stage.reset()
+                        early.clear()
                         result.read = result.repo_lines = 0
                         continue
-                    seen, repo_lines = _stage_batch(connection, batch, repos)
+                    early += [Rejection(*row) for row in batch.rejected]
+                    seen, repo_lines = stage.add(batch, repos)
                     result.read += seen
                     result.repo_lines += repo_lines
                     bar.advance(seen)
-            result.read += len(container.early_rejections)
-            result.rejections = [Rejection(*row) for row in container.early_rejections]
-            result.rejections += [
-                Rejection(line, rid, field_name, rule)
-                for line, rid, field_name, rule in connection.sql(
-                    "SELECT line, rid, field, rule FROM rejected ORDER BY position"
-                ).fetchall()
-            ]
-            _classify(connection, warehouse)
-            for line, rid, other_source, other_line in connection.sql(
-                "SELECT line, rid, other_source, other_line FROM verdicts WHERE verdict = 'conflict' ORDER BY position"
-            ).fetchall():
-                first = f"line {other_line}" if other_line is not None else "the first row"
-                if other_source is not None:
-                    first = f"{other_source}" + (f":{other_line}" if other_line is not None else "")
-                result.rejections.append(Rejection(
-                    line, rid, "rid",
-                    f"repeats the rid of an event already loaded with other content ({first}); the first is kept",
-                ))
-            result.duplicates = connection.sql("SELECT count(*) FROM verdicts WHERE verdict = 'duplicate'").fetchall()[0][0]
-            for kind, count in connection.sql("SELECT kind, count(*) FROM verdicts WHERE verdict = 'new' GROUP BY kind").fetchall():
-                result.kinds[kind] = count
-                if kind not in KNOWN_KINDS:
-                    result.unknown_kinds[kind] = count
-            result.stored = sum(result.kinds.values())
+                    lap("check")
+            result.rejections = early + [Rejection(line, rid, f, rule) for _, line, rid, f, rule in sorted(
+                stage.rejections, key=lambda row: row[0])]
+            stage.classify(warehouse)
+            _count(stage.connection, result)
+            lap("classify")
             if result.stored:
-                _write_new_events(connection, warehouse, str(source), now)
+                _write_new_events(stage, warehouse, str(source), now)
+            lap("store events")
         finally:
-            connection.close()
+            stage.connection.close()
     result.repos = _write_repos(warehouse, repos, str(source), now)
     _write_rejections(warehouse, result, str(source), now)
-    if result.stored or not all(warehouse.has_table(name) for name in t.FORGE_TABLES
-                                if name not in (t.OBSERVATIONAL, t.RANDOMIZED, t.SURVIVAL)):
-        rebuild_derived(warehouse)
+    summaries = (t.ATTEMPTS, t.DECISIONS, t.TASKS)
+    if result.stored or not all(warehouse.has_table(name) for name in (*EVENT_TABLES, *summaries)):
+        rebuild_summaries(warehouse)
         result.rebuilt = True
+    lap("summaries")
     return result
 
 
-def _write_new_events(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, source: str, now: datetime) -> None:
-    """Add the new events to forge_events, one month partition at a time (each write is atomic)."""
-    connection.sql(
-        "CREATE OR REPLACE TEMP TABLE new_events AS "
-        "SELECT rid, kind, src, to_timestamp(ts_unix) AS ts, ts_unix, run, task, repo, mode, name, data, "
-        "$source AS source, line, $now::TIMESTAMPTZ AS ingested_at, strftime(to_timestamp(ts_unix), '%Y-%m') AS month "
-        "FROM verdicts WHERE verdict = 'new'",
-        params={"source": source, "now": now},
-    )
-    months = [m for (m,) in connection.sql("SELECT DISTINCT month FROM new_events ORDER BY month").fetchall()]
+def _count(connection: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
+    for line, rid, other_source, other_line in connection.sql(
+        "SELECT line, rid, other_source, other_line FROM verdicts WHERE verdict = 'conflict' ORDER BY position"
+    ).fetchall():
+        if other_source is not None:
+            first = other_source + (f":{other_line}" if other_line is not None else "")
+        else:
+            first = f"line {other_line}" if other_line is not None else "an earlier row"
+        result.rejections.append(Rejection(
+            line, rid, "rid", f"repeats the rid of an event already loaded with other content ({first}); the first is kept"))
+    for kind, verdict, count in connection.sql("SELECT kind, verdict, count(*) FROM verdicts GROUP BY ALL").fetchall():
+        if verdict == "duplicate":
+            result.duplicates += count
+        elif verdict == "new":
+            result.kinds[kind] += count
+            if kind not in KNOWN_KINDS:
+                result.unknown_kinds[kind] += count
+    result.stored = sum(result.kinds.values())
+
+
+def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: datetime) -> None:
+    """Add the new events to forge_events (one month partition at a time, each write atomic)
+    and to the per-event tables."""
+    c = stage.connection
+    # keep only the new events in the staging tables (duplicates and conflicts are few)
+    c.execute("CREATE OR REPLACE TEMP TABLE not_new AS SELECT position FROM verdicts WHERE verdict <> 'new'")
+    for staged in ("staged_events", *PLAN_PARTS):
+        c.execute(f"DELETE FROM {staged} WHERE position IN (SELECT position FROM not_new)")
+    c.execute("CREATE OR REPLACE TEMP VIEW forge_new AS SELECT * FROM staged_events")
+    months = [m for (m,) in c.sql("SELECT DISTINCT month FROM forge_new ORDER BY month").fetchall()]
+    event_columns = ", ".join(name for name, _, _ in t.columns(t.EVENTS) if name not in ("source", "ingested_at"))
     with progress.bar("store forge_events", len(months)) as bar:
         for month in months:
-            fresh = connection.sql("SELECT * FROM new_events WHERE month = $m", params={"m": month}).pl()
+            fresh = c.sql(
+                f"SELECT {event_columns}, $source AS source, $now::TIMESTAMPTZ AS ingested_at FROM forge_new "
+                "WHERE month = $month",
+                params={"source": source, "now": now, "month": month},
+            ).pl()
             fresh = typed_frame(fresh, t.EVENTS)
             previous = warehouse.read_partition(t.EVENTS, "month", month)
             if previous is not None:
                 fresh = pl.concat([typed_frame(previous, t.EVENTS), fresh])
-            warehouse.write_table(t.EVENTS, fresh.sort("ts_unix", "rid"), partition_by="month", keep_partitions=True)
+            warehouse.write_table(t.EVENTS, fresh, partition_by="month", keep_partitions=True)
             bar.advance()
+    for table, where in EVENT_TABLES.items():
+        names = ", ".join(name for name, _, _ in t.columns(table))
+        _append(warehouse, table, c.sql(f"SELECT {names} FROM forge_new WHERE {where}").pl())
+    for staged, (table, renamed) in PLAN_PARTS.items():
+        names = ", ".join(f"p.{renamed.get(name, name)} AS {name}" for name, _, _ in t.columns(table))
+        frame = c.sql(f"SELECT {names} FROM {staged} p").pl()
+        _append(warehouse, table, frame)
+
+
+def _append(warehouse: Warehouse, table: str, fresh: pl.DataFrame) -> None:
+    """Rewrite a per-event table with the rows of new events added (a table exists after any ingest)."""
+    fresh = typed_frame(fresh, table)
+    current = warehouse.read(table)
+    if current is not None:
+        if fresh.height == 0:
+            return
+        fresh = pl.concat([typed_frame(current, table), fresh])
+    warehouse.write_table(table, fresh)
 
 
 def _write_repos(warehouse: Warehouse, repos: dict[str, str], source: str, now: datetime) -> int:
@@ -259,10 +397,10 @@ def _write_repos(warehouse: Warehouse, repos: dict[str, str], source: str, now: 
         if current is None:
             warehouse.write_table(t.REPOS, typed_frame(pl.DataFrame(), t.REPOS))
         return 0
-    fresh = pl.DataFrame(
-        {"repo": list(repos), "path": list(repos.values()), "source": source, "ingested_at": now}
+    fresh = typed_frame(
+        pl.DataFrame({"repo": list(repos), "path": list(repos.values()), "source": source, "ingested_at": now}),
+        t.REPOS,
     )
-    fresh = typed_frame(fresh, t.REPOS)
     if current is not None:
         current = typed_frame(current, t.REPOS)
         unchanged = current.join(fresh.select("repo", "path"), on=["repo", "path"], how="semi")
@@ -282,20 +420,17 @@ def _write_rejections(warehouse: Warehouse, result: IngestResult, source: str, n
     elif not result.rejections:
         warehouse.write_table(t.REJECTIONS, typed_frame(pl.DataFrame(), t.REJECTIONS))
         return
-    fresh = typed_frame(
-        pl.DataFrame(
-            {
-                "source": [source] * result.rejected,
-                "line": [r.line for r in result.rejections],
-                "rid": [r.rid for r in result.rejections],
-                "field": [r.field for r in result.rejections],
-                "rule": [r.rule for r in result.rejections],
-                "ingested_at": [now] * result.rejected,
-            },
-            schema={"source": pl.String, "line": pl.Int64, "rid": pl.String, "field": pl.String, "rule": pl.String,
-                    "ingested_at": pl.Datetime("us", "UTC")},
-        ),
-        t.REJECTIONS,
+    fresh = pl.DataFrame(
+        {
+            "source": [source] * result.rejected,
+            "line": [r.line for r in result.rejections],
+            "rid": [r.rid for r in result.rejections],
+            "field": [r.field for r in result.rejections],
+            "rule": [r.rule for r in result.rejections],
+            "ingested_at": [now] * result.rejected,
+        },
+        schema={"source": pl.String, "line": pl.Int64, "rid": pl.String, "field": pl.String, "rule": pl.String,
+                "ingested_at": pl.Datetime("us", "UTC")},
     )
     if current is not None:
         fresh = pl.concat([current.filter(pl.col("source") != source), fresh])

@@ -25,7 +25,7 @@ from ..errors import LoopmeterError
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EVENT_FIELDS = ("rid", "kind", "src", "ts", "run", "task", "repo", "mode", "data")
 TEXT_FIELDS = ("rid", "kind", "src", "run", "task", "repo", "mode", "data")
-BATCH_ROWS = 50_000
+BATCH_ROWS = 200_000
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 
 
@@ -45,6 +45,7 @@ class SourceBatch:
     kind: str
     frame: pl.DataFrame
     binary: bool = False
+    rejected: list = field(default_factory=list)  # (line, rid, field, rule) found by the container
 
 
 @dataclass
@@ -52,7 +53,6 @@ class Container:
     path: Path
     format: str  # sqlite or jsonl
     repos: list[tuple[str, str]] = field(default_factory=list)  # (repo, path) from the SQLite repos table
-    early_rejections: list[tuple[int | None, str | None, str, str]] = field(default_factory=list)  # (line, rid, field, rule)
 
 
 def detect_format(path: Path) -> str:
@@ -87,7 +87,7 @@ _REQUIRED = {
 def _connect_read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
     uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
     try:
-        connection = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None)
+        connection = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as error:
         raise StoreError(f"{path}: cannot be opened read-only ({error})") from None
     return connection
@@ -116,61 +116,72 @@ def check_sqlite_schema(connection: sqlite3.Connection, path: Path) -> None:
                              f"format version 1 needs {table}({', '.join(wanted)})")
 
 
-# rows whose storage classes are right go the fast way; the others are reported one by one
-_GOOD_ROW = " AND ".join(
-    ["typeof(rid) = 'text'", "typeof(kind) = 'text'", "typeof(ts) IN ('integer', 'real')", "typeof(data) = 'text'"]
-    + [f"typeof({name}) IN ('text', 'null')" for name in ("src", "run", "task", "repo", "mode")]
-)
+_SCHEMA = {name: pl.String for name in EVENT_FIELDS} | {"ts": pl.Float64}
 
 
-def _bad_row_rejections(connection: sqlite3.Connection) -> list[tuple[int | None, str | None, str, str]]:
-    found = []
-    query = (
-        "SELECT CASE WHEN typeof(rid) IN ('text', 'integer', 'real') THEN CAST(rid AS TEXT) END, "
-        + ", ".join(f"typeof({name})" for name in EVENT_FIELDS)
-        + f" FROM events WHERE NOT ({_GOOD_ROW})"
-    )
-    connection.text_factory = lambda raw: raw.decode("utf-8", "replace")
-    try:
-        for rid, *types in connection.execute(query):
-            kinds = dict(zip(EVENT_FIELDS, types))
-            if kinds["rid"] != "text":
-                found.append((None, rid, "rid", f"must be text (found {kinds['rid']})"))
-            elif kinds["kind"] != "text":
-                found.append((None, rid, "kind", f"must be text (found {kinds['kind']})"))
-            elif kinds["ts"] not in ("integer", "real"):
-                found.append((None, rid, "ts", f"must be unix seconds, a number (found {kinds['ts']})"))
-            elif kinds["data"] != "text":
-                found.append((None, rid, "data", f"must be a JSON object as text (found {kinds['data']})"))
-            else:
-                name = next(n for n in ("src", "run", "task", "repo", "mode") if kinds[n] not in ("text", "null"))
-                found.append((None, rid, name, f"must be text or null (found {kinds[name]})"))
-    finally:
-        connection.text_factory = str
-    return found
+def _storage_class(value: object, text: type) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, text):
+        return "text"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "blob" if isinstance(value, (bytes, str)) else "other"
+    return "integer" if isinstance(value, int) else "real"
+
+
+def _row_problem(row: tuple, text: type) -> tuple[str, str] | None:
+    classes = dict(zip(EVENT_FIELDS, (_storage_class(value, text) for value in row[:len(EVENT_FIELDS)])))
+    if classes["rid"] != "text":
+        return "rid", f"must be text (found {classes['rid']})"
+    if classes["kind"] != "text":
+        return "kind", f"must be text (found {classes['kind']})"
+    if classes["ts"] not in ("integer", "real"):
+        return "ts", f"must be unix seconds, a number (found {classes['ts']})"
+    if classes["data"] != "text":
+        return "data", f"must be a JSON object as text (found {classes['data']})"
+    for name in ("src", "run", "task", "repo", "mode"):
+        if classes[name] not in ("text", "null"):
+            return name, f"must be text or null (found {classes[name]})"
+    return None
+
+
+def _split_bad_rows(rows: list[tuple], start: int, text: type) -> tuple[list[tuple], list[tuple]]:
+    """Rows whose SQLite storage classes are wrong (a blob rid, a text ts, ...), found when a
+    batch does not fit the typed frame: each becomes a rejection naming its rid and column."""
+    good, bad = [], []
+    for offset, row in enumerate(rows):
+        problem = _row_problem(row, text)
+        if problem is None:
+            good.append((start + offset, *row))
+            continue
+        rid = row[0]
+        shown = rid.decode("utf-8", "replace") if isinstance(rid, bytes) else (None if rid is None else str(rid))
+        bad.append((None, shown, *problem))
+    return good, bad
 
 
 def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: int) -> Iterator[SourceBatch]:
-    connection.text_factory = bytes if binary else str
-    cursor = connection.execute(
-        f"SELECT rid, kind, src, CAST(ts AS REAL), run, task, repo, mode, data FROM events WHERE {_GOOD_ROW}"
-    )
+    """Batches of typed rows; a batch whose rows do not all fit is sorted row by row."""
+    text = bytes if binary else str
+    connection.text_factory = text
+    cursor = connection.execute("SELECT rid, kind, src, ts, run, task, repo, mode, data, typeof(ts) FROM events")
     position = 0
-    text_type = pl.Binary if binary else pl.String
-    schema = {name: text_type for name in TEXT_FIELDS} | {"ts": pl.Float64}
+    schema = {"position": pl.Int64} | {
+        name: (pl.Binary if binary and name != "ts" else dtype) for name, dtype in _SCHEMA.items()
+    } | {"ts_class": pl.Binary if binary else pl.String}
     while True:
         rows = cursor.fetchmany(batch_rows)
         if not rows:
             break
-        columns = list(zip(*rows))
-        frame = pl.DataFrame(
-            {
-                "position": pl.int_range(position, position + len(rows), eager=True, dtype=pl.Int64),
-                **{name: pl.Series(name, values, dtype=schema[name]) for name, values in zip(EVENT_FIELDS, columns)},
-            }
-        )
+        rejected: list = []
+        try:
+            frame = pl.DataFrame([(position + offset, *row) for offset, row in enumerate(rows)],
+                                 schema=schema, orient="row")
+        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
+            good, rejected = _split_bad_rows(rows, position, text)
+            frame = pl.DataFrame(good, schema=schema, orient="row")
         position += len(rows)
-        yield SourceBatch("sqlite", frame, binary)
+        yield SourceBatch("sqlite", frame, binary, rejected)
 
 
 def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS) -> tuple[Container, Iterator[SourceBatch]]:
@@ -186,7 +197,6 @@ def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATC
             (str(repo), str(where)) for repo, where in connection.execute("SELECT repo, path FROM repos")
             if repo is not None and where is not None
         ]
-        container.early_rejections = _bad_row_rejections(connection)
     except StoreError:
         connection.close()
         raise

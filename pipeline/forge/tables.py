@@ -14,7 +14,9 @@ REPOS = "forge_repos"
 REJECTIONS = "forge_rejections"
 PLANS = "forge_plans"
 PLAN_TASKS = "forge_plan_tasks"
+ROUTE_ENTRIES = "forge_route_entries"
 DECISIONS = "forge_decisions"
+ATTEMPT_EVENTS = "forge_attempt_events"
 ATTEMPTS = "forge_attempts"
 DISPATCHES = "forge_dispatches"
 MERGES = "forge_merges"
@@ -37,7 +39,7 @@ EVENT_COLUMNS: list[Column] = [
     ("repo", "str", "repository id (see forge_repos for its path)"),
     ("mode", "str", "Forge execution mode (e.g. parallel)"),
     ("name", "str", "data.name when it is a string (events: accepted, merge, integrate_advanced, ...)"),
-    ("data", "str", "the event's data object as JSON text, as stored (minified)"),
+    ("data", "str", "the event's data object as JSON text, as loaded (SQLite: as the store holds it; JSON Lines: compact)"),
     ("source", "str", "the store or export file the event was loaded from (absolute), or harvest"),
     ("line", "i64", "line number in a JSON Lines export (null for SQLite stores and harvests)"),
     ("ingested_at", "datetime", "when loopmeter stored the event (UTC)"),
@@ -76,11 +78,28 @@ PLAN_TASK_COLUMNS: list[Column] = [
     ("plan_rid", "str", "the plan revision's rid"),
     ("revision", "i64", "data.revision of the plan event"),
     ("plan_ts_unix", "f64", "the plan event's time, unix seconds (revisions are ordered by it, then rid)"),
-    ("position", "i64", "the task's place in the revision's tasks object (document order)"),
+    ("place", "i64", "the task's place in the revision's tasks object (document order)"),
     ("declared_difficulty", "str", "declared_difficulty: low, medium or high"),
     ("difficulty", "str", "difficulty, the older field"),
     ("tier", "str", "declared_difficulty, else difficulty"),
     ("route_length", "i64", "routing decisions listed under the task in this revision"),
+]
+
+ROUTE_ENTRY_COLUMNS: list[Column] = [
+    ("run", "str", "Forge run id"),
+    ("task", "str", "task id"),
+    ("plan_rid", "str", "the plan revision listing the decision"),
+    ("plan_ts_unix", "f64", "that revision's time, unix seconds"),
+    ("task_place", "i64", "the task's place in that revision's tasks object"),
+    ("entry", "i64", "the decision's index in the task's route list"),
+    ("decision", "str", "the decision id (null for a decision without one)"),
+    ("decision_key", "str", "what deduplicates: the id's JSON text when truthy, else the decision's JSON text"),
+    ("at_unix", "f64", "when the decision was made, unix seconds"),
+    ("tier", "str", "the tier the router used"),
+    ("default_spec", "str", "the tier's default spec"),
+    ("candidates", "list_str", "the specs drawn from"),
+    ("chosen", "str", "the spec the draw picked"),
+    ("propensity", "f64", "P(chosen) under the draw"),
 ]
 
 DECISION_COLUMNS: list[Column] = [
@@ -100,6 +119,21 @@ DECISION_COLUMNS: list[Column] = [
     ("paired", "bool", "exactly two candidates and a propensity: usable in the randomized table"),
     ("alternative", "str", "for a paired draw: the candidate that is not the default"),
     ("arm", "str", "for a paired draw: alternative if the alternative was chosen, else default (intent to treat)"),
+]
+
+ATTEMPT_EVENT_COLUMNS: list[Column] = [
+    ("rid", "str", "the attempt event's rid"),
+    ("run", "str", "Forge run id"),
+    ("task", "str", "task id"),
+    ("repo", "str", "repository id"),
+    ("ts", "datetime", "when the event happened (UTC)"),
+    ("ts_unix", "f64", "when the event happened, unix seconds"),
+    ("attempt", "i64", "attempt number (data.n)"),
+    ("dwarf", "str", "the spec requested"),
+    ("status", "str", "started, passed, failed, abandoned (others are kept)"),
+    ("reason", "str", "why the attempt was abandoned (timeout, infra, cancelled, ...)"),
+    ("reviewed_commit", "str", "the commit review judged"),
+    ("base_ref", "str", "the commit the attempt started from"),
 ]
 
 ATTEMPT_COLUMNS: list[Column] = [
@@ -291,8 +325,11 @@ FORGE_TABLES: dict[str, tuple[str, list[Column]]] = {
                  REJECTION_COLUMNS),
     PLANS: ("One row per plan event (a plan revision of a run).", PLAN_COLUMNS),
     PLAN_TASKS: ("One row per task of a plan revision, with its tier.", PLAN_TASK_COLUMNS),
+    ROUTE_ENTRIES: ("Every routing decision as each plan revision lists it (before deduplication).",
+                    ROUTE_ENTRY_COLUMNS),
     DECISIONS: ("Routing decisions, one row per (run, task, decision), deduplicated across plan revisions.",
                 DECISION_COLUMNS),
+    ATTEMPT_EVENTS: ("One row per attempt event.", ATTEMPT_EVENT_COLUMNS),
     ATTEMPTS: ("One row per attempt of a task, from its attempt events.", ATTEMPT_COLUMNS),
     DISPATCHES: ("One row per dispatch event: which model and effort really ran, and for how long.",
                  DISPATCH_COLUMNS),
