@@ -55,7 +55,9 @@ class _Tables:
 
     def __init__(self, analysis: Analysis):
         self.mode_runs = _index(analysis.mode_runs.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
-        self.stats = _index(analysis.mode_stats.iter_rows(named=True), "run_set_id", "scenario_id", "mode", "metric")
+        # robustStatistic dicts, made straight from row tuples (the bulk of every document)
+        stats = analysis.mode_stats.select("run_set_id", "scenario_id", "mode", "metric", *ROBUST_FIELDS)
+        self.stats = {tuple(row[:4]): dict(zip(ROBUST_FIELDS, row[4:])) for row in stats.iter_rows()}
         self.comparisons = _index(analysis.comparisons.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
         self.paired_runs = _group(analysis.paired_runs.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
         self.outlier_modes = _index(analysis.outlier_modes.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
