@@ -14,6 +14,7 @@ class DemoOutcome:
     sample: Path
     warehouse: Path
     aggregate: Path
+    report: Path
     steps: list[str] = field(default_factory=list)
 
 
@@ -32,7 +33,7 @@ def run_demo(data: Path, warehouse: Warehouse) -> DemoOutcome:
     from .forgeloop.stage import compute, store_tables, write_documents
 
     results = make_forgeloop_sample(data / "sample" / "forgeloop")
-    outcome = DemoOutcome(results, warehouse.root, warehouse.root / "aggregate")
+    outcome = DemoOutcome(results, warehouse.root, warehouse.root / "aggregate", warehouse.root / "report.html")
     with warehouse.lock(command="demo"):
         ingested = ingest_forgeloop(warehouse, results, results / "scenarios")
         outcome.steps.append(f"ingest forgeloop: {ingested.accepted + ingested.unchanged} runs in {len(ingested.run_sets)} run sets, {ingested.rejected} rejected")
@@ -41,5 +42,10 @@ def run_demo(data: Path, warehouse: Warehouse) -> DemoOutcome:
         store_tables(warehouse, aggregated.analysis, None)
         outcome.steps.append(f"aggregate: {len(aggregated.written)} ForgeLoop documents")
         refresh_catalog(warehouse)
+    from .html import build_page
+    from .warehouse import atomic_write_text
+
+    atomic_write_text(outcome.report, build_page(warehouse))
+    outcome.steps.append(f"report html: {outcome.report}")
     outcome.result = aggregated  # type: ignore[attr-defined]
     return outcome

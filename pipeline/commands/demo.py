@@ -35,5 +35,6 @@ def demo_command(
     console.print(f"\nsample data:  {outcome.sample}")
     console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)")
     console.print(f"aggregates:   {outcome.aggregate}")
+    console.print(f"HTML report:  {outcome.report}  (open it in a browser)")
     console.print("next: loopmeter report summary | outliers | tail | regression   (add --json for JSON)")
     return Exit.OK
