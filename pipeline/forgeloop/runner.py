@@ -30,7 +30,7 @@ from typing import Any, Callable
 import orjson
 
 from .. import progress
-from ..errors import Exit, LoopmeterError
+from ..errors import Exit, LoopmeterError, WarehouseBusy
 from ..jsjson import dumps
 from ..numbers import js_round4
 from ..warehouse import atomic_write_text
@@ -780,16 +780,22 @@ def aggregate_run_set(execution: Execution, scenarios_dir: Path, warehouse_root:
 
     store = Warehouse(warehouse_root)
     prefix = f"raw/{execution.run_set_id}/"
-    with store.lock(wait=wait, command=f"execute {execution.run_set_id}"):
-        ingested = ingest_forgeloop(store, execution.paths.results, Path(scenarios_dir))
-        own = [r for r in ingested.rejections if r[0].startswith(prefix)]
-        if own:
-            path, field_name, reason = own[0]
-            raise LoopmeterError(f"ingest rejected {path}: {field_name}: {reason} ({len(own)} rejected in the run set)")
-        execution.other_rejections = len(ingested.rejections)
-        result = compute(store, execution.run_set_id, execution.tier)
-        write_documents(result, execution.paths.results / "aggregate")
-        store_tables(store, result.analysis, execution.run_set_id)
-        refresh_catalog(store)
+    try:
+        with store.lock(wait=wait, command=f"execute {execution.run_set_id}"):
+            ingested = ingest_forgeloop(store, execution.paths.results, Path(scenarios_dir))
+            own = [r for r in ingested.rejections if r[0].startswith(prefix)]
+            if own:
+                path, field_name, reason = own[0]
+                raise LoopmeterError(f"ingest rejected {path}: {field_name}: {reason} ({len(own)} rejected in the run set)")
+            execution.other_rejections = len(ingested.rejections)
+            result = compute(store, execution.run_set_id, execution.tier)
+            write_documents(result, execution.paths.results / "aggregate")
+            store_tables(store, result.analysis, execution.run_set_id)
+            refresh_catalog(store)
+    except WarehouseBusy as error:  # only the lock raises it
+        raise WarehouseBusy(
+            f"{error}; the {execution.run_count} runs are written in {execution.paths.raw}: aggregate them later "
+            f"with `loopmeter execute --resume --run-set {execution.run_set_id}` and the same options"
+        ) from None
     execution.claims_allowed = result.documents[0].summary["claimsAllowed"]
     execution.aggregated = True

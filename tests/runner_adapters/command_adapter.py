@@ -57,11 +57,17 @@ def cleanup(_params):
 
 METHODS = {"runBenchmark": run_benchmark, "finalizeBenchmark": finalize_benchmark, "cleanup": cleanup}
 
-for line in sys.stdin:
-    request = json.loads(line)
-    log(request["method"])
-    try:
-        answer = {"id": request["id"], "result": METHODS[request["method"]](request["params"])}
-    except Exception as error:  # the error travels back as the answer
-        answer = {"id": request["id"], "error": f"{type(error).__name__}: {error}"}
-    print(json.dumps(answer), flush=True)
+
+def main():
+    for line in sys.stdin:
+        request = json.loads(line)
+        log(request["method"])
+        try:
+            answer = {"id": request["id"], "result": METHODS[request["method"]](request["params"])}
+        except Exception as error:  # the error travels back as the answer
+            answer = {"id": request["id"], "error": f"{type(error).__name__}: {error}"}
+        print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main()
