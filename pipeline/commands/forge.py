@@ -1,1 +1,194 @@
 """Forge commands: `ingest forge`, `report routing`, `harvest survival`, `report survival`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli import harvest_app, ingest_app, report_app
+from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, open_warehouse, set_quiet
+
+SHOWN_REJECTIONS = 20
+RepoOption = Annotated[Optional[Path], typer.Option("--repo", help="Only this repository (its path).", show_default=False)]
+
+
+def _require(store, table: str) -> None:
+    if not store.has_table(table):
+        raise LoopmeterError(f"no Forge data in {store.root}; run `loopmeter ingest forge STORE` first")
+
+
+def _store_tables(store, frames: dict, wait: bool, what: str) -> None:
+    from ..catalog import refresh_catalog
+    from ..errors import WarehouseBusy
+
+    try:
+        with store.lock(wait=wait, command=what):
+            for name, frame in frames.items():
+                store.write_table(name, frame)
+            refresh_catalog(store)
+    except WarehouseBusy as error:
+        raise WarehouseBusy(f"the report above was not stored: {error}") from None
+
+
+@ingest_app.command("forge", help="Read a Forge store (dataset.sqlite, opened read-only, or a JSON Lines export) "
+                    "into the warehouse: forge_events and the flat forge_* tables. Loading is idempotent by rid. "
+                    + EXIT_CODES_HELP)
+@command
+def ingest_forge_command(
+    store_path: Annotated[Path, typer.Argument(metavar="STORE", help="dataset.sqlite or a .jsonl export.", show_default=False)],
+    busy_timeout: Annotated[float, typer.Option("--busy-timeout", help="Seconds to wait for a Forge writer holding the store.")] = 5.0,
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    quiet: QuietOption = False,
+    json: JsonOption = False,
+) -> int:
+    set_quiet(quiet or json)
+    from ..catalog import refresh_catalog
+    from ..forge.ingest import ingest_forge
+    from ..forge.store import detect_format
+
+    detect_format(Path(store_path))  # a clear error before taking the lock
+    store = open_warehouse(warehouse)
+    with store.lock(wait=wait, command="ingest forge"):
+        result = ingest_forge(store, store_path, busy_timeout=busy_timeout)
+        refresh_catalog(store)
+    if json:
+        from ..forge.reports import routing_json
+
+        print(routing_json(result.as_dict()))
+    else:
+        for rejection in result.rejections[:SHOWN_REJECTIONS]:
+            print(f"rejected {rejection.where(result.source)}: {rejection.field}: {rejection.rule}", file=sys.stderr)
+        if result.rejected > SHOWN_REJECTIONS:
+            print(f"... and {result.rejected - SHOWN_REJECTIONS} more (all in the forge_rejections table, or --json)",
+                  file=sys.stderr)
+        unknown = ", ".join(f"{kind} {count}" for kind, count in sorted(result.unknown_kinds.items()))
+        print(f"{result.read} {'rows' if result.format == 'sqlite' else 'lines'} read: {result.stored} new events, "
+              f"{result.duplicates} already stored, {result.rejected} rejected, {result.repos} repositories"
+              + (f"; kinds format 1 does not know (kept): {unknown}" if unknown else "") + f" -> {store.root}")
+    if result.rejected:
+        if not json:
+            print(f"loopmeter: {result.rejected} of {result.read} rejected; the rest is stored", file=sys.stderr)
+        return Exit.REJECTED
+    return Exit.OK
+
+
+@report_app.command("routing", help="Routing: first-pass by tier and model (observational), and the randomized "
+                    "exploration pairs with Hajek means, bootstrap intervals and verdicts. Stores "
+                    "forge_routing_observational and forge_routing_randomized. " + EXIT_CODES_HELP)
+@command
+def report_routing(
+    repo: RepoOption = None,
+    since: Annotated[Optional[float], typer.Option("--since", help="Only tasks whose first attempt started in the last DAYS days.", metavar="DAYS")] = None,
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    json: JsonOption = False,
+) -> int:
+    from ..forge import tables as t
+    from ..forge.reports import routing_document, routing_frames, routing_json, routing_scope, routing_text
+
+    store = open_warehouse(warehouse)
+    _require(store, t.TASKS)
+    scope = routing_scope(str(repo) if repo else None, since)
+    document = routing_document(store, scope)
+    print(routing_json(document) if json else routing_text(document))
+    sys.stdout.flush()
+    _store_tables(store, routing_frames(document, scope), wait, "report routing")
+    return Exit.OK
+
+
+@harvest_app.command("survival", help="Survival of merged work: per task an integration brought in, the lines it "
+                     "added that git blame still credits to it at the horizon, and later reverts. Runs git read-only "
+                     "and records outcome events in the warehouse (never in the store or the repository). "
+                     + EXIT_CODES_HELP)
+@command
+def harvest_survival(
+    repo: RepoOption = None,
+    horizon_days: Annotated[int, typer.Option("--horizon-days", help="Days after the integration to measure at.", min=0)] = 14,
+    now: Annotated[Optional[str], typer.Option("--now", help="Measure as of this time (unix seconds or ISO 8601) instead of now.", metavar="TS")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be recorded; write nothing.")] = False,
+    include_temp: Annotated[bool, typer.Option("--include-temp", help="Also repositories under the temporary directory.")] = False,
+    workers: Annotated[int, typer.Option("--workers", help="Git queries run in parallel.", min=1)] = 4,
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    quiet: QuietOption = False,
+    json: JsonOption = False,
+) -> int:
+    set_quiet(quiet or json)
+    from ..catalog import refresh_catalog
+    from ..forge import tables as t
+    from ..forge.reports import routing_json
+    from ..forge.survival import COUNT_KEYS, harvest, record
+
+    store = open_warehouse(warehouse)
+    _require(store, t.INTEGRATIONS)
+    moment = _parse_time(now) if now else None
+    if dry_run:
+        result = harvest(store, horizon_days=horizon_days, repo=str(repo) if repo else None,
+                         include_temp=include_temp, now=moment, workers=workers)
+        recorded = 0
+    else:
+        with store.lock(wait=wait, command="harvest survival"):
+            result = harvest(store, horizon_days=horizon_days, repo=str(repo) if repo else None,
+                             include_temp=include_temp, now=moment, workers=workers)
+            recorded = record(store, result)
+            if recorded:
+                refresh_catalog(store)
+    if json:
+        print(routing_json(result.as_dict(recorded, dry_run)))
+    else:
+        label = "would record" if dry_run else "recorded"
+        print("%s %d survival outcome(s) at %d days" % (label, len(result.outcomes) if dry_run else recorded, horizon_days))
+        for key in COUNT_KEYS:
+            if result.counts.get(key):
+                print("  %-17s %d" % (key, result.counts[key]))
+        for entry in result.unharvested[:SHOWN_REJECTIONS]:
+            what = f"{entry['run']} {entry['candidate'][:12]}" + (f" task {entry['task']}" if "task" in entry else "")
+            note(f"not harvested: {entry['repo']} ({entry['path']}) integration {what}: {entry['reason']}: {entry['detail']}")
+        note(f"{result.git_processes} git processes")
+    if result.problems:
+        if not json:
+            print(f"loopmeter: {result.problems} integration(s) or task(s) could not be harvested; "
+                  "they are tried again next time", file=sys.stderr)
+        return Exit.REJECTED
+    return Exit.OK
+
+
+@report_app.command("survival", help="Survival join: outcomes to the attempt whose reviewed commit they name, to its "
+                    "model and tier — tasks, lines added, surviving share, reverts and revert rate (Wilson "
+                    "interval) per model, tier and horizon. Stores forge_survival. " + EXIT_CODES_HELP)
+@command
+def report_survival(
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    json: JsonOption = False,
+) -> int:
+    from ..forge import tables as t
+    from ..forge.reports import routing_json, survival_document, survival_frame, survival_text
+
+    store = open_warehouse(warehouse)
+    _require(store, t.TASKS)
+    document = survival_document(store)
+    print(routing_json(document) if json else survival_text(document))
+    sys.stdout.flush()
+    _store_tables(store, {t.SURVIVAL: survival_frame(document)}, wait, "report survival")
+    return Exit.OK
+
+
+def _parse_time(text: str) -> float:
+    from datetime import datetime, timezone
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise LoopmeterError(f"--now {text!r}: give unix seconds or an ISO 8601 time", Exit.USAGE) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()

@@ -271,8 +271,7 @@ OBSERVATIONAL_COLUMNS: list[Column] = [
     ("computed_at", "datetime", "when the report was computed (UTC)"),
 ]
 
-_ARM: list[Column] = [
-    ("spec", "str", "the arm's spec"),
+_ARM: list[Column] = [  # the arm's spec is default_spec or alternative
     ("assigned", "i64", "tasks assigned to the arm in the judged window"),
     ("first_pass", "f64", "Hajek first-pass rate (weights 1/propensity), 0..1"),
     ("n_eff", "f64", "Kish effective n, (sum w)^2 / sum w^2, rounded to 0.1"),

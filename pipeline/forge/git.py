@@ -1,0 +1,199 @@
+"""Read-only git for the survival harvest: object-store queries, batched where git allows.
+
+Every command here reads objects and refs only (rev-parse, cat-file, log, rev-list,
+diff-tree between commits, blame at a commit) with GIT_OPTIONAL_LOCKS=0, so nothing
+touches a working tree, an index or a lock file; GIT_CEILING_DIRECTORIES stops git from
+walking up into an enclosing repository. A failing or timed-out query raises `GitError`:
+it never reads as "nothing found".
+
+Batching, so a harvest runs few processes: one `cat-file --batch-check` resolves every
+candidate and branch of a repository, one `log --first-parent` per branch tip serves all
+its integrations, one `diff-tree --stdin` computes every task's numstat, and a blame runs
+once per (revision, path) however many tasks need it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+GIT_TIMEOUT_S = 120
+_REVERTS = re.compile(r"This reverts commit ([0-9a-f]{7,64})")
+_HUNK = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) \d+ \d+ (\d+)$")
+_SHA = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+class GitError(Exception):
+    pass
+
+
+class Git:
+    """Queries in one repository; counts the processes it starts."""
+
+    def __init__(self, repo: str, timeout: float = GIT_TIMEOUT_S):
+        self.repo = str(repo)
+        self.timeout = timeout
+        real = os.path.realpath(self.repo)
+        self.env = dict(
+            os.environ,
+            GIT_OPTIONAL_LOCKS="0",
+            GIT_TERMINAL_PROMPT="0",
+            GIT_CEILING_DIRECTORIES=os.path.dirname(real),
+            LC_ALL="C",
+        )
+        self.env.pop("GIT_DIR", None)
+        self.env.pop("GIT_WORK_TREE", None)
+        self.env.pop("GIT_INDEX_FILE", None)
+        self.processes = 0
+        self._lock = threading.Lock()
+
+    def _count(self) -> None:
+        with self._lock:
+            self.processes += 1
+
+    def _argv(self, args: tuple[str, ...]) -> list[str]:
+        return ["git", "-C", self.repo, "-c", "core.fsmonitor=false", "-c", "gc.auto=0", *args]
+
+    def out(self, *args: str, ok: tuple[int, ...] = (0,), stdin: bytes | None = None) -> tuple[int, bytes]:
+        self._count()
+        try:
+            result = subprocess.run(self._argv(args), input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    timeout=self.timeout, env=self.env)
+        except subprocess.TimeoutExpired:
+            raise GitError(f"git {args[0]} timed out after {self.timeout:g} s") from None
+        except OSError as error:
+            raise GitError(f"git {args[0]}: {error}") from None
+        if result.returncode not in ok:
+            detail = result.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise GitError(f"git {args[0]} exited {result.returncode}" + (f": {detail[-1]}" if detail else ""))
+        return result.returncode, result.stdout
+
+    def text(self, *args: str, stdin: bytes | None = None) -> str:
+        return self.out(*args, stdin=stdin)[1].decode("utf-8", "replace")
+
+    # ---- the repository -------------------------------------------------------------
+    def repository_problem(self) -> str | None:
+        """Why this path cannot be harvested (not a repository, shallow), or None."""
+        try:
+            code, output = self.out("rev-parse", "--is-shallow-repository", ok=(0, 128))
+        except GitError as error:
+            return f"git failed ({error})"
+        if code == 128:
+            return "not a git repository"
+        if output.strip() == b"true":
+            return "a shallow clone: its history is incomplete, blame would credit the wrong commits"
+        return None
+
+    def resolve(self, names: list[str]) -> dict[str, tuple[str, str] | None]:
+        """name -> (object id, type), or None when missing, for many names in one process.
+        Names holding a newline (which the batch protocol cannot carry) are asked one by one."""
+        unique = list(dict.fromkeys(names))
+        found: dict[str, tuple[str, str] | None] = {}
+        batchable = [name for name in unique if "\n" not in name]
+        if batchable:
+            output = self.text("cat-file", "--batch-check=%(objectname) %(objecttype)",
+                               stdin=("\n".join(batchable) + "\n").encode())
+            lines = output.splitlines()
+            if len(lines) != len(batchable):
+                raise GitError("cat-file --batch-check answered %d of %d names" % (len(lines), len(batchable)))
+            for name, line in zip(batchable, lines):
+                parts = line.split(" ")
+                found[name] = (parts[0], parts[1]) if len(parts) == 2 and _SHA.match(parts[0]) else None
+        for name in unique:
+            if name not in found:
+                code, output = self.out("rev-parse", "--verify", "-q", name, ok=(0, 1, 128))
+                found[name] = (output.decode().strip(), "unknown") if code == 0 else None
+        return found
+
+    # ---- history -----------------------------------------------------------------------
+    def first_parent_chain(self, tip: str) -> list[tuple[str, int, list[str]]]:
+        """(commit, committer time, parents) along the first-parent chain from `tip`, newest first."""
+        chain = []
+        for line in self.text("log", "--first-parent", "--format=%H %ct %P", tip).splitlines():
+            sha, ct, *parents = line.split()
+            chain.append((sha, int(ct), parents))
+        return chain
+
+    def rev_list(self, *revisions: str) -> list[str]:
+        return self.text("rev-list", *revisions).split()
+
+    def numstats(self, pairs: list[tuple[str, str]]) -> list[list[tuple[int | None, str]]]:
+        """For each (base, reviewed): the files of `diff --numstat base reviewed` as
+        (lines added, or None for a binary file, path), from one `diff-tree --stdin`."""
+        if not pairs:
+            return []
+        stdin = "".join(f"{reviewed} {base}\n" for base, reviewed in pairs).encode()
+        output = self.out("diff-tree", "--stdin", "-r", "--numstat", "-z", "--no-renames", "--always",
+                          stdin=stdin)[1].decode("utf-8", "replace")
+        blocks: list[list[tuple[int | None, str]]] = []
+        for token in output.split("\0"):
+            token = token.lstrip("\n")
+            if not token:
+                continue
+            cells = token.split("\t", 2)
+            if len(cells) == 1 and _SHA.match(cells[0]):
+                blocks.append([])  # the header of the next pair's diff
+                continue
+            if len(cells) != 3 or not blocks:
+                raise GitError(f"diff-tree printed an unexpected line: {token[:80]!r}")
+            blocks[-1].append((None if cells[0] == "-" else int(cells[0]), cells[2]))
+        if len(blocks) != len(pairs):
+            raise GitError("diff-tree answered %d of %d pairs" % (len(blocks), len(pairs)))
+        return blocks
+
+    def blame_counts(self, rev: str, path: str) -> Counter:
+        """Lines of `path` at `rev` per originating commit, streamed, never capped."""
+        self._count()
+        try:
+            process = subprocess.Popen(self._argv(("blame", "--incremental", rev, "--", path)),
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env)
+        except OSError as error:
+            raise GitError(f"git blame: {error}") from None
+        counts: Counter = Counter()
+        deadline = time.monotonic() + self.timeout
+        timer = threading.Timer(self.timeout, process.kill)
+        timer.start()
+        try:
+            for line in process.stdout:
+                match = _HUNK.match(line.rstrip(b"\n"))
+                if match:
+                    counts[match.group(1).decode()] += int(match.group(2))
+            code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise GitError(f"git blame {path} timed out") from None
+        finally:
+            timer.cancel()
+            process.stdout.close()
+        if time.monotonic() >= deadline:
+            raise GitError(f"git blame {path} timed out after {self.timeout:g} s")
+        if code:
+            raise GitError(f"git blame {path} exited {code}")
+        return counts
+
+    def reverting_commits(self, candidate: str, rev: str) -> list[tuple[str, list[str]]]:
+        """Commits in candidate..rev with the commits their message says they revert."""
+        found = []
+        for block in self.text("log", "--format=%H%x00%B%x01", f"{candidate}..{rev}").split("\x01"):
+            sha, _, body = block.strip("\n").partition("\x00")
+            reverted = _REVERTS.findall(body)
+            if sha and reverted:
+                found.append((sha, reverted))
+        return found
+
+
+def is_temporary(path: str) -> bool:
+    """A path under the system's temporary directory (a test or scratch clone)."""
+    import tempfile
+
+    root = os.path.realpath(tempfile.gettempdir())
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root + os.sep)
+
+
+def is_directory(path: str) -> bool:
+    return Path(path).is_dir()

@@ -1,0 +1,161 @@
+"""Forge reports: the routing and survival documents, their text, and their tables.
+
+`routing_document` / `survival_document` return what `--json` prints; `*_text` render
+them for people (routing exactly as the seed prints it); `*_frames` turn them into the
+`forge_routing_*` and `forge_survival` tables.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime, timezone
+
+import polars as pl
+
+from ..sql import run_query
+from ..warehouse import Warehouse
+from . import tables as t
+from .derive import connect, typed_frame
+from .routing import Scope, routing_report, wilson
+
+
+# ---- routing -------------------------------------------------------------------------------
+
+def routing_scope(repo: str | None, since_days: float | None, now: float | None = None) -> Scope:
+    return Scope(
+        repo=os.path.realpath(repo) if repo else None,
+        since=((time.time() if now is None else now) - since_days * 86400) if since_days else None,
+    )
+
+
+def routing_document(warehouse: Warehouse, scope: Scope) -> dict:
+    connection = connect(warehouse, [t.TASKS, t.REPOS])
+    try:
+        return routing_report(connection, scope)
+    finally:
+        connection.close()
+
+
+def routing_json(document: dict) -> str:
+    """The seed's `--json`: Python's json, keys sorted, two-space indent."""
+    return json.dumps(document, indent=2, sort_keys=True)
+
+
+def _pct(x: float | None) -> str:
+    return "   -" if x is None else "%3.0f%%" % (100 * x)
+
+
+def routing_text(document: dict) -> str:
+    lines = ["observational: first attempts by declared tier and the model that ran them",
+             "  (routing chose who ran what, so a model given the hard tasks looks worse than it is)",
+             "  %-7s %-26s %5s %6s %-13s %6s %10s %8s %8s" % ("tier", "model:effort", "tasks", "first", "95%",
+                                                              "passed", "unfinished", "attempts", "dwarf min")]
+    for r in document["observational"]:
+        low, high = r["ci"]
+        lines.append("  %-7s %-26s %5d %6s [%s-%s] %6s %10d %8.1f %8s" % (
+            r["tier"], r["spec"], r["tasks"], _pct(r["first_pass"]), _pct(low).strip(), _pct(high).strip(),
+            _pct(r["passed"]), r["unfinished"], r["attempts"],
+            "-" if r["runtime_min"] is None else "%.1f" % r["runtime_min"]))
+    lines += ["", "randomized (plan --explore): each pair of models, tasks counted in the arm they were assigned"]
+    pairs = [r for r in document["randomized"] if "note" not in r]
+    lines += ["  (%s)" % r["note"] for r in document["randomized"] if "note" in r]
+    if not pairs:
+        lines.append("  no exploratory decisions in pairs yet; `plan` explores at 0.2 by default")
+    for r in pairs:
+        d, a = r["arms"]["default"], r["arms"]["alternative"]
+        lines.append("  %s: %s (default) vs %s (%s), %d run(s)%s" % (
+            r["tier"], r["default"], r["alternative"], r["alternative_is"], r["runs"],
+            ", judged at window %d" % r["window"] if r["window"] else ""))
+        for name, arm in (("default", d), ("alternative", a)):
+            lines.append("    %-11s %-24s assigned %3d  first-pass %s  n_eff %5.1f  not followed %d  no outcome %d  dwarf min %s" % (
+                name, arm["spec"], arm["assigned"], _pct(arm["first_pass"]), arm["n_eff"], arm["not_followed"],
+                arm["no_outcome"], "-" if arm["runtime_min"] is None else "%.1f" % arm["runtime_min"]))
+        if r["difference"] is not None:
+            lines.append("    difference %+.2f%s" % (r["difference"], "" if not r["ci"] else "  95%% [%+.2f, %+.2f]" % tuple(r["ci"])))
+        lines.append("    -> %s" % r["verdict"])
+    return "\n".join(lines)
+
+
+def routing_frames(document: dict, scope: Scope) -> dict[str, pl.DataFrame]:
+    now = datetime.now(timezone.utc)
+    common = {"scope_repo": scope.repo, "scope_since_unix": scope.since, "computed_at": now}
+    observational = [
+        {**{k: r[k] for k in ("tier", "spec", "tasks", "first_pass", "passed", "unfinished", "runtime_min")},
+         "attempts": float(r["attempts"]), "ci_low": r["ci"][0], "ci_high": r["ci"][1], **common}
+        for r in document["observational"]
+    ]
+    randomized = []
+    for r in document["randomized"]:
+        if "note" in r:
+            randomized.append({"note": r["note"], **common})
+            continue
+        row = {"tier": r["tier"], "default_spec": r["default"], "alternative": r["alternative"],
+               "alternative_is": r["alternative_is"], "window": r["window"], "runs": r["runs"],
+               "difference": r["difference"], "ci_low": (r["ci"] or [None, None])[0],
+               "ci_high": (r["ci"] or [None, None])[1], "verdict": r["verdict"], **common}
+        for arm in ("default", "alternative"):
+            for key, value in r["arms"][arm].items():
+                if key != "spec":
+                    row[f"{arm}_{key}"] = value
+        randomized.append(row)
+    return {
+        t.OBSERVATIONAL: _frame(observational, t.OBSERVATIONAL),
+        t.RANDOMIZED: _frame(randomized, t.RANDOMIZED),
+    }
+
+
+def _frame(rows: list[dict], table: str) -> pl.DataFrame:
+    from ..frames import schema
+
+    columns = t.columns(table)
+    if not rows:
+        return pl.DataFrame(schema=schema(columns))
+    return typed_frame(pl.DataFrame(rows, schema_overrides={k: v for k, v in schema(columns).items()
+                                                            if any(k in row for row in rows)},
+                                    infer_schema_length=None, strict=False), table)
+
+
+# ---- survival ------------------------------------------------------------------------------
+
+def survival_document(warehouse: Warehouse) -> dict:
+    """{"groups": [...]}: per model, tier and horizon, the survival join's numbers."""
+    connection = connect(warehouse, [t.OUTCOMES, t.ATTEMPTS, t.DISPATCHES, t.TASKS])
+    try:
+        frame = run_query(connection, "forge_survival")
+    finally:
+        connection.close()
+    groups = []
+    for row in frame.iter_rows(named=True):
+        low, high = wilson(row["reverted"], row["tasks"])
+        groups.append(dict(
+            model=row["model"], tier=row["tier"], horizon_days=row["horizon_days"], tasks=row["tasks"],
+            lines_added=row["lines_added"], lines_surviving=row["lines_surviving"],
+            surviving_share=row["lines_surviving"] / row["lines_added"] if row["lines_added"] else None,
+            reverted=row["reverted"], revert_rate=row["reverted"] / row["tasks"] if row["tasks"] else None,
+            revert_ci=[low, high], lost=row["lost"], unmatched=row["unmatched"],
+        ))
+    return {"groups": groups}
+
+
+def survival_text(document: dict) -> str:
+    lines = ["survival of merged work: lines still credited to the task at the horizon, and reverts",
+             "  %-28s %-7s %7s %5s %7s %8s %6s %8s %-13s %4s %9s" % (
+                 "model:effort", "tier", "horizon", "tasks", "added", "surviving", "share", "reverted", "revert 95%",
+                 "lost", "unmatched")]
+    if not document["groups"]:
+        lines.append("  no survival outcomes yet; run `loopmeter harvest survival` after `ingest forge`")
+    for g in document["groups"]:
+        low, high = g["revert_ci"]
+        lines.append("  %-28s %-7s %6sd %5d %7d %8d %6s %8d %-13s %4d %9d" % (
+            g["model"] or "(no attempt names it)", g["tier"] or "-", g["horizon_days"], g["tasks"], g["lines_added"],
+            g["lines_surviving"], _pct(g["surviving_share"]), g["reverted"],
+            "-" if low is None else "[%s-%s]" % (_pct(low).strip(), _pct(high).strip()), g["lost"], g["unmatched"]))
+    return "\n".join(lines)
+
+
+def survival_frame(document: dict) -> pl.DataFrame:
+    now = datetime.now(timezone.utc)
+    rows = [{**{k: v for k, v in g.items() if k != "revert_ci"}, "revert_ci_low": g["revert_ci"][0],
+             "revert_ci_high": g["revert_ci"][1], "computed_at": now} for g in document["groups"]]
+    return _frame(rows, t.SURVIVAL)

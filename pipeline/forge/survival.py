@@ -1,0 +1,402 @@
+"""The survival harvest: what happened to merged work after it landed, read from git.
+
+The seed's `forge dataset outcomes`, reading the warehouse instead of the store and
+writing the outcomes to the warehouse (`forge_events`, `forge_outcomes`), never into the
+store or the repository. For each integration (the user's branch advanced to a
+candidate) whose repository is reachable, the tasks it brought in are the MERGED merges
+whose commit is in `rev-list candidate ^parent`; at the horizon (integration + 14 days)
+the last first-parent commit not after it is found; per task, the lines it added
+(`diff --numstat base reviewed`) and the lines blame still credits to its commits there,
+and the later commits that revert it. Outcome ids, data fields and counts are the seed's.
+
+The work is planned per repository in three passes, so git runs few processes and
+shares them: integrations (one batch lookup, one first-parent log per branch), then the
+tasks' commits and numstats (one `diff-tree --stdin`), then one blame per (horizon
+revision, path) and one revert scan per (candidate, horizon), in parallel threads.
+A horizon still ahead, a failed query or an unreachable repository records nothing and
+is tried again by the next harvest; each is listed with its reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+
+from ..sql import run_query
+from ..warehouse import Warehouse
+from . import tables as t
+from .derive import connect, typed_frame
+from .git import Git, GitError, is_directory, is_temporary
+
+HORIZON_DAYS = 14
+DAY_S = 86400
+COUNT_KEYS = ("ok", "no_additions", "lost", "pending", "already", "no_base", "candidate_missing", "repo_missing",
+              "skipped_temp", "git_error", "not_git", "shallow", "repo_unknown")
+PROBLEMS = ("git_error", "repo_missing", "not_git", "shallow")  # asked-for work that could not be done
+
+
+def outcome_rid(candidate: str, reviewed: str, horizon_days: int) -> str:
+    digest = hashlib.sha256(("%s:%s:%d" % (candidate, reviewed, horizon_days)).encode()).hexdigest()
+    return "outcome:survival:" + digest[:24]
+
+
+@dataclass
+class State:
+    integrations: list[dict]
+    merges: dict[tuple[str, str], dict]  # (repo, commit) -> merge, in first-appearance order
+    bases: dict[str, str]  # reviewed commit -> base_ref
+    have: set[str]  # outcome rids already recorded
+
+
+@dataclass
+class HarvestResult:
+    horizon_days: int
+    now: float
+    outcomes: list[dict] = field(default_factory=list)  # {rid, run, task, repo, path, data}
+    counts: Counter = field(default_factory=Counter)
+    unharvested: list[dict] = field(default_factory=list)
+    git_processes: int = 0
+
+    @property
+    def problems(self) -> int:
+        return sum(self.counts[key] for key in PROBLEMS)
+
+    def as_dict(self, recorded: int, dry_run: bool = False) -> dict:
+        return {
+            "recorded": recorded,
+            "dryRun": dry_run,
+            "horizonDays": self.horizon_days,
+            "now": self.now,
+            "counts": {key: self.counts[key] for key in COUNT_KEYS if self.counts.get(key)},
+            "outcomes": [{"rid": o["rid"], "run": o["run"], "task": o["task"], "data": o["data"]} for o in self.outcomes],
+            "unharvested": self.unharvested,
+            "gitProcesses": self.git_processes,
+        }
+
+
+def read_state(warehouse: Warehouse) -> State:
+    connection = connect(warehouse, [t.INTEGRATIONS, t.REPOS, t.MERGES, t.ATTEMPT_EVENTS, t.OUTCOMES])
+    try:
+        integrations = run_query(connection, "forge_harvest_integrations").to_dicts()
+        merges = {
+            (row["repo"], row["commit"]): dict(run=row["run"], task=row["task"], commit=row["commit"],
+                                               integration=row["integration"])
+            for row in run_query(connection, "forge_harvest_merges").iter_rows(named=True)
+        }
+        bases = dict(run_query(connection, "forge_harvest_bases").iter_rows())
+        have = set(connection.sql("SELECT rid FROM forge_outcomes").pl()["rid"].to_list())
+    finally:
+        connection.close()
+    return State(integrations, merges, bases, have)
+
+
+def _horizon(chain: list[tuple[str, int, list[str]]], index: dict[str, int], candidate: str, cutoff: float,
+             now: float) -> tuple[str, str | None, int | None]:
+    """The seed's horizon_rev on a branch's first-parent chain (newest first):
+    ('ok', rev, ts) | ('lost', None, None) | ('pending', None, None)."""
+    position = index.get(candidate)
+    if position is None:
+        return "lost", None, None  # a rebase, squash or reset took the candidate off the branch
+    rev, rev_ts = candidate, chain[position][1]
+    for sha, ct, _ in reversed(chain[:position]):  # oldest first, after the candidate
+        if ct > cutoff:
+            return "ok", rev, rev_ts
+        rev, rev_ts = sha, ct
+    if now < cutoff:
+        return "pending", None, None  # more commits may still land before the horizon
+    return "ok", rev, rev_ts
+
+
+@dataclass
+class _Job:
+    """One task of one integration whose survival is measured at `rev`."""
+
+    slot: int
+    path: str
+    integration: dict
+    merge: dict
+    base: str
+    rev: str
+    data: dict
+    commits: list[str] | None = None
+    files: list[tuple[int | None, str]] | None = None
+    error: str | None = None
+
+
+def harvest(
+    warehouse: Warehouse,
+    *,
+    horizon_days: int = HORIZON_DAYS,
+    repo: str | None = None,
+    include_temp: bool = False,
+    now: float | None = None,
+    workers: int = 4,
+) -> HarvestResult:
+    """Find the survival outcomes not yet recorded (nothing is written here)."""
+    state = read_state(warehouse)
+    now = time.time() if now is None else float(now)
+    result = HarvestResult(horizon_days=horizon_days, now=now)
+    wanted = str(Path(repo).resolve()) if repo else None
+    by_path: dict[str, list[dict]] = defaultdict(list)
+    for integration in state.integrations:
+        path = integration["path"]
+        if wanted and (not path or str(Path(path).resolve()) != wanted):
+            continue
+        if not path:
+            result.counts["repo_unknown"] += 1
+            _unharvested(result, integration, "repo_unknown", "its repository id has no path (no repos entry)")
+            continue
+        if is_temporary(path) and not include_temp:
+            result.counts["skipped_temp"] += 1
+            continue
+        if not is_directory(path):
+            result.counts["repo_missing"] += 1
+            _unharvested(result, integration, "repo_missing", f"{path} is not a directory")
+            continue
+        by_path[path].append(integration)
+    slots: list[dict | None] = []
+    for path, integrations in by_path.items():
+        git = Git(path)
+        try:
+            _harvest_repository(git, path, integrations, state, result, slots, horizon_days, now, workers)
+        finally:
+            result.git_processes += git.processes
+    for outcome in slots:
+        if outcome is not None:
+            result.outcomes.append(outcome)
+            result.counts[outcome["data"]["status"]] += 1
+    return result
+
+
+def _unharvested(result: HarvestResult, integration: dict, reason: str, detail: str, merge: dict | None = None) -> None:
+    entry = {"integration": integration["rid"], "run": integration["run"], "repo": integration["repo"],
+             "path": integration["path"], "candidate": integration["candidate"], "reason": reason, "detail": detail}
+    if merge is not None:
+        entry.update(task=merge["task"], reviewed=merge["commit"], taskRun=merge["run"])
+    result.unharvested.append(entry)
+
+
+def _harvest_repository(git: Git, path: str, integrations: list[dict], state: State, result: HarvestResult,
+                        slots: list, horizon_days: int, now: float, workers: int) -> None:
+    counts = result.counts
+    problem = git.repository_problem()
+    if problem is not None:
+        key = "not_git" if problem.startswith("not a git") else "shallow" if "shallow" in problem else "git_error"
+        for integration in integrations:
+            counts[key] += 1
+            _unharvested(result, integration, key, problem)
+        return
+    try:
+        resolved = git.resolve([i["candidate"] + "^{commit}" for i in integrations]
+                               + [i["branch"] + "^{commit}" for i in integrations if i["branch"]])
+    except GitError as error:
+        for integration in integrations:
+            counts["git_error"] += 1
+            _unharvested(result, integration, "git_error", str(error))
+        return
+    chains: dict[str, tuple[list, dict[str, int]]] = {}
+    landed_cache: dict[tuple[str, str], set[str]] = {}
+    jobs: list[_Job] = []
+    for integration in integrations:
+        candidate, parent, branch = integration["candidate"], integration["parent"], integration["branch"]
+        if resolved.get(candidate + "^{commit}") is None:
+            counts["candidate_missing"] += 1
+            _unharvested(result, integration, "candidate_missing", f"commit {candidate} is not in {path}")
+            continue
+        try:
+            key = (candidate, parent)
+            if key not in landed_cache:
+                landed_cache[key] = set(git.rev_list(candidate, "^" + parent))
+            landed = landed_cache[key]
+            tasks = [m for (r, c), m in state.merges.items() if r == integration["repo"] and c in landed]
+            todo = [m for m in tasks if outcome_rid(candidate, m["commit"], horizon_days) not in state.have]
+            counts["already"] += len(tasks) - len(todo)
+            if not todo:
+                continue
+            cutoff = integration["ts_unix"] + horizon_days * DAY_S
+            tip = resolved.get(branch + "^{commit}") if branch else None
+            if tip is None:
+                status, rev, rev_ts = "lost", None, None
+            else:
+                if tip[0] not in chains:
+                    chain = git.first_parent_chain(tip[0])
+                    chains[tip[0]] = (chain, {sha: i for i, (sha, _, _) in enumerate(chain)})
+                chain, index = chains[tip[0]]
+                status, rev, rev_ts = _horizon(chain, index, resolved[candidate + "^{commit}"][0], cutoff, now)
+                if status == "ok" and rev == resolved[candidate + "^{commit}"][0]:
+                    rev = candidate  # the seed names the candidate as the event gave it
+        except GitError as error:
+            counts["git_error"] += 1
+            _unharvested(result, integration, "git_error", str(error))
+            continue
+        if status == "pending":
+            counts["pending"] += len(todo)
+            continue
+        for merge in todo:
+            base = state.bases.get(merge["commit"])
+            if not base:
+                counts["no_base"] += 1
+                _unharvested(result, integration, "no_base", "no attempt names the base_ref of this reviewed commit", merge)
+                continue
+            data = dict(name="survival", candidate=candidate, reviewed=merge["commit"], base_ref=base,
+                        branch=integration["branch"], horizon_days=horizon_days, integrated_ts=integration["ts_unix"],
+                        horizon_rev=rev, horizon_ts=rev_ts, integrate_run=integration["run"])
+            slot = len(slots)
+            outcome = dict(rid=outcome_rid(candidate, merge["commit"], horizon_days), run=merge["run"],
+                           task=merge["task"], repo=integration["repo"], path=path, data=data)
+            if status == "lost":
+                data.update(status="lost")
+                slots.append(outcome)
+            else:
+                slots.append(None)  # filled when the task's git work is done
+                jobs.append(_Job(slot, path, integration, merge, base, rev, data))
+    if jobs:
+        _measure(git, jobs, slots, result, workers)
+
+
+def _measure(git: Git, jobs: list[_Job], slots: list, result: HarvestResult, workers: int) -> None:
+    """Survival and reverts of every task, sharing git work between tasks."""
+    pairs = list(dict.fromkeys((job.base, job.merge["commit"]) for job in jobs))
+    try:
+        present = git.resolve([f"{commit}^{{commit}}" for pair in pairs for commit in pair])
+    except GitError as error:
+        present = {}
+        for job in jobs:
+            job.error = str(error)
+    usable = [pair for pair in pairs if present.get(f"{pair[0]}^{{commit}}") and present.get(f"{pair[1]}^{{commit}}")]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        commit_sets = dict(zip(usable, pool.map(lambda pair: _try(git.rev_list, f"{pair[0]}..{pair[1]}"), usable)))
+        numstats: dict[tuple[str, str], object] = {}
+        try:
+            for pair, files in zip(usable, git.numstats(usable)):
+                numstats[pair] = files
+        except GitError:  # isolate the pair git cannot diff
+            for pair, files in zip(usable, pool.map(lambda pair: _try(lambda: git.numstats([pair])[0]), usable)):
+                numstats[pair] = files
+        for job in jobs:
+            pair = (job.base, job.merge["commit"])
+            if job.error:
+                continue
+            if pair not in commit_sets:
+                job.error = f"commit {pair[0]} or {pair[1]} is not in the repository"
+            elif isinstance(commit_sets[pair], GitError):
+                job.error = str(commit_sets[pair])
+            elif isinstance(numstats.get(pair), GitError):
+                job.error = str(numstats[pair])
+            else:
+                job.commits, job.files = commit_sets[pair], numstats[pair]
+        wanted = list(dict.fromkeys((job.rev, path) for job in jobs if not job.error
+                                    for added, path in job.files if added))
+        try:
+            exists = git.resolve([f"{rev}:{path}" for rev, path in wanted])
+        except GitError as error:
+            exists = {}
+            for job in jobs:
+                job.error = job.error or str(error)
+        to_blame = [key for key in wanted if exists.get(f"{key[0]}:{key[1]}")]
+        blames = dict(zip(to_blame, pool.map(lambda key: _try(git.blame_counts, *key), to_blame)))
+        scans = list(dict.fromkeys((job.integration["candidate"], job.rev) for job in jobs
+                                   if not job.error and job.rev != job.integration["candidate"]))
+        reverts = dict(zip(scans, pool.map(lambda key: _try(git.reverting_commits, *key), scans)))
+    for job in jobs:
+        if not job.error:
+            _finish(job, blames, reverts)
+        if job.error:
+            result.counts["git_error"] += 1
+            _unharvested(result, job.integration, "git_error", job.error, job.merge)
+        else:
+            slots[job.slot] = dict(rid=outcome_rid(job.integration["candidate"], job.merge["commit"], job.data["horizon_days"]),
+                                   run=job.merge["run"], task=job.merge["task"], repo=job.integration["repo"],
+                                   path=job.path, data=job.data)
+
+
+def _try(function, *args):
+    try:
+        return function(*args)
+    except GitError as error:
+        return error
+
+
+def _finish(job: _Job, blames: dict, reverts: dict) -> None:
+    commits = set(job.commits)
+    files, added_total, surviving_total = {}, 0, 0
+    for added, path in job.files:
+        if not added:
+            continue  # binary (no lines to follow) or nothing added
+        counts = blames.get((job.rev, path))
+        if isinstance(counts, GitError):
+            job.error = str(counts)
+            return
+        kept = sum(counts[sha] for sha in commits) if counts is not None else 0
+        kept = min(kept, added)
+        files[path] = [added, kept]
+        added_total += added
+        surviving_total += kept
+    candidate = job.integration["candidate"]
+    shas = commits | {s for s in (job.merge.get("integration"), candidate) if s}
+    reverted_by: list[str] = []
+    if job.rev != candidate:
+        scan = reverts.get((candidate, job.rev))
+        if isinstance(scan, GitError):
+            job.error = str(scan)
+            return
+        reverted_by = [sha for sha, named in scan if any(any(s.startswith(m) for s in shas) for m in named)]
+    job.data.update(files=files, added=added_total, surviving=surviving_total, reverted_by=reverted_by,
+                    status="ok" if added_total else "no_additions")
+
+
+# ---- recording ----------------------------------------------------------------------------
+
+def record(warehouse: Warehouse, result: HarvestResult) -> int:
+    """Add the outcomes to forge_events (month of `now`) and forge_outcomes; returns how many."""
+    if not result.outcomes:
+        return 0
+    now = datetime.fromtimestamp(result.now, timezone.utc)
+    month = now.strftime("%Y-%m")
+    events = typed_frame(pl.DataFrame({
+        "rid": [o["rid"] for o in result.outcomes],
+        "kind": "outcome", "src": "harvest", "ts": [now] * len(result.outcomes), "ts_unix": result.now,
+        "run": [o["run"] for o in result.outcomes], "task": [o["task"] for o in result.outcomes],
+        "repo": [o["repo"] for o in result.outcomes], "mode": "parallel", "name": "survival",
+        "data": [json.dumps(o["data"], separators=(",", ":")) for o in result.outcomes],
+        "source": "harvest", "ingested_at": [datetime.now(timezone.utc)] * len(result.outcomes), "month": month,
+    }, schema_overrides={"ts": pl.Datetime("us", "UTC"), "ingested_at": pl.Datetime("us", "UTC")}), t.EVENTS)
+    previous = warehouse.read_partition(t.EVENTS, "month", month)
+    if previous is not None:
+        events = pl.concat([typed_frame(previous, t.EVENTS), events])
+    warehouse.write_table(t.EVENTS, events, partition_by="month", keep_partitions=True)
+    rows = typed_frame(pl.DataFrame([_outcome_row(o, now) for o in result.outcomes], infer_schema_length=None,
+                                    schema_overrides={"recorded": pl.Datetime("us", "UTC"),
+                                                      "integrated": pl.Datetime("us", "UTC"),
+                                                      "horizon": pl.Datetime("us", "UTC")}), t.OUTCOMES)
+    current = warehouse.read(t.OUTCOMES)
+    if current is not None:
+        rows = pl.concat([typed_frame(current, t.OUTCOMES), rows])
+    warehouse.write_table(t.OUTCOMES, rows)
+    return len(result.outcomes)
+
+
+def _outcome_row(outcome: dict, now: datetime) -> dict:
+    data = outcome["data"]
+    files = data.get("files") or {}
+
+    def moment(seconds):
+        return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc)
+
+    return dict(
+        rid=outcome["rid"], run=outcome["run"], task=outcome["task"], repo=outcome["repo"], src="harvest",
+        recorded=now, status=data["status"], candidate=data["candidate"], reviewed=data["reviewed"],
+        base_ref=data["base_ref"], branch=data["branch"], horizon_days=data["horizon_days"],
+        integrated=moment(data["integrated_ts"]), integrated_unix=data["integrated_ts"],
+        horizon_rev=data["horizon_rev"], horizon=moment(data["horizon_ts"]), integrate_run=data["integrate_run"],
+        added=data.get("added"), surviving=data.get("surviving"), file_paths=list(files),
+        file_added=[v[0] for v in files.values()], file_surviving=[v[1] for v in files.values()],
+        reverted_by=data.get("reverted_by"),
+    )
