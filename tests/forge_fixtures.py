@@ -1,0 +1,114 @@
+"""Helpers of the Forge tests: sample stores, the seed oracle, the CLI in process and as a user runs it."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import forge_oracle
+from forge_oracle import export as oracle_export
+from forge_oracle import routing as oracle_routing
+from pipeline.cli import app
+from pipeline.forge import samples
+from pipeline.forge.ingest import ingest_forge
+from pipeline.warehouse import Warehouse
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, warehouse: Path | None = None):
+    """`loopmeter ARGS` in this process (typer's runner): result.exit_code, .stdout, .stderr."""
+    argv = list(args) + (["--warehouse", str(warehouse)] if warehouse is not None else [])
+    env = {"LOOPMETER_WAREHOUSE": ""}
+    return CliRunner().invoke(app, argv, env=env)
+
+
+def run_user(*args: str, warehouse: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`loopmeter ARGS` in a fresh process, as a user runs it."""
+    command = [sys.executable, "-m", "pipeline", *args] + (["--warehouse", str(warehouse)] if warehouse else [])
+    environment = dict(os.environ)
+    environment.pop("LOOPMETER_WAREHOUSE", None)
+    return subprocess.run(command, capture_output=True, text=True, env=environment, cwd=cwd or ROOT)
+
+
+def write_store(path: Path, events: list[dict], repos: list[tuple[str, str]] = (("api", "/nowhere/api"),)) -> Path:
+    return samples.write_sqlite(path, list(repos), events)
+
+
+def ingested(tmp: Path, store: Path) -> Warehouse:
+    warehouse = Warehouse(tmp / "warehouse")
+    ingest_forge(warehouse, store)
+    return warehouse
+
+
+def seed_routing(store: Path, *, repo: str | None = None, since: float | None = None) -> dict:
+    """The seed's routing document for a SQLite store (its own functions, our store reader)."""
+    db = sqlite3.connect("file:%s?mode=ro" % store, uri=True)
+    try:
+        runs = oracle_export.Runs(oracle_export.Store(db))
+    finally:
+        db.close()
+    records = oracle_routing.tasks(runs, repo=repo, since=since)
+    return dict(observational=oracle_routing.observational(records), randomized=oracle_routing.randomized(records))
+
+
+def seed_json(document: dict) -> str:
+    return json.dumps(document, indent=2, sort_keys=True)
+
+
+def seed_harvest(store_dir: Path, **options):
+    """The seed's harvest over STORE_DIR/dataset.sqlite: (events, counts, git processes it ran)."""
+    from forge_oracle import outcomes
+
+    forge_oracle.DATASET_DIR = store_dir
+    started = {"count": 0}
+    real_run, real_popen = outcomes.subprocess.run, outcomes.subprocess.Popen
+
+    def counted_run(*args, **kwargs):
+        started["count"] += 1
+        return real_run(*args, **kwargs)
+
+    class CountedPopen(real_popen):
+        def __init__(self, *args, **kwargs):
+            started["count"] += 1
+            super().__init__(*args, **kwargs)
+
+    outcomes.subprocess.run, outcomes.subprocess.Popen = counted_run, CountedPopen
+    try:
+        events, counts = outcomes.harvest(**options)
+    finally:
+        outcomes.subprocess.run, outcomes.subprocess.Popen = real_run, real_popen
+        forge_oracle.DATASET_DIR = None
+    return events, counts, started["count"]
+
+
+def tree_fingerprint(root: Path) -> dict[str, str]:
+    """Every file under root (a repository with its .git) -> sha256 of its bytes, plus symlinks."""
+    found = {}
+    for path in sorted(Path(root).rglob("*")):
+        relative = str(path.relative_to(root))
+        if path.is_symlink():
+            found[relative] = "link:" + os.readlink(path)
+        elif path.is_file():
+            found[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+        elif path.is_dir():
+            found[relative] = "dir"
+    return found
+
+
+def event(rid: str, kind: str, ts: float, run: str | None = "r1", task: str | None = None, data: dict | None = None,
+          repo: str | None = "api") -> dict:
+    return dict(rid=rid, kind=kind, src="forge", ts=ts, run=run, task=task, repo=repo, mode="parallel", data=data or {})
+
+
+def decision(id_: str, at: float, tier: str, default: str, alternative: str, chosen: str, propensity: float | None) -> dict:
+    made = dict(decision=id_, at=at, tier=tier, default=default, candidates=[default, alternative], chosen=chosen)
+    if propensity is not None:
+        made["propensity"] = propensity
+    return made
