@@ -409,12 +409,19 @@ def test_finalize_attaches_quality_by_run_id(tmp_path, scenarios, target):
     assert aggregate["modeAggregates"]["direct"]["quality"]["scores"]["visualQuality"]["p50"] == 4.5
 
 
-def test_finalize_with_an_unknown_run_id_fails_and_keeps_the_runs(tmp_path, scenarios, target):
+@pytest.mark.parametrize(("how", "message"), [
+    ("unknown", "finalize_benchmark returned an unknown runId: run-nowhere-direct-001"),
+    ("invalid", "finalize_benchmark: quality of run-small-bug-fix-direct-001: quality.scores.visualQuality: "
+                "must be a number from 0 to 5 or null"),
+])
+def test_a_bad_finalize_fails_and_keeps_the_runs_as_written(tmp_path, scenarios, target, how, message):
     marker = tmp_path / "cleanup.txt"
-    result = execute(tmp_path, scenarios, target, "--tier", "smoke", "--run-set", "rs-unknown", check=1,
-                     env={"RUNNER_TEST_FINALIZE": "unknown", "RUNNER_TEST_CLEANUP": str(marker)})
-    assert result.stderr.strip().splitlines()[-1] == "loopmeter: error: finalize_benchmark returned an unknown runId: run-nowhere-direct-001"
-    assert len(run_files(tmp_path / "results", "rs-unknown")) == 6
+    result = execute(tmp_path, scenarios, target, "--tier", "smoke", "--run-set", "rs-final", check=1,
+                     env={"RUNNER_TEST_FINALIZE": how, "RUNNER_TEST_CLEANUP": str(marker)})
+    assert result.stderr.strip().splitlines()[-1] == f"loopmeter: error: {message}"
+    files = run_files(tmp_path / "results", "rs-final")
+    assert len(files) == 6
+    assert json.loads(files["small-bug-fix/direct/run-001.json"])["quality"]["source"] == "UNKNOWN"
     assert marker.read_text() == "cleanup\n"
 
 

@@ -17,7 +17,6 @@ ingest uses before the file is written). Files:
 from __future__ import annotations
 
 import copy
-import math
 import platform
 import subprocess
 import sys
@@ -37,21 +36,16 @@ from ..warehouse import atomic_write_text
 from .adapters import AdapterFailed, load_adapter
 from .contract import (
     CONTEXT_ITEMS,
-    CONTEXT_SOURCES,
     DIAGNOSTIC_COUNTS,
-    DIAGNOSTIC_KEYS,
     MODES,
-    PROFILES,
     QUALITY_SCORES,
-    QUALITY_SOURCES,
     REQUESTED_PROFILE_BY_MODE,
     RUN_SET_ID,
     RUNAWAY_SIGNALS,
     USAGE_COUNTS,
-    USAGE_SOURCES,
 )
 from .scenarios import parse_scenario
-from .schema import MAX_SAFE_INTEGER, RunRejected, flatten_run
+from .schema import RunRejected, flatten_run
 
 BENCHMARK_VERSION = "2"
 
@@ -165,139 +159,74 @@ def environment_defaults() -> dict[str, str]:
 
 
 # ---- the run document -------------------------------------------------------------------
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+# The shape functions below only fill in what ForgeLoop's createBenchmarkRun fills in
+# (every key, in its order, defaults for what is missing); they judge nothing. A value of the
+# wrong kind is passed on as it is, and `flatten_run` (ingest's rules) rejects it with the
+# field and the rule ingest would give. Unknown keys are kept for the same reason.
+def _blank(value: Any) -> Any:
+    return None if value == "" else value
 
 
-def _count(value: Any, field_name: str) -> int | None:
-    """JavaScript's Number.isInteger and >= 0, or null; 3.0 is written as 3."""
-    if value is None:
-        return None
-    if _is_number(value) and math.isfinite(value) and value == int(value) and 0 <= value <= MAX_SAFE_INTEGER:
-        return int(value)
-    raise RunRejected(field_name, "must be an integer >= 0 or null")
+def _filled(given: Any, names: tuple, default: Callable[[str], Any]) -> Any:
+    """`given`'s values for `names` in that order, defaults for the missing, other keys after."""
+    if not isinstance(given, dict):
+        return given
+    filled = {name: default(name) if given.get(name) is None else given[name] for name in names}
+    filled.update((key, value) for key, value in given.items() if key not in filled)
+    return filled
 
 
-def _object(value: Any, field_name: str) -> dict:
-    if not isinstance(value, dict):
-        raise RunRejected(field_name, "must be an object")
-    return value
-
-
-def _strings(value: Any, field_name: str) -> list[str]:
-    if not isinstance(value, list) or any(not isinstance(item, str) or not item for item in value):
-        raise RunRejected(field_name, "must be an array of non-empty strings")
-    return list(value)
-
-
-def normalized_usage(value: Any) -> dict:
-    """usage as ForgeLoop's normalizeUsage writes it: every key, in order; "" is null."""
-    usage = _object({} if value is None else value, "usage")
-    source = usage.get("source")
-    source = "UNKNOWN" if source is None else source
-    if source not in USAGE_SOURCES:
-        raise RunRejected("usage.source", f"must be one of {', '.join(USAGE_SOURCES)}")
-    normalized: dict[str, Any] = {}
-    for name in USAGE_COUNTS:
-        raw = usage.get(name)
-        normalized[name] = None if raw == "" else _count(raw, f"usage.{name}")
-    cost = usage.get("costUsd")
-    if cost is None or cost == "":
-        normalized["costUsd"] = None
-    else:
+def usage_shape(value: Any) -> Any:
+    """usage as ForgeLoop's normalizeUsage writes it: every key, "" as null, model and
+    provider trimmed, a numeric costUsd string as its number, source UNKNOWN by default."""
+    usage = {} if value is None else value
+    if not isinstance(usage, dict):
+        return usage
+    shaped = {name: _blank(usage.get(name)) for name in USAGE_COUNTS}
+    cost = _blank(usage.get("costUsd"))
+    if isinstance(cost, str):
         try:
-            number = float(cost) if isinstance(cost, str) else cost
+            cost = float(cost)
         except ValueError:
-            number = None
-        if not _is_number(number) or not math.isfinite(number) or number < 0:
-            raise RunRejected("usage.costUsd", "must be a finite number >= 0 or null")
-        normalized["costUsd"] = number
+            pass
+    shaped["costUsd"] = cost
     for name in ("model", "provider"):
-        raw = usage.get(name)
-        if raw is None or raw == "":
-            normalized[name] = None
-        elif isinstance(raw, str) and raw.strip():
-            normalized[name] = raw.strip()
-        else:
-            raise RunRejected(f"usage.{name}", "must be a non-empty string or null")
-    normalized["source"] = source
-    if source == "UNKNOWN" and any(normalized[name] is not None for name in normalized if name != "source"):
-        raise RunRejected("usage", "UNKNOWN usage must keep every measured value and identity field null")
-    return normalized
+        text = _blank(usage.get(name))
+        shaped[name] = text.strip() if isinstance(text, str) and text.strip() else text
+    shaped["source"] = "UNKNOWN" if usage.get("source") is None else usage["source"]
+    shaped.update((key, item) for key, item in usage.items() if key not in shaped)
+    return shaped
 
 
-def normalized_diagnostics(value: Any) -> dict | None:
-    """Every diagnostics key, in ForgeLoop's order; flags in signal order; None when absent."""
-    if value is None:
-        return None
-    diagnostics = _object(value, "diagnostics")
-    for key in diagnostics:
-        if key not in DIAGNOSTIC_KEYS:
-            raise RunRejected(f"diagnostics.{key}", "is not a diagnostics field")
-    profile = diagnostics.get("executionProfile")
-    if profile is not None and profile not in PROFILES:
-        raise RunRejected("diagnostics.executionProfile", "must be light, balanced, full or null")
-    normalized: dict[str, Any] = {"executionProfile": profile}
-    for name in (*DIAGNOSTIC_COUNTS, "guideCount"):
-        normalized[name] = _count(diagnostics.get(name), f"diagnostics.{name}")
-    for name in ("guideIds", "hostWarnings"):
-        raw = diagnostics.get(name)
-        normalized[name] = [] if raw is None else _strings(raw, f"diagnostics.{name}")
-    termination = diagnostics.get("terminationReason")
-    if termination is not None and (not isinstance(termination, str) or not termination):
-        raise RunRejected("diagnostics.terminationReason", "must be a non-empty string or null")
-    normalized["terminationReason"] = termination
-    flags = diagnostics.get("flags")
-    flags = [] if flags is None else _strings(flags, "diagnostics.flags")
-    for flag in flags:
-        if flag not in RUNAWAY_SIGNALS:
-            raise RunRejected("diagnostics.flags", f"{flag!r} is not a runaway signal")
-    normalized["flags"] = [signal for signal in RUNAWAY_SIGNALS if signal in flags]
-    return normalized
+DIAGNOSTIC_ORDER = ("executionProfile", *DIAGNOSTIC_COUNTS, "guideCount", "guideIds", "hostWarnings", "terminationReason", "flags")
 
 
-def normalized_context_usage(value: Any, resolved: str | None) -> dict:
-    """contextUsage, always present: UNKNOWN with null items when the adapter gave none."""
-    context = _object({} if value is None else value, "contextUsage")
-    source = context.get("source")
-    source = "UNKNOWN" if source is None else source
-    if source not in CONTEXT_SOURCES:
-        raise RunRejected("contextUsage.source", f"must be one of {', '.join(CONTEXT_SOURCES)}")
-    profile = context.get("profile")
-    profile = resolved if profile is None else profile
-    if profile != resolved:
-        shown = "null" if resolved is None else resolved
-        raise RunRejected("contextUsage.profile", f"must equal metadata.resolvedProfile ({shown})")
-    items = _object({} if context.get("items") is None else context["items"], "contextUsage.items")
-    for key in items:
-        if key not in CONTEXT_ITEMS:
-            raise RunRejected(f"contextUsage.items.{key}", "is not a context item")
-    values = {name: _count(items.get(name), f"contextUsage.items.{name}") for name in CONTEXT_ITEMS}
-    if source == "UNKNOWN" and any(v is not None for v in values.values()):
-        raise RunRejected("contextUsage.items", "UNKNOWN context usage must keep every item null")
-    return {"source": source, "profile": profile, "items": values}
+def diagnostics_shape(value: Any) -> Any:
+    """Every diagnostics key in ForgeLoop's order (lists default to []), flags in signal order."""
+    shaped = _filled(value, DIAGNOSTIC_ORDER, lambda name: [] if name in ("guideIds", "hostWarnings", "flags") else None)
+    if isinstance(shaped, dict):
+        flags = shaped["flags"]
+        if isinstance(flags, list) and all(isinstance(flag, str) for flag in flags) and set(flags) <= set(RUNAWAY_SIGNALS):
+            shaped["flags"] = [signal for signal in RUNAWAY_SIGNALS if signal in flags]
+    return shaped
 
 
-def normalized_quality(value: Any, field_name: str = "quality") -> dict:
-    """quality, always present: UNKNOWN with null scores when nobody reported any."""
-    quality = _object({} if value is None else value, field_name)
-    source = quality.get("source")
-    source = "UNKNOWN" if source is None else source
-    if source not in QUALITY_SOURCES:
-        raise RunRejected(f"{field_name}.source", f"must be one of {', '.join(QUALITY_SOURCES)}")
-    scores = _object({} if quality.get("scores") is None else quality["scores"], f"{field_name}.scores")
-    for key in scores:
-        if key not in QUALITY_SCORES:
-            raise RunRejected(f"{field_name}.scores.{key}", "is not a quality score")
-    values = {}
-    for name in QUALITY_SCORES:
-        score = scores.get(name)
-        if score is not None and not (_is_number(score) and math.isfinite(score) and 0 <= score <= 5):
-            raise RunRejected(f"{field_name}.scores.{name}", "must be a number from 0 to 5 or null")
-        values[name] = score
-    if source == "UNKNOWN" and any(v is not None for v in values.values()):
-        raise RunRejected(f"{field_name}.scores", "UNKNOWN quality must keep every score null")
-    return {"source": source, "scores": values}
+def context_usage_shape(value: Any, resolved: str | None) -> Any:
+    """contextUsage, always present: source UNKNOWN, the resolved profile and null items by default."""
+    shaped = _filled({} if value is None else value, ("source", "profile", "items"),
+                     lambda name: {"source": "UNKNOWN", "profile": resolved, "items": {}}[name])
+    if isinstance(shaped, dict):
+        shaped["items"] = _filled(shaped["items"], CONTEXT_ITEMS, lambda name: None)
+    return shaped
+
+
+def quality_shape(value: Any) -> Any:
+    """quality, always present: source UNKNOWN and null scores by default."""
+    shaped = _filled({} if value is None else value, ("source", "scores"),
+                     lambda name: {"source": "UNKNOWN", "scores": {}}[name])
+    if isinstance(shaped, dict):
+        shaped["scores"] = _filled(shaped["scores"], QUALITY_SCORES, lambda name: None)
+    return shaped
 
 
 def default_resolved_profile(scenario: dict, mode: str) -> str | None:
@@ -322,20 +251,16 @@ def build_run(
 ) -> dict:
     """The run document of one adapter answer, in `createBenchmarkRun`'s key order, checked
     with ingest's rules (`flatten_run`); a broken rule raises RunRejected."""
-    answer = _object(answer, "answer")
+    if not isinstance(answer, dict):
+        raise RunRejected("answer", "must be an object")
     metadata = answer.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
-    usage = normalized_usage(answer.get("usage"))
+    usage = usage_shape(answer.get("usage"))
+    reported_usage = usage if isinstance(usage, dict) else {}
     resolved = metadata.get("resolvedProfile")
-    if mode == "direct":
-        if resolved is not None:
-            raise RunRejected("metadata.resolvedProfile", "must be null for direct runs")
-    else:
-        resolved = default_resolved_profile(scenario, mode) if resolved is None else resolved
-        if resolved not in PROFILES:
-            raise RunRejected("metadata.resolvedProfile", "must be one of light, balanced, full")
-    cycles = _count(answer.get("verificationCycles"), "verificationCycles")
-    steps = _count(answer.get("comparableSteps"), "comparableSteps")
+    if resolved is None:
+        resolved = default_resolved_profile(scenario, mode)
+    cycles, steps = answer.get("verificationCycles"), answer.get("comparableSteps")
     verification = answer.get("verification")
     document: dict[str, Any] = {
         "schemaVersion": 1,
@@ -352,11 +277,10 @@ def build_run(
         "verificationCycles": cycles,
         "comparableSteps": steps,
     }
-    diagnostics = normalized_diagnostics(answer.get("diagnostics"))
-    if diagnostics is not None:
-        document["diagnostics"] = diagnostics
-    document["contextUsage"] = normalized_context_usage(answer.get("contextUsage"), resolved)
-    document["quality"] = normalized_quality(answer.get("quality"))
+    if answer.get("diagnostics") is not None:
+        document["diagnostics"] = diagnostics_shape(answer["diagnostics"])
+    document["contextUsage"] = context_usage_shape(answer.get("contextUsage"), resolved)
+    document["quality"] = quality_shape(answer.get("quality"))
 
     def reported(name: str) -> Any:
         value = metadata.get(name)
@@ -367,8 +291,8 @@ def build_run(
     document["metadata"] = {
         "scenarioId": scenario["scenarioId"],
         "mode": mode,
-        "model": usage["model"] if usage["model"] is not None else metadata.get("model"),
-        "provider": usage["provider"] if usage["provider"] is not None else metadata.get("provider"),
+        "model": reported_usage.get("model") if reported_usage.get("model") is not None else metadata.get("model"),
+        "provider": reported_usage.get("provider") if reported_usage.get("provider") is not None else metadata.get("provider"),
         "promptSpecFingerprint": fingerprint if fingerprint is not None else metadata.get("promptSpecFingerprint"),
         # derived from the target's git HEAD; the adapter's word only where there is no repository
         "projectRevision": revision if revision is not None else adapter_revision,
@@ -611,23 +535,21 @@ def _finalize(adapter, execution: Execution, answers: dict, target: Path) -> Non
     if not isinstance(quality_by_run, dict):
         raise LoopmeterError("finalize_benchmark's qualityByRunId must be an object")
     by_run_id = {document["runId"]: key for key, document in execution.documents.items()}
-    updates = {}
-    for run_id_, quality in quality_by_run.items():
+    updated = {}
+    for run_id_, quality in quality_by_run.items():  # all checked before any file changes
         if run_id_ not in by_run_id:
             raise LoopmeterError(f"finalize_benchmark returned an unknown runId: {run_id_}")
-        try:
-            updates[run_id_] = normalized_quality(quality, f"qualityByRunId.{run_id_}")
-        except RunRejected as error:
-            raise LoopmeterError(f"finalize_benchmark: {error.field}: {error.rule}") from None
-    for run_id_, quality in updates.items():
         key = by_run_id[run_id_]
-        document = execution.documents[key]
-        if document["quality"] == quality:
-            continue
-        updated = {**document, "quality": quality}
-        flatten_run(updated)
-        atomic_write_text(execution.paths.run_file(*key), run_text(updated))
-        execution.documents[key] = updated
+        document = {**execution.documents[key], "quality": quality_shape(quality)}
+        try:
+            flatten_run(document)
+        except RunRejected as error:
+            raise LoopmeterError(f"finalize_benchmark: quality of {run_id_}: {error.field}: {error.rule}") from None
+        if document != execution.documents[key]:
+            updated[key] = document
+    for key, document in updated.items():
+        atomic_write_text(execution.paths.run_file(*key), run_text(document))
+        execution.documents[key] = document
     summary = value.get("summary")
     execution.finalization = summary if isinstance(summary, dict) else {"status": "MEASURED"}
 

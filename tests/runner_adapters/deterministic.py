@@ -9,7 +9,8 @@ what a test is about:
 - RUNNER_TEST_SLEEP_MS: sleep this long in every forgeloopAdaptive call
 - RUNNER_TEST_CLEANUP: cleanup() appends "cleanup" to this file
 - RUNNER_TEST_FINALIZE: "quality" attaches external quality to every run of the
-  landing-page scenario; "unknown" returns a runId the runner never made
+  landing-page scenario; "unknown" returns a runId the runner never made; "invalid" a
+  score out of range
 """
 import json
 import os
@@ -64,6 +65,8 @@ def finalize_benchmark(payload):
     how = os.environ.get("RUNNER_TEST_FINALIZE")
     if how == "unknown":
         return {"qualityByRunId": {"run-nowhere-direct-001": {"source": "EXTERNAL_REPORTED", "scores": {}}}}
+    if how == "invalid":
+        return {"qualityByRunId": {"run-small-bug-fix-direct-001": {"source": "EXTERNAL_REPORTED", "scores": {"visualQuality": 7}}}}
     if how != "quality":
         return None
     quality = {}
