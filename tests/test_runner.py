@@ -462,6 +462,14 @@ def test_the_runner_fills_what_it_owns():
     assert without_git["verification"] == "NOT_AVAILABLE"
     assert "os" not in without_git["metadata"]  # an empty value is dropped, as ForgeLoop does
     assert build(answer)["metadata"]["projectRevision"] == "abc123"
+    # normalizeUsage's nine keys only; "" is null; a numeric cost string is its number
+    shaped = build({**GOOD, "usage": {**GOOD["usage"], "reasoningTokens": 3, "inputTokens": "", "costUsd": "0.25"},
+                    "contextUsage": {"source": "HOST_REPORTED", "note": "x", "items": {"guides": 5}}})
+    assert list(shaped["usage"]) == ["inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens", "totalTokens",
+                                     "costUsd", "model", "provider", "source"]
+    assert (shaped["usage"]["inputTokens"], shaped["usage"]["costUsd"]) == (None, 0.25)
+    assert shaped["contextUsage"] == {"source": "HOST_REPORTED", "profile": "light", "items": {
+        "taskContext": None, "guides": 5, "history": None, "protocolInstructions": None, "repositoryContext": None, "other": None}}
 
 
 @pytest.mark.parametrize(("answer", "mode", "field", "rule"), [

@@ -163,23 +163,30 @@ def environment_defaults() -> dict[str, str]:
 # (every key, in its order, defaults for what is missing); they judge nothing. A value of the
 # wrong kind is passed on as it is, and `flatten_run` (ingest's rules) rejects it with the
 # field and the rule ingest would give. Unknown keys are kept for the same reason.
+def _or(value: Any, default: Any) -> Any:
+    """JavaScript's `value ?? default`."""
+    return default if value is None else value
+
+
 def _blank(value: Any) -> Any:
     return None if value == "" else value
 
 
-def _filled(given: Any, names: tuple, default: Callable[[str], Any]) -> Any:
-    """`given`'s values for `names` in that order, defaults for the missing, other keys after."""
+def _filled(given: Any, names: tuple, defaults: dict | None = None) -> Any:
+    """`given`'s values for `names` in that order, defaults (null) for the missing; other
+    keys are kept after them so that ingest's rules reject them."""
     if not isinstance(given, dict):
         return given
-    filled = {name: default(name) if given.get(name) is None else given[name] for name in names}
+    filled = {name: _or(given.get(name), (defaults or {}).get(name)) for name in names}
     filled.update((key, value) for key, value in given.items() if key not in filled)
     return filled
 
 
 def usage_shape(value: Any) -> Any:
-    """usage as ForgeLoop's normalizeUsage writes it: every key, "" as null, model and
-    provider trimmed, a numeric costUsd string as its number, source UNKNOWN by default."""
-    usage = {} if value is None else value
+    """usage as ForgeLoop's normalizeUsage writes it: its nine keys (others dropped), "" as
+    null, model and provider trimmed, a numeric costUsd string as its number, source UNKNOWN
+    by default."""
+    usage = _or(value, {})
     if not isinstance(usage, dict):
         return usage
     shaped = {name: _blank(usage.get(name)) for name in USAGE_COUNTS}
@@ -193,8 +200,7 @@ def usage_shape(value: Any) -> Any:
     for name in ("model", "provider"):
         text = _blank(usage.get(name))
         shaped[name] = text.strip() if isinstance(text, str) and text.strip() else text
-    shaped["source"] = "UNKNOWN" if usage.get("source") is None else usage["source"]
-    shaped.update((key, item) for key, item in usage.items() if key not in shaped)
+    shaped["source"] = _or(usage.get("source"), "UNKNOWN")
     return shaped
 
 
@@ -203,7 +209,7 @@ DIAGNOSTIC_ORDER = ("executionProfile", *DIAGNOSTIC_COUNTS, "guideCount", "guide
 
 def diagnostics_shape(value: Any) -> Any:
     """Every diagnostics key in ForgeLoop's order (lists default to []), flags in signal order."""
-    shaped = _filled(value, DIAGNOSTIC_ORDER, lambda name: [] if name in ("guideIds", "hostWarnings", "flags") else None)
+    shaped = _filled(value, DIAGNOSTIC_ORDER, {"guideIds": [], "hostWarnings": [], "flags": []})
     if isinstance(shaped, dict):
         flags = shaped["flags"]
         if isinstance(flags, list) and all(isinstance(flag, str) for flag in flags) and set(flags) <= set(RUNAWAY_SIGNALS):
@@ -213,20 +219,22 @@ def diagnostics_shape(value: Any) -> Any:
 
 def context_usage_shape(value: Any, resolved: str | None) -> Any:
     """contextUsage, always present: source UNKNOWN, the resolved profile and null items by default."""
-    shaped = _filled({} if value is None else value, ("source", "profile", "items"),
-                     lambda name: {"source": "UNKNOWN", "profile": resolved, "items": {}}[name])
-    if isinstance(shaped, dict):
-        shaped["items"] = _filled(shaped["items"], CONTEXT_ITEMS, lambda name: None)
-    return shaped
+    context = _or(value, {})
+    if not isinstance(context, dict):
+        return context
+    return {
+        "source": _or(context.get("source"), "UNKNOWN"),
+        "profile": _or(context.get("profile"), resolved),
+        "items": _filled(_or(context.get("items"), {}), CONTEXT_ITEMS),
+    }
 
 
 def quality_shape(value: Any) -> Any:
     """quality, always present: source UNKNOWN and null scores by default."""
-    shaped = _filled({} if value is None else value, ("source", "scores"),
-                     lambda name: {"source": "UNKNOWN", "scores": {}}[name])
-    if isinstance(shaped, dict):
-        shaped["scores"] = _filled(shaped["scores"], QUALITY_SCORES, lambda name: None)
-    return shaped
+    quality = _or(value, {})
+    if not isinstance(quality, dict):
+        return quality
+    return {"source": _or(quality.get("source"), "UNKNOWN"), "scores": _filled(_or(quality.get("scores"), {}), QUALITY_SCORES)}
 
 
 def default_resolved_profile(scenario: dict, mode: str) -> str | None:
@@ -257,11 +265,8 @@ def build_run(
     metadata = metadata if isinstance(metadata, dict) else {}
     usage = usage_shape(answer.get("usage"))
     reported_usage = usage if isinstance(usage, dict) else {}
-    resolved = metadata.get("resolvedProfile")
-    if resolved is None:
-        resolved = default_resolved_profile(scenario, mode)
+    resolved = _or(metadata.get("resolvedProfile"), default_resolved_profile(scenario, mode))
     cycles, steps = answer.get("verificationCycles"), answer.get("comparableSteps")
-    verification = answer.get("verification")
     document: dict[str, Any] = {
         "schemaVersion": 1,
         "benchmarkVersion": BENCHMARK_VERSION,
@@ -273,7 +278,7 @@ def build_run(
         "recordedAt": recorded_at,
         "usage": usage,
         "wallClockMs": wall_clock_ms,
-        "verification": "NOT_AVAILABLE" if verification is None else verification,
+        "verification": _or(answer.get("verification"), "NOT_AVAILABLE"),
         "verificationCycles": cycles,
         "comparableSteps": steps,
     }
@@ -283,19 +288,16 @@ def build_run(
     document["quality"] = quality_shape(answer.get("quality"))
 
     def reported(name: str) -> Any:
-        value = metadata.get(name)
-        return environment[name] if value is None else value
+        return _or(metadata.get(name), environment[name])
 
-    fingerprint = answer.get("promptSpecFingerprint")
-    adapter_revision = metadata.get("projectRevision")
     document["metadata"] = {
         "scenarioId": scenario["scenarioId"],
         "mode": mode,
-        "model": reported_usage.get("model") if reported_usage.get("model") is not None else metadata.get("model"),
-        "provider": reported_usage.get("provider") if reported_usage.get("provider") is not None else metadata.get("provider"),
-        "promptSpecFingerprint": fingerprint if fingerprint is not None else metadata.get("promptSpecFingerprint"),
+        "model": _or(reported_usage.get("model"), metadata.get("model")),
+        "provider": _or(reported_usage.get("provider"), metadata.get("provider")),
+        "promptSpecFingerprint": _or(answer.get("promptSpecFingerprint"), metadata.get("promptSpecFingerprint")),
         # derived from the target's git HEAD; the adapter's word only where there is no repository
-        "projectRevision": revision if revision is not None else adapter_revision,
+        "projectRevision": _or(revision, metadata.get("projectRevision")),
         "benchmarkVersion": BENCHMARK_VERSION,
         "environmentClass": reported("environmentClass"),
         "requestedProfile": REQUESTED_PROFILE_BY_MODE[mode],
