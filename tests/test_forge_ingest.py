@@ -1,0 +1,294 @@
+"""`ingest forge`: both containers, idempotence, hostile stores, the store left untouched, documented tables."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+
+import polars as pl
+import pytest
+
+from forge_fixtures import cli, event, run_user, write_store
+from pipeline.forge import samples
+from pipeline.forge import tables as t
+from pipeline.forge.ingest import ingest_forge
+from pipeline.frames import polars_dtype
+from pipeline.warehouse import Warehouse
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ingest")
+    events = samples.routing_events(80, seed=3)
+    repos = [("api", "/repos/api"), ("web", "/repos/web")]
+    store = samples.write_sqlite(tmp / "dataset.sqlite", repos, events)
+    export = samples.write_jsonl(tmp / "export.jsonl", repos, events)
+    return tmp, store, export, events
+
+
+def test_sqlite_store_loads_every_event_and_is_left_byte_identical(sample, tmp_path):
+    _, store, _, events = sample
+    before = digest(store)
+    siblings = sorted(p.name for p in store.parent.iterdir())
+    result = cli("ingest", "forge", str(store), "--json", warehouse=tmp_path / "w")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["read"], report["stored"], report["rejected"], report["repos"]) == (len(events), len(events), 0, 2)
+    assert report["unknownKinds"] == {"heartbeat": 2}
+    assert digest(store) == before
+    assert sorted(p.name for p in store.parent.iterdir()) == siblings  # no -journal, -wal or -shm left behind
+    warehouse = Warehouse(tmp_path / "w")
+    stored = warehouse.read(t.EVENTS)
+    assert stored.height == len(events) and stored["rid"].n_unique() == len(events)
+    assert set(stored["kind"].unique()) == {"plan", "attempt", "dispatch", "event", "heartbeat"}
+
+
+def test_second_ingest_and_the_jsonl_export_add_nothing(sample, tmp_path):
+    _, store, export, events = sample
+    warehouse = Warehouse(tmp_path / "w")
+    first = ingest_forge(warehouse, store)
+    tasks = warehouse.read(t.TASKS)
+    again = ingest_forge(warehouse, store)
+    exported = ingest_forge(warehouse, export)
+    assert (first.stored, again.stored, again.duplicates, again.rebuilt) == (len(events), 0, len(events), False)
+    assert (exported.stored, exported.duplicates, exported.rejected, exported.repo_lines) == (0, len(events), 0, 2)
+    assert warehouse.read(t.TASKS).equals(tasks)
+
+
+def test_jsonl_and_sqlite_give_the_same_tables(sample, tmp_path):
+    _, store, export, _ = sample
+    from_sqlite, from_jsonl = Warehouse(tmp_path / "a"), Warehouse(tmp_path / "b")
+    ingest_forge(from_sqlite, store)
+    ingest_forge(from_jsonl, export)
+    for table in (t.TASKS, t.ATTEMPTS, t.DECISIONS, t.DISPATCHES, t.PLAN_TASKS, t.MERGES):
+        left = from_sqlite.read(table).sort(pl.all())
+        right = from_jsonl.read(table).sort(pl.all())
+        assert left.equals(right), table
+
+
+def test_every_table_matches_its_documented_columns(sample, tmp_path):
+    _, store, _, _ = sample
+    warehouse = Warehouse(tmp_path / "w")
+    ingest_forge(warehouse, store)
+    assert cli("report", "routing", warehouse=warehouse.root).exit_code == 0
+    assert cli("report", "survival", warehouse=warehouse.root).exit_code == 0
+    written = [name for name in warehouse.table_names() if name.startswith("forge_")]
+    assert set(written) == set(t.FORGE_TABLES)
+    for name in written:
+        frame = warehouse.read(name)
+        documented = t.columns(name)
+        assert frame.columns == [c for c, _, _ in documented], name
+        for column, dtype, comment in documented:
+            assert frame.schema[column] == polars_dtype(dtype), (name, column)
+            assert comment.strip(), (name, column)
+    assert warehouse.read(t.EVENTS).schema["ts"] == pl.Datetime("us", "UTC")
+    # the catalog documents every column
+    import duckdb
+
+    catalog = duckdb.connect(str(warehouse.root / "loopmeter.duckdb"), read_only=True)
+    try:
+        undocumented = catalog.sql(
+            "SELECT table_name, column_name FROM duckdb_columns() WHERE table_name LIKE 'forge_%' "
+            "AND (comment IS NULL OR comment = '(undocumented)')").fetchall()
+    finally:
+        catalog.close()
+    assert undocumented == []
+
+
+HOSTILE_LINES = [
+    '{"kind":"repo","repo":"api","path":"/repos/api"}',
+    json.dumps(event("p1", "plan", 100, data={"revision": 1, "tasks": {"t1": {"declared_difficulty": "low"}}})),
+    "this is not json",
+    '{"rid":"a1","kind":"attempt","ts":"yesterday","data":{"n":1}}',
+    '{"rid":"a2","kind":"attempt","ts":110,"data":[1,2]}',
+    '{"rid":"a3","kind":"attempt","ts":111,"run":"r1","task":"t1","data":{"dwarf":"flash","status":"started"}}',
+    '{"rid":"h1","kind":"heartbeat","ts":112,"data":{"load":0.3}}',
+    '[1, 2, 3]',
+    '{"rid":"p2","kind":"plan","ts":113,"run":"r2","data":{"tasks":{"t1":{"route":[{"decision":"d","propensity":"high"}]}}}}',
+    '{"rid":"x1","kind":"dispatch","ts":114,"run":"r1","task":"t1","data":{"role":"dwarf","wall_started":"noon"}}',
+    '{"rid":"p1","kind":"plan","ts":100,"run":"r1","data":{"revision":2}}',
+    '{"rid":"a4","kind":"attempt","ts":115,"run":"r1","task":"t1","data":{"n":1,"dwarf":"flash","status":"passed"}}',
+]
+
+
+def test_hostile_json_lines_each_rejection_names_line_rid_field_and_rule(tmp_path):
+    export = tmp_path / "export.jsonl"
+    export.write_bytes(("\n".join(HOSTILE_LINES) + "\n").encode() + b'{"rid":"bad\xff","kind":"x","ts":1,"data":{}}\n\n')
+    result = cli("ingest", "forge", str(export), warehouse=tmp_path / "w")
+    assert result.exit_code == 3
+    lines = [line for line in result.stderr.splitlines() if line.startswith("rejected ")]
+    assert lines == [
+        f"rejected {export}:3: line: is not valid JSON",
+        f"rejected {export}:4 rid a1: ts: must be unix seconds, a number",
+        f"rejected {export}:5 rid a2: data: must be a JSON object (found a list)",
+        f"rejected {export}:6 rid a3: data.n: must be the attempt number, an integer",
+        f"rejected {export}:8: line: must be a JSON object",
+        f"rejected {export}:9 rid p2: data.tasks.t1.route[0].propensity: must be a probability, a number in [0, 1], or null",
+        f"rejected {export}:10 rid x1: data.wall_started: must be unix seconds, a number, or null",
+        f"rejected {export}:13: line: is not valid UTF-8",
+        f"rejected {export}:11 rid p1: rid: repeats the rid of an event already loaded with other content (line 2); "
+        "the first is kept",
+    ]
+    assert "Traceback" not in result.stderr
+    warehouse = Warehouse(tmp_path / "w")
+    assert sorted(warehouse.read(t.EVENTS)["rid"].to_list()) == ["a4", "h1", "p1"]
+    assert warehouse.read(t.REJECTIONS).height == 9
+    assert "kinds format 1 does not know (kept): heartbeat 1" in result.stdout
+    assert "13 lines read: 3 new events, 0 already stored, 9 rejected" in result.stdout
+
+
+def sqlite_store(path, rows, repos=(("api", "/repos/api"),), events_sql=None, repos_sql=None):
+    db = sqlite3.connect(path)
+    db.execute(repos_sql or "CREATE TABLE repos(repo TEXT PRIMARY KEY, path TEXT)")
+    db.execute(events_sql or "CREATE TABLE events(rid TEXT PRIMARY KEY, kind TEXT, src TEXT, ts REAL, run TEXT, "
+               "task TEXT, repo TEXT, mode TEXT, data TEXT)")
+    db.executemany("INSERT INTO repos VALUES (?, ?)", repos)
+    if rows:
+        db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    db.commit()
+    db.close()
+    return path
+
+
+def test_hostile_sqlite_rows_are_rejected_by_rid(tmp_path):
+    good = ("ok1", "attempt", "forge", 100.0, "r1", "t1", "api", "parallel", '{"n": 1, "status": "started"}')
+    rows = [
+        good,
+        ("blob", "attempt", "forge", 101.0, "r1", "t1", "api", "parallel", b'{"n": 1}'),
+        ("textts", "attempt", "forge", "soon", "r1", "t1", "api", "parallel", '{"n": 1}'),
+        ("notjson", "attempt", "forge", 102.0, "r1", "t1", "api", "parallel", "{n: 1"),
+        ("array", "plan", "forge", 103.0, "r1", None, "api", "parallel", "[]"),
+        ("unknown", "telemetry", "forge", 104.0, None, None, None, None, '{"x": {"y": [1]}}'),
+    ]
+    store = sqlite_store(tmp_path / "dataset.sqlite", rows,
+                         events_sql="CREATE TABLE events(rid, kind, src, ts, run, task, repo, mode, data)")
+    result = cli("ingest", "forge", str(store), warehouse=tmp_path / "w")
+    assert result.exit_code == 3, result.stderr
+    rejected = [line for line in result.stderr.splitlines() if line.startswith("rejected ")]
+    assert rejected == [
+        f"rejected {store} rid blob: data: must be a JSON object as text (found blob)",
+        f"rejected {store} rid textts: ts: must be unix seconds, a number (found text)",
+        f"rejected {store} rid notjson: data: must be a JSON object (it is not valid JSON)",
+        f"rejected {store} rid array: data: must be a JSON object (found a list)",
+    ]
+    assert sorted(Warehouse(tmp_path / "w").read(t.EVENTS)["rid"].to_list()) == ["ok1", "unknown"]
+
+
+def test_sqlite_text_that_is_not_utf8_rejects_only_its_row(tmp_path):
+    store = sqlite_store(tmp_path / "dataset.sqlite", [
+        ("ok1", "attempt", "forge", 100.0, "r1", "t1", "api", "parallel", '{"n": 1}'),
+    ])
+    db = sqlite3.connect(store)
+    db.execute("INSERT INTO events VALUES ('bad', 'attempt', 'forge', 101.0, CAST(X'72ff31' AS TEXT), 't1', 'api', "
+               "'parallel', '{\"n\": 1}')")
+    db.commit()
+    db.close()
+    result = cli("ingest", "forge", str(store), warehouse=tmp_path / "w")
+    assert result.exit_code == 3
+    assert f"rejected {store} rid bad: run: is not valid UTF-8" in result.stderr
+    assert Warehouse(tmp_path / "w").read(t.EVENTS)["rid"].to_list() == ["ok1"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"SQLite format 3\x00" + b"\x00" * 200, "is not a readable SQLite database"),
+    (b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, "is neither a SQLite Forge store nor a JSON Lines export"),
+])
+def test_a_file_that_is_not_a_store(tmp_path, content, message):
+    path = tmp_path / "dataset.bin"
+    path.write_bytes(content)
+    result = cli("ingest", "forge", str(path), warehouse=tmp_path / "w")
+    assert result.exit_code == 1
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "w" / t.EVENTS).exists()
+
+
+def test_missing_file_table_and_columns(tmp_path):
+    result = cli("ingest", "forge", str(tmp_path / "nope.sqlite"), warehouse=tmp_path / "w")
+    assert result.exit_code == 1 and "no such file" in result.stderr
+    no_repos = tmp_path / "no_repos.sqlite"
+    db = sqlite3.connect(no_repos)
+    db.execute("CREATE TABLE events(rid TEXT, kind TEXT, src TEXT, ts REAL, run TEXT, task TEXT, repo TEXT, mode TEXT, data TEXT)")
+    db.close()
+    result = cli("ingest", "forge", str(no_repos), warehouse=tmp_path / "w")
+    assert result.exit_code == 1 and "has no table 'repos'" in result.stderr
+    short = sqlite_store(tmp_path / "short.sqlite", [], events_sql="CREATE TABLE events(rid TEXT, kind TEXT, ts REAL)")
+    result = cli("ingest", "forge", str(short), warehouse=tmp_path / "w")
+    assert result.exit_code == 1
+    assert "table events lacks column(s) src, run, task, repo, mode, data" in result.stderr
+
+
+def test_a_store_locked_by_a_writer_is_reported_not_waited_for_forever(tmp_path):
+    store = sqlite_store(tmp_path / "dataset.sqlite", [
+        ("ok1", "attempt", "forge", 100.0, "r1", "t1", "api", "parallel", '{"n": 1}')])
+    writer = sqlite3.connect(store, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        result = cli("ingest", "forge", str(store), "--busy-timeout", "0.2", warehouse=tmp_path / "w")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert result.exit_code == 1
+    assert "the store is locked by a writer (waited 0.2 s)" in result.stderr
+    assert cli("ingest", "forge", str(store), warehouse=tmp_path / "w").exit_code == 0
+
+
+def test_a_store_in_wal_mode_with_a_live_reader_is_read(tmp_path):
+    store = write_store(tmp_path / "dataset.sqlite", [event("a1", "attempt", 100, task="t1", data={"n": 1})])
+    db = sqlite3.connect(store)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("INSERT INTO events VALUES ('a2', 'attempt', 'forge', 101, 'r1', 't1', 'api', 'parallel', '{\"n\": 2}')")
+    db.commit()
+    try:
+        warehouse = Warehouse(tmp_path / "w")
+        result = ingest_forge(warehouse, store)
+    finally:
+        db.close()
+    assert (result.stored, result.rejected) == (2, 0)
+
+
+def test_ingest_streams_in_batches_with_the_same_result(sample, tmp_path):
+    _, store, _, events = sample
+    small, whole = Warehouse(tmp_path / "small"), Warehouse(tmp_path / "whole")
+    assert ingest_forge(small, store, batch_rows=97).stored == len(events)
+    ingest_forge(whole, store)
+    assert small.read(t.TASKS).equals(whole.read(t.TASKS))
+    assert small.read(t.EVENTS).drop("ingested_at").sort("rid").equals(whole.read(t.EVENTS).drop("ingested_at").sort("rid"))
+
+
+def test_a_second_writer_waits_or_leaves(sample, tmp_path):
+    _, store, _, _ = sample
+    warehouse = Warehouse(tmp_path / "w")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold():
+        with warehouse.lock(command="test"):
+            holding.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    holding.wait(10)
+    try:
+        result = cli("ingest", "forge", str(store), warehouse=warehouse.root)
+    finally:
+        release.set()
+        thread.join()
+    assert result.exit_code == 4 and "locked by" in result.stderr
+
+
+def test_help_does_not_import_the_heavy_libraries():
+    code = ("import sys; from pipeline.cli import app; import pipeline.commands.forge; "
+            "print(sorted(m for m in ('polars', 'duckdb', 'pyarrow') if m in sys.modules))")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    result = run_user("ingest", "forge", "--help")
+    assert result.returncode == 0 and "STORE" in result.stdout
