@@ -60,11 +60,11 @@ class PythonAdapter:
     def start(self) -> None:
         pass
 
-    def _call(self, function, argument=None, *, with_argument: bool = True) -> Any:
+    def _call(self, function, *arguments) -> Any:
         # an adapter's prints must not end up in the runner's --json output
         with contextlib.redirect_stdout(sys.stderr):
             try:
-                return function(copy.deepcopy(argument)) if with_argument else function()
+                return function(*copy.deepcopy(arguments))
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception as error:  # noqa: BLE001 - any failure of the adapter is its answer
@@ -78,7 +78,7 @@ class PythonAdapter:
 
     def cleanup(self) -> None:
         if callable(self._cleanup):
-            self._call(self._cleanup, with_argument=False)
+            self._call(self._cleanup)
 
 
 class CommandAdapter:
@@ -116,9 +116,7 @@ class CommandAdapter:
 
     def _call(self, method: str, params: Any) -> Any:
         if self.process is None or self.process.poll() is not None:
-            if self.process is not None:
-                self.process = None
-            self.start()
+            self.start()  # the first call, or the process died after an earlier one
         self.next_id += 1
         request = orjson.dumps({"id": self.next_id, "method": method, "params": params}) + b"\n"
         try:
@@ -153,8 +151,7 @@ class CommandAdapter:
 
     def cleanup(self) -> None:
         if self.process is None or self.process.poll() is not None:
-            self.process = None
-            return
+            return  # nothing running: nothing to clean up
         try:
             self._call("cleanup", {})
         finally:

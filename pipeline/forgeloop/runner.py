@@ -556,6 +556,40 @@ def _finalize(adapter, execution: Execution, answers: dict, target: Path) -> Non
     execution.finalization = summary if isinstance(summary, dict) else {"status": "MEASURED"}
 
 
+def _run_once(adapter, execution: Execution, scenario: dict, mode: str, run_index: int, target: Path,
+              environment: dict) -> tuple[dict | None, Any, Failure | None]:
+    """One adapter call, timed by the runner: (run document, answer, None) or (None, answer, failure)."""
+    scenario_id = scenario["scenarioId"]
+    request = {
+        "benchmarkVersion": BENCHMARK_VERSION,
+        "runSetId": execution.run_set_id,
+        "runId": run_id(scenario_id, mode, run_index),
+        "scenario": copy.deepcopy(scenario),
+        "mode": mode,
+        "runIndex": run_index,
+        "target": str(target),
+        "projectRevision": execution.revision,
+    }
+    answer, error = None, None
+    started = time.perf_counter_ns()
+    try:
+        answer = adapter.run(request)
+    except AdapterFailed as failed:
+        error = " ".join(str(failed).split()) or "the adapter failed without a message"
+    wall_clock_ms = js_round4((time.perf_counter_ns() - started) / 1e6)
+    recorded_at = utc_timestamp()
+    if error is None:
+        try:
+            document = build_run(
+                answer=answer, run_set_id=execution.run_set_id, scenario=scenario, mode=mode, run_index=run_index,
+                wall_clock_ms=wall_clock_ms, recorded_at=recorded_at, revision=execution.revision, environment=environment,
+            )
+            return document, answer, None
+        except RunRejected as rejected:
+            error = f"answer rejected: {rejected.field}: {rejected.rule}"
+    return None, answer, Failure(scenario_id, mode, run_index, error, wall_clock_ms, recorded_at)
+
+
 def execute(
     *,
     adapter_spec: str,
@@ -631,51 +665,23 @@ def execute(
         adapter.start()
         with progress.bar(f"execute {run_set_id}", len(todo)) as bar:
             for scenario, mode, run_index in todo:
-                scenario_id = scenario["scenarioId"]
-                bar.update(description=f"{scenario_id} {mode} {run_index}/{runs}")
-                request = {
-                    "benchmarkVersion": BENCHMARK_VERSION,
-                    "runSetId": run_set_id,
-                    "runId": run_id(scenario_id, mode, run_index),
-                    "scenario": copy.deepcopy(scenario),
-                    "mode": mode,
-                    "runIndex": run_index,
-                    "target": str(target),
-                    "projectRevision": revision,
-                }
-                started = time.perf_counter_ns()
-                error = None
-                try:
-                    answer = adapter.run(request)
-                except AdapterFailed as failed:
-                    error = " ".join(str(failed).split()) or "the adapter failed without a message"
-                wall_clock_ms = js_round4((time.perf_counter_ns() - started) / 1e6)
-                recorded_at = utc_timestamp()
-                if error is None:
-                    try:
-                        document = build_run(
-                            answer=answer, run_set_id=run_set_id, scenario=scenario, mode=mode, run_index=run_index,
-                            wall_clock_ms=wall_clock_ms, recorded_at=recorded_at, revision=revision, environment=environment,
-                        )
-                    except RunRejected as rejected:
-                        error = f"answer rejected: {rejected.field}: {rejected.rule}"
-                if error is not None:
-                    failure = Failure(scenario_id, mode, run_index, error, wall_clock_ms, recorded_at)
+                bar.update(description=f"{scenario['scenarioId']} {mode} {run_index}/{runs}")
+                document, answer, failure = _run_once(adapter, execution, scenario, mode, run_index, target, environment)
+                record_plan()
+                if failure is not None:
                     execution.failures.append(failure)
-                    record_plan()
                     _append_failure(paths, failure)
                     if not keep_going:
                         raise RunStopped(
                             f"{failure.line()} (stopped; {execution.run_count} runs kept in {paths.raw}; "
                             f"rerun with --resume --run-set {run_set_id} to finish, or --keep-going to go past failures)"
                         )
-                    bar.advance()
-                    continue
-                record_plan()
-                atomic_write_text(paths.run_file(scenario_id, mode, run_index), run_text(document))
-                execution.documents[(scenario_id, mode, run_index)] = document
-                answers[document["runId"]] = answer
-                execution.executed += 1
+                else:
+                    key = (scenario["scenarioId"], mode, run_index)
+                    atomic_write_text(paths.run_file(*key), run_text(document))
+                    execution.documents[key] = document
+                    answers[document["runId"]] = answer
+                    execution.executed += 1
                 bar.advance()
         if execution.documents:
             _finalize(adapter, execution, answers, target)
