@@ -8,8 +8,9 @@ it never reads as "nothing found".
 
 Batching, so a harvest runs few processes: one `cat-file --batch-check` resolves every
 candidate and branch of a repository, one `log --first-parent` per branch tip serves all
-its integrations, one `diff-tree --stdin` computes every task's numstat, and a blame runs
-once per (revision, path) however many tasks need it.
+its integrations, one `diff-tree --stdin` computes every task's numstat, one `ls-tree`
+per horizon revision says which files are still there, and a blame runs once per
+(revision, path) however many tasks need it.
 """
 from __future__ import annotations
 
@@ -144,6 +145,19 @@ class Git:
         if len(blocks) != len(pairs):
             raise GitError("diff-tree answered %d of %d pairs" % (len(blocks), len(pairs)))
         return blocks
+
+    def existing_paths(self, rev: str, paths: list[str], chunk: int = 400) -> set[str]:
+        """Which of `paths` are in the tree of `rev` (trees only: a missing blob is not "absent",
+        it makes the blame that needs it fail)."""
+        found: set[str] = set()
+        wanted = list(dict.fromkeys(paths))
+        for start in range(0, len(wanted), chunk):
+            output = self.out("--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", rev, "--",
+                              *wanted[start:start + chunk])[1].decode("utf-8", "replace")
+            for entry in output.split("\0"):
+                if "\t" in entry:
+                    found.add(entry.split("\t", 1)[1])
+        return found & set(wanted)
 
     def blame_counts(self, rev: str, path: str) -> Counter:
         """Lines of `path` at `rev` per originating commit, streamed, never capped."""

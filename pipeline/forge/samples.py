@@ -186,7 +186,7 @@ def routing_events(runs: int = 400, *, seed: int = 7, start: float = START, days
              in_flight=(i >= runs - 3))
         if i % 50 == 0:
             log.add("heartbeat", t0 + 5, run, None, None, dict(worker="w1", load=0.4), src="daemon")
-    return log.events
+    return sorted(log.events, key=lambda e: (e["ts"], e["rid"]))  # a store holds events as they happened
 
 
 # ---- git ----------------------------------------------------------------------------------
@@ -394,7 +394,8 @@ def build_git_sample(root: Path, *, seed: int = 3, start: float = START, extra_r
         expected["runs"][run] = dict(info, merged=len(merged))
     expected["reverted_task"] = ("run-b", "t2", run_b["tasks"][1]["reviewed"])
     expected["rewritten"] = ("run-a", "t1", 2)  # two of its lines rewritten before the horizon
-    return GitSample(repos=[("api", str(api.path)), ("web", str(web.path))], events=log.events, now=now,
+    events = sorted(log.events, key=lambda e: (e["ts"], e["rid"]))  # a store holds events as they happened
+    return GitSample(repos=[("api", str(api.path)), ("web", str(web.path))], events=events, now=now,
                      expected=expected)
 
 

@@ -294,13 +294,15 @@ def _measure(git: Git, jobs: list[_Job], slots: list, result: HarvestResult, wor
                 job.commits, job.files = commit_sets[pair], numstats[pair]
         wanted = list(dict.fromkeys((job.rev, path) for job in jobs if not job.error
                                     for added, path in job.files if added))
-        try:
-            exists = git.resolve([f"{rev}:{path}" for rev, path in wanted])
-        except GitError as error:
-            exists = {}
-            for job in jobs:
-                job.error = job.error or str(error)
-        to_blame = [key for key in wanted if exists.get(f"{key[0]}:{key[1]}")]
+        by_rev: dict[str, list[str]] = defaultdict(list)
+        for rev, path in wanted:
+            by_rev[rev].append(path)
+        trees = dict(zip(by_rev, pool.map(lambda rev: _try(git.existing_paths, rev, by_rev[rev]), by_rev)))
+        for job in jobs:
+            if not job.error and isinstance(trees.get(job.rev), GitError):
+                job.error = str(trees[job.rev])
+        to_blame = [(rev, path) for rev, path in wanted
+                    if not isinstance(trees[rev], GitError) and path in trees[rev]]
         blames = dict(zip(to_blame, pool.map(lambda key: _try(git.blame_counts, *key), to_blame)))
         scans = list(dict.fromkeys((job.integration["candidate"], job.rev) for job in jobs
                                    if not job.error and job.rev != job.integration["candidate"]))
