@@ -231,3 +231,13 @@ def test_scenario_files_are_validated(tmp_path):
         ("renamed.json", "scenarioId", "must match the file name (renamed.json)"),
     ]
     assert Warehouse(tmp_path / "w").read("scenarios")["scenario_id"].to_list() == ["small-bug-fix"]
+
+
+def test_ingest_can_be_limited_to_some_run_sets(tmp_path):
+    results = write_tree(tmp_path / "results", [run(run_set="rs-one"), run(run_set="rs-two", tokens=2000)])
+    (results / "raw" / "rs-two" / "broken.json").write_text("{")
+    outcome = run_cli("ingest", "forgeloop", str(results), "--run-set", "rs-one", warehouse=tmp_path / "w")
+    assert "1 files: 1 accepted" in outcome.stdout
+    assert stored_runs(tmp_path / "w")["run_set_id"].to_list() == ["rs-one"]
+    missing = run_cli("ingest", "forgeloop", str(results), "--run-set", "rs-nine", warehouse=tmp_path / "w", check=1)
+    assert f"no run set folder rs-nine in {results / 'raw'}" in missing.stderr

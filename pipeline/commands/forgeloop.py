@@ -22,6 +22,7 @@ def ingest_forgeloop_command(
     results: Annotated[Path, typer.Argument(help="ForgeLoop results directory (holds raw/).", show_default=False)],
     scenarios: Annotated[Optional[Path], typer.Option("--scenarios", help="Directory of scenario files (<scenarioId>.json).")] = None,
     max_file_mb: Annotated[float, typer.Option("--max-file-mb", help="Reject run files larger than this.")] = 16.0,
+    run_set: Annotated[Optional[list[str]], typer.Option("--run-set", help="Only this run set folder (repeatable; default: all).")] = None,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
@@ -33,7 +34,7 @@ def ingest_forgeloop_command(
 
     store = open_warehouse(warehouse)
     with store.lock(wait=wait, command="ingest forgeloop"):
-        result = ingest_forgeloop(store, results, scenarios, max_file_bytes=int(max_file_mb * 1024 * 1024))
+        result = ingest_forgeloop(store, results, scenarios, max_file_bytes=int(max_file_mb * 1024 * 1024), run_sets=run_set or None)
         if result.wrote or store.catalog_stale or not (store.root / "loopmeter.duckdb").exists():
             refresh_catalog(store)
     if json:

@@ -75,6 +75,9 @@ RUN_SET_RULE = "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 RUN_ID_RULE = "must match ^run-[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 SCENARIO_RULE = "must match ^[a-z0-9][a-z0-9-]{0,127}$"
 
+# ForgeLoop's sample-size policy per tier (BENCHMARK_TIERS): (minimum, maximum, default) runs
+TIERS = {"smoke": (1, 3, 1), "evidence": (5, 10, 5), "tail": (20, 30, 20)}
+
 # policy constants of ForgeLoop's aggregator
 OUTLIER_POLICY = "TOKEN_IQR_1_5"
 OUTLIER_MINIMUM_SAMPLES = 4

@@ -131,12 +131,19 @@ def ingest_forgeloop(
     scenarios: Path | None = None,
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    run_sets: list[str] | None = None,
 ) -> IngestResult:
-    """Ingest a ForgeLoop results directory (and optionally its scenarios) into `warehouse`."""
+    """Ingest a ForgeLoop results directory (and optionally its scenarios) into `warehouse`;
+    with `run_sets`, only those run set folders are looked at."""
     results = Path(results)
     if scenarios is not None and not Path(scenarios).is_dir():
         raise LoopmeterError(f"--scenarios {scenarios} is not a directory")
     files = discover(results)
+    if run_sets is not None:
+        missing = sorted(set(run_sets) - {f.run_set_id for f in files})
+        if missing:
+            raise LoopmeterError(f"no run set folder {', '.join(missing)} in {results / 'raw'}")
+        files = [f for f in files if f.run_set_id in run_sets]
     source_root = str(results.resolve())
     now = datetime.now(timezone.utc)
     in_scope = sorted({f.run_set_id for f in files if f.run_set_id is not None and f.problem is None})

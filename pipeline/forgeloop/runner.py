@@ -34,6 +34,7 @@ from ..jsjson import dumps
 from ..numbers import js_round4
 from ..warehouse import atomic_write_text
 from .adapters import AdapterFailed, load_adapter
+from .contract import TIERS as BENCHMARK_TIERS
 from .contract import (
     CONTEXT_ITEMS,
     DIAGNOSTIC_COUNTS,
@@ -58,11 +59,7 @@ class Tier:
 
 
 # ForgeLoop's sample-size policy (BENCHMARK_TIERS)
-TIERS = {
-    "smoke": Tier(1, 3, 1),
-    "evidence": Tier(5, 10, 5),
-    "tail": Tier(20, 30, 20),
-}
+TIERS = {name: Tier(*runs) for name, runs in BENCHMARK_TIERS.items()}
 DEFAULT_RUNS = 5
 MAXIMUM_RUNS = 100
 NOT_CONFIGURED = {"status": "NOT_CONFIGURED"}
@@ -712,7 +709,7 @@ def aggregate_run_set(execution: Execution, scenarios_dir: Path, warehouse_root:
     prefix = f"raw/{execution.run_set_id}/"
     try:
         with store.lock(wait=wait, command=f"execute {execution.run_set_id}"):
-            ingested = ingest_forgeloop(store, execution.paths.results, Path(scenarios_dir))
+            ingested = ingest_forgeloop(store, execution.paths.results, Path(scenarios_dir), run_sets=[execution.run_set_id])
             own = [r for r in ingested.rejections if r[0].startswith(prefix)]
             if own:
                 path, field_name, reason = own[0]

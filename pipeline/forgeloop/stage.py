@@ -12,9 +12,9 @@ from ..jsjson import dumps
 from ..warehouse import Warehouse, atomic_write_text
 from .aggregate import RunSetDocuments, build_documents
 from .analysis import Analysis, analyse
+from .contract import TIERS
 from .ingest import RUNS, SCENARIOS
 
-TIERS = ("smoke", "evidence", "tail")
 
 
 @dataclass
