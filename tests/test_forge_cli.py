@@ -1,0 +1,68 @@
+"""The Forge commands as a user runs them: demo data, ingest, reports, harvest; and the named queries."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from forge_fixtures import ROOT, run_user, seed_json, seed_routing
+from pipeline.forge import samples
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("demo")
+    info = samples.write_sample(directory, runs=150)
+    return directory, info
+
+
+def test_the_demo_as_a_user_runs_it(demo):
+    directory, info = demo
+    warehouse = directory / "warehouse"
+    ingest = run_user("ingest", "forge", str(directory / "dataset.sqlite"), warehouse=warehouse)
+    assert ingest.returncode == 0, ingest.stderr
+    assert re.match(r"\d+ rows read: \d+ new events, 0 already stored, 0 rejected, 3 repositories", ingest.stdout)
+    again = run_user("ingest", "forge", str(directory / "export.jsonl"), "--json", warehouse=warehouse)
+    assert again.returncode == 0 and json.loads(again.stdout)["stored"] == 0
+
+    routing = run_user("report", "routing", "--json", warehouse=warehouse)
+    assert routing.returncode == 0, routing.stderr
+    assert routing.stdout == seed_json(seed_routing(directory / "dataset.sqlite")) + "\n"
+
+    harvest = run_user("harvest", "survival", "--include-temp", "--now", str(info["now"]), "--json", warehouse=warehouse)
+    assert harvest.returncode == 0, harvest.stderr
+    document = json.loads(harvest.stdout)
+    assert document["recorded"] == 6 and document["counts"] == {"ok": 5, "lost": 1, "pending": 1}
+    survival = run_user("report", "survival", "--json", warehouse=warehouse)
+    assert survival.returncode == 0 and sum(g["tasks"] for g in json.loads(survival.stdout)["groups"]) == 5
+
+    listed = run_user("queries")
+    assert listed.returncode == 0 and "forge_routing_observational" in listed.stdout
+
+
+def test_harvest_time_can_be_given_as_iso(demo, tmp_path):
+    directory, info = demo
+    warehouse = tmp_path / "w"
+    assert run_user("ingest", "forge", str(directory / "dataset.sqlite"), "-q", warehouse=warehouse).returncode == 0
+    result = run_user("harvest", "survival", "--include-temp", "--dry-run", "--now", "2026-02-14T08:00:00Z",
+                      warehouse=warehouse)
+    assert result.returncode == 0 and result.stdout.startswith("would record 6 survival outcome(s) at 14 days")
+    bad = run_user("harvest", "survival", "--now", "tomorrow-ish", warehouse=warehouse)
+    assert bad.returncode == 2 and "give unix seconds or an ISO 8601 time" in bad.stderr
+
+
+def test_every_forge_query_says_what_it_answers_inputs_and_output():
+    for path in sorted((ROOT / "queries").glob("forge_*.sql")):
+        lines = path.read_text().splitlines()
+        assert lines[0].startswith(f"-- {path.stem}: "), path.name
+        header = "\n".join(line for line in lines if line.startswith("--"))
+        assert "Inputs:" in header or "Defines:" in header, path.name
+        assert "Output:" in header or "Defines:" in header, path.name
+
+
+def test_the_format_is_documented():
+    text = (ROOT / "docs" / "forge-format.md").read_text()
+    for needle in ("version 1", "dataset.sqlite", "JSON Lines", "propensity", "integrate_advanced", "outcome:survival:"):
+        assert needle in text
