@@ -152,33 +152,26 @@ class Warehouse:
         With `partition_by` and `keep_partitions`, partitions of the current version that
         `frame` does not hold (and `drop_partitions` does not name) are kept as they are.
         """
-        version = self._new_version_dir(name)
-        if partition_by is None:
-            self._write_file(frame, version / "part-0.parquet", name)
-        else:
-            written: set[str] = set()
-            if frame.height:
-                parts = frame.partition_by(partition_by, as_dict=True, maintain_order=True)
-                jobs = [(part, version / f"{partition_by}={value}" / "part-0.parquet") for (value,), part in parts.items()]
-                # Parquet encoding releases the GIL: write partitions on every core
-                with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-                    list(pool.map(lambda job: self._write_file(job[0], job[1], name), jobs))
-                written.update(str(value) for (value,) in parts)
-            if keep_partitions:
-                for value, directory in self.partitions(name, partition_by).items():
-                    if value in written or value in drop_partitions:
-                        continue
-                    target = version / directory.name
-                    target.mkdir()
-                    for file in directory.iterdir():
-                        os.link(file, target / file.name)
-                    written.add(value)
-            if not written:  # an empty table still has its columns
-                self._write_file(frame.clear(), version / "part-empty.parquet", name)
-        checkpoint(f"before-publish:{name}")
-        self._publish(name, version)
-        checkpoint(f"after-publish:{name}")
+        with self.build_table(name, partition_by) as builder:
+            builder.write(frame)
+            builder.keep_others = keep_partitions
+            builder.drop = set(drop_partitions)
         return self.table_dir(name)
+
+    @contextmanager
+    def build_table(self, name: str, partition_by: str | None = None) -> Iterator["TableBuilder"]:
+        """A new version of table `name`, written piece by piece (so a large table never has
+        to be in memory at once) and published atomically when the block ends without error."""
+        builder = TableBuilder(self, name, partition_by)
+        try:
+            yield builder
+        except BaseException:
+            shutil.rmtree(builder.version, ignore_errors=True)
+            raise
+        if builder.cancelled:
+            shutil.rmtree(builder.version, ignore_errors=True)
+        else:
+            builder.publish()
 
     def _new_version_dir(self, name: str) -> Path:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
@@ -240,6 +233,56 @@ class Warehouse:
             os.fsync(handle.fileno())
         os.replace(temporary, target)
         return target
+
+
+class TableBuilder:
+    """One version of a table being written; see `Warehouse.build_table`."""
+
+    def __init__(self, warehouse: Warehouse, name: str, partition_by: str | None):
+        self.warehouse, self.name, self.partition_by = warehouse, name, partition_by
+        self.version = warehouse._new_version_dir(name)
+        self.written: set[str] = set()
+        self.schema_frame: "pl.DataFrame | None" = None
+        self.keep_others = False  # keep the current version's partitions not written here ...
+        self.drop: set[str] = set()  # ... except these
+        self.cancelled = False  # set to leave the table as it is
+
+    def write(self, frame: "pl.DataFrame") -> None:
+        """Write `frame`: the whole table, or (partitioned) its partitions, each at most once."""
+        self.schema_frame = frame.clear()
+        if self.partition_by is None:
+            self.warehouse._write_file(frame, self.version / "part-0.parquet", self.name)
+            self.written.add("")
+            return
+        if not frame.height:
+            return
+        parts = frame.partition_by(self.partition_by, as_dict=True, maintain_order=True)
+        values = [str(value) for (value,) in parts]
+        if self.written.intersection(values):
+            raise ValueError(f"partition written twice in {self.name}: {sorted(self.written.intersection(values))}")
+        jobs = [(part, self.version / f"{self.partition_by}={value}" / "part-0.parquet") for value, part in zip(values, parts.values())]
+        # Parquet encoding releases the GIL: write partitions on every core
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(lambda job: self.warehouse._write_file(job[0], job[1], self.name), jobs))
+        self.written.update(values)
+
+    def publish(self) -> None:
+        if self.partition_by is not None and self.keep_others:
+            for value, directory in self.warehouse.partitions(self.name, self.partition_by).items():
+                if value in self.written or value in self.drop:
+                    continue
+                target = self.version / directory.name
+                target.mkdir()
+                for file in directory.iterdir():
+                    os.link(file, target / file.name)
+                self.written.add(value)
+        if not self.written:  # an empty table still has its columns
+            if self.schema_frame is None:
+                raise ValueError(f"nothing written to {self.name}, not even its columns")
+            self.warehouse._write_file(self.schema_frame, self.version / "part-empty.parquet", self.name)
+        checkpoint(f"before-publish:{self.name}")
+        self.warehouse._publish(self.name, self.version)
+        checkpoint(f"after-publish:{self.name}")
 
 
 def _fsync_dir(path: Path) -> None:

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import polars as pl
 
@@ -24,7 +25,7 @@ from ..warehouse import Warehouse
 from .contract import RUN_SET_ID, RUN_SET_RULE
 from .scenarios import SCENARIO_COLUMNS, read_scenarios
 from .tables import MANIFEST_COLUMNS
-from .reader import ALL_RUN_COLUMNS, ToRead, read_runs
+from .reader import ALL_RUN_COLUMNS, PARALLEL_FROM, RunReader, ToRead
 
 RUNS = "runs"
 MANIFEST = "ingest_manifest"
@@ -74,35 +75,34 @@ class IngestResult:
         }
 
 
-def discover(results: Path) -> list[SeenFile]:
-    """Every `*.json` below `results/raw/`, in path order; problems of place noted."""
+def discover(results: Path) -> Iterator[SeenFile]:
+    """Every `*.json` below `results/raw/`, in path order (so each run set's files come
+    together); problems of place noted. Walks lazily: nothing is held but the current path."""
     raw = results / "raw"
     if not raw.is_dir():
         raise LoopmeterError(f"{raw} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json")
-    root = results.resolve()
-    found: list[SeenFile] = []
+    root = str(results.resolve())
     visited: set[str] = set()
 
-    def walk(directory: Path, relative: str, run_set: str | None, folder_problem: tuple[str, str] | None) -> None:
+    def walk(directory: str, relative: str, run_set: str | None, folder_problem: tuple[str, str] | None) -> Iterator[SeenFile]:
         try:
             entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
         except OSError as error:
-            found.append(SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})")))
+            yield SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})"))
             return
         for entry in entries:
             path = f"{relative}/{entry.name}"
-            problem = folder_problem
             if entry.is_symlink():
                 target = os.path.realpath(entry.path)
-                if os.path.commonpath([target, str(root)]) != str(root):
+                if os.path.commonpath([target, root]) != root:
                     if entry.name.endswith(".json") or os.path.isdir(target):
-                        found.append(SeenFile(path, run_set, 0, 0, ("file", "symlink leads outside the results tree")))
+                        yield SeenFile(path, run_set, 0, 0, ("file", "symlink leads outside the results tree"))
                     continue
             try:
                 is_dir = entry.is_dir()
-                stat = entry.stat() if not is_dir else None
+                stat = None if is_dir else entry.stat()
             except OSError as error:
-                found.append(SeenFile(path, run_set, 0, 0, ("file", f"cannot be read ({error.strerror})")))
+                yield SeenFile(path, run_set, 0, 0, ("file", f"cannot be read ({error.strerror})"))
                 continue
             if is_dir:
                 real = os.path.realpath(entry.path)
@@ -110,19 +110,30 @@ def discover(results: Path) -> list[SeenFile]:
                     continue
                 visited.add(real)
                 if run_set is None:
-                    child_problem = None
-                    if not RUN_SET_ID.fullmatch(entry.name):
-                        child_problem = ("runSetId", f"run set folder name {RUN_SET_RULE}")
-                    walk(Path(entry.path), path, entry.name, child_problem)
+                    problem = None if RUN_SET_ID.fullmatch(entry.name) else ("runSetId", f"run set folder name {RUN_SET_RULE}")
+                    yield from walk(entry.path, path, entry.name, problem)
                 else:
-                    walk(Path(entry.path), path, run_set, problem)
+                    yield from walk(entry.path, path, run_set, folder_problem)
             elif entry.name.endswith(".json"):
-                if run_set is None:
-                    problem = ("file", "lies directly in raw/, not in a run set folder")
-                found.append(SeenFile(path, run_set, stat.st_size, stat.st_mtime_ns, problem))
+                problem = folder_problem if run_set is not None else ("file", "lies directly in raw/, not in a run set folder")
+                yield SeenFile(path, run_set, stat.st_size, stat.st_mtime_ns, problem)
 
-    walk(raw, "raw", None, None)
-    return found
+    yield from walk(str(raw), "raw", None, None)
+
+
+CHUNK = 8000  # files taken at a time: whole run sets, about this many files
+
+
+def _chunks(files: Iterator[SeenFile]) -> Iterator[list[SeenFile]]:
+    """The files in path order, cut between run sets once a chunk has CHUNK files."""
+    chunk: list[SeenFile] = []
+    for seen in files:
+        if len(chunk) >= CHUNK and seen.run_set_id != chunk[-1].run_set_id:
+            yield chunk
+            chunk = []
+        chunk.append(seen)
+    if chunk:
+        yield chunk
 
 
 def ingest_forgeloop(
@@ -140,52 +151,84 @@ def ingest_forgeloop(
         raise LoopmeterError(f"--scenarios {scenarios} is not a directory")
     files = discover(results)
     if run_sets is not None:
-        missing = sorted(set(run_sets) - {f.run_set_id for f in files})
+        present = {entry.name for entry in os.scandir(results / "raw") if entry.is_dir()}
+        missing = sorted(set(run_sets) - present)
         if missing:
             raise LoopmeterError(f"no run set folder {', '.join(missing)} in {results / 'raw'}")
-        files = [f for f in files if f.run_set_id in run_sets]
+        files = (f for f in files if f.run_set_id in run_sets)
     source_root = str(results.resolve())
+    outcome = IngestResult(results=results.resolve())
     now = datetime.now(timezone.utc)
-    in_scope = sorted({f.run_set_id for f in files if f.run_set_id is not None and f.problem is None})
-    stored = _stored(warehouse, in_scope)
     previous_manifest = _previous_manifest(warehouse, source_root)
-    plan = _plan(files, previous_manifest, stored)
+    manifest_chunks: list[pl.DataFrame] = []
+    changed: list[str] = []
+    # A chunk of run sets at a time: planned against the last ingest, read (in worker
+    # processes), their partitions written, their manifest rows kept as a frame. Memory
+    # holds one chunk of runs, whatever the size of the tree.
+    with progress.bar("ingest forgeloop", None) as bar, \
+            RunReader(str(results), max_file_bytes, PARALLEL_FROM, bar.advance) as reader, \
+            warehouse.build_table(RUNS, partition_by="run_set_id") as runs_table:
+        for chunk in _chunks(files):
+            chunk_sets = sorted({f.run_set_id for f in chunk if f.run_set_id is not None and f.problem is None})
+            outcome.run_sets += chunk_sets
+            rows = _ingest_chunk(warehouse, results, chunk, chunk_sets, previous_manifest, reader, runs_table, changed, now)
+            manifest_chunks.append(frame_from_rows(rows, MANIFEST_COLUMNS))
+            for row in rows:
+                if row[4] == "accepted":
+                    outcome.accepted += 1
+                elif row[4] == "unchanged":
+                    outcome.unchanged += 1
+                else:
+                    outcome.rejections.append((row[2], row[5], row[6]))
+        checkpoint("ingest:read")
+        runs_table.write(empty_frame(ALL_RUN_COLUMNS))  # the columns, should nothing else be written
+        runs_table.keep_others, runs_table.drop = True, set(changed)
+        runs_table.cancelled = not changed and warehouse.has_table(RUNS)
+    manifest = pl.concat(manifest_chunks) if manifest_chunks else empty_frame(MANIFEST_COLUMNS)
+    scenario_rows: list[list] = []
+    if scenarios is not None:
+        outcome.scenarios = _ingest_scenarios(warehouse, Path(scenarios), scenario_rows, now)
+        outcome.rejections += [(f"{row[1]}/{row[2]}", row[5], row[6]) for row in scenario_rows if row[4] == "rejected"]
+        manifest = pl.concat([manifest, frame_from_rows(scenario_rows, MANIFEST_COLUMNS)])
+    outcome.wrote = bool(changed) or scenarios is not None
+    outcome.wrote |= _write_manifest(warehouse, manifest, source_root, outcome.run_sets, scenarios, previous_manifest)
+    return outcome
 
-    manifest: dict[str, list] = {}
+
+def _ingest_chunk(
+    warehouse: Warehouse, results: Path, chunk: list[SeenFile], chunk_sets: list[str], previous_manifest, reader: RunReader,
+    runs_table, changed: list[str], now: datetime,
+) -> list[list]:
+    """Plan, read and store one chunk of files; returns their manifest rows."""
+    stored = _stored(warehouse, chunk_sets)
+    plan = _plan(chunk, previous_manifest, stored)
+    source_root = str(results.resolve())
+    rows: dict[str, list] = {}
+    by_run_set: dict[str | None, list[list]] = {}
     todo: list[ToRead] = []
     for seen, action, field_name, reason, digest, stored_hash, since in zip(
-        files, plan["action"], plan["field"], plan["reason"], plan["content_hash"], plan["stored_hash"], plan["since"]
+        chunk, plan["action"], plan["field"], plan["reason"], plan["content_hash"], plan["stored_hash"], plan["since"]
     ):
-        manifest[seen.path] = ["run", source_root, seen.path, seen.run_set_id, action, field_name, reason, seen.size, seen.mtime_ns, digest, since or now]
+        row = ["run", source_root, seen.path, seen.run_set_id, action, field_name, reason, seen.size, seen.mtime_ns, digest, since or now]
+        rows[seen.path] = row
+        by_run_set.setdefault(seen.run_set_id, []).append(row)
         if action == "read":
             todo.append(ToRead(seen.path, seen.run_set_id, seen.size, stored_hash))
-    with progress.bar("ingest forgeloop", len(todo)) as bar:
-        verdicts, tables = read_runs(str(results), todo, max_file_bytes, bar.advance)
+    verdicts, tables = reader.read(todo)
     for item, (status, field_name, reason, digest) in zip(todo, verdicts):
-        manifest[item.path][4:7] = [status, field_name, reason]
-        manifest[item.path][9] = digest
-
-    checkpoint("ingest:read")
-    changed = _changed_run_sets(manifest, stored, in_scope)
-    if changed or not warehouse.has_table(RUNS):
-        runs = _rebuilt_runs(warehouse, changed, tables, manifest)
-        warehouse.write_table(
-            RUNS, runs, partition_by="run_set_id", keep_partitions=True, drop_partitions=set(changed)
-        )
-    outcome = IngestResult(results=results.resolve(), run_sets=in_scope)
-    if scenarios is not None:
-        outcome.scenarios = _ingest_scenarios(warehouse, Path(scenarios), manifest, now)
-    outcome.wrote = bool(changed) or scenarios is not None
-    outcome.wrote |= _write_manifest(warehouse, manifest, source_root, in_scope, scenarios, previous_manifest)
-
-    for row in manifest.values():
-        if row[4] == "accepted" and row[0] == "run":
-            outcome.accepted += 1
-        elif row[4] == "unchanged":
-            outcome.unchanged += 1
-        elif row[4] == "rejected":
-            outcome.rejections.append((row[2] if row[0] == "run" else f"{row[1]}/{row[2]}", row[5], row[6]))
-    return outcome
+        rows[item.path][4:7] = [status, field_name, reason]
+        rows[item.path][9] = digest
+    stored_pairs = {
+        run_set: set(zip(frame["source_path"], frame["content_hash"]))
+        for (run_set,), frame in stored.partition_by("run_set_id", as_dict=True).items()
+    }
+    new = pl.concat([pl.from_arrow(table) for table in tables]) if tables else empty_frame(ALL_RUN_COLUMNS)
+    for run_set in chunk_sets:
+        wanted = {(row[2], row[9]) for row in by_run_set.get(run_set, []) if row[4] in ("accepted", "unchanged")}
+        if wanted != stored_pairs.get(run_set, set()):
+            changed.append(run_set)
+            runs_table.write(_rebuilt_run_set(warehouse, run_set, new, by_run_set[run_set], rows))
+    return list(rows.values())
 
 
 def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataFrame) -> pl.DataFrame:
@@ -274,45 +317,28 @@ def _stored(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame:
     return pl.read_parquet(files, columns=STORED_COLUMNS, hive_partitioning=False)
 
 
-def _changed_run_sets(manifest: dict[str, list], stored: pl.DataFrame, in_scope: list[str]) -> list[str]:
-    """Run sets whose stored (path, hash) pairs differ from the files accepted or unchanged now."""
-    wanted = pl.DataFrame(
-        [(row[3], row[2], row[9]) for row in manifest.values() if row[0] == "run" and row[4] in ("accepted", "unchanged")],
-        schema={name: pl.String for name in STORED_COLUMNS},
-        orient="row",
-    )
-    differs = pl.concat(
-        [
-            wanted.join(stored, on=STORED_COLUMNS, how="anti").select("run_set_id"),
-            stored.join(wanted, on=STORED_COLUMNS, how="anti").select("run_set_id"),
-        ]
-    )["run_set_id"].unique()
-    return [run_set for run_set in in_scope if run_set in set(differs.to_list())]
-
-
-def _rebuilt_runs(warehouse: Warehouse, changed: list[str], tables: list, manifest: dict[str, list]) -> pl.DataFrame:
-    """The changed run sets' runs: new rows, plus the stored rows of their unchanged files,
+def _rebuilt_run_set(warehouse: Warehouse, run_set: str, new: pl.DataFrame, rows: list[list], manifest: dict) -> pl.DataFrame:
+    """A changed run set's runs: its new rows, plus the stored rows of its unchanged files,
     duplicates resolved in path order."""
-    new = pl.concat([pl.from_arrow(table) for table in tables]) if tables else empty_frame(ALL_RUN_COLUMNS)
-    unchanged = [row[2] for row in manifest.values() if row[0] == "run" and row[4] == "unchanged" and row[3] in set(changed)]
-    frames = [new.filter(pl.col("run_set_id").is_in(changed))]
+    frames = [new.filter(pl.col("run_set_id") == run_set)]
+    unchanged = [row[2] for row in rows if row[4] == "unchanged"]
     if unchanged:
-        for run_set in changed:
-            previous = warehouse.read_partition(RUNS, "run_set_id", run_set)
-            if previous is not None:
-                frames.append(previous.filter(pl.col("source_path").is_in(unchanged)).select(new.columns).cast(new.schema))
+        previous = warehouse.read_partition(RUNS, "run_set_id", run_set)
+        if previous is not None:
+            frames.append(previous.filter(pl.col("source_path").is_in(unchanged)).select(new.columns).cast(new.schema))
     return _reject_duplicates(pl.concat(frames).sort("source_path"), manifest)
 
 
-def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest: dict, now: datetime) -> int:
+def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest_rows: list[list], now: datetime) -> int:
+    """The scenario files into `scenarios` (upserted by id); their manifest rows appended."""
     rows, rejected = read_scenarios(directory)
     root = str(directory.resolve())
     for path, field_name, rule in rejected:
         relative = os.path.relpath(path, directory)
-        manifest[f"scenario:{relative}"] = ["scenario", root, relative, None, "rejected", field_name, rule, None, None, None, now]
+        manifest_rows.append(["scenario", root, relative, None, "rejected", field_name, rule, None, None, None, now])
     for row in rows:
         relative = os.path.relpath(row[8], root)
-        manifest[f"scenario:{relative}"] = ["scenario", root, relative, None, "accepted", None, None, None, None, row[9], now]
+        manifest_rows.append(["scenario", root, relative, None, "accepted", None, None, None, None, row[9], now])
     frame = frame_from_rows(rows, SCENARIO_COLUMNS)
     current = warehouse.read(SCENARIOS)
     if current is not None:
@@ -323,11 +349,10 @@ def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest: dict, now
 
 
 def _write_manifest(
-    warehouse: Warehouse, manifest: dict, source_root: str, in_scope: list[str], scenarios: Path | None,
+    warehouse: Warehouse, frame: pl.DataFrame, source_root: str, in_scope: list[str], scenarios: Path | None,
     previous: pl.DataFrame | None,
 ) -> bool:
     """Replace this source's manifest rows; returns False when they are the same as before."""
-    frame = frame_from_rows(manifest.values(), MANIFEST_COLUMNS)
     current = warehouse.read(MANIFEST)
     if current is not None and scenarios is None and previous is not None:
         runs_now = frame.filter(pl.col("kind") == "run").sort("path")

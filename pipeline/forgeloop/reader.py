@@ -21,7 +21,7 @@ from ..frames import arrow_type
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
 
 ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
-BATCH = 2000
+BATCH = 1000
 PARALLEL_FROM = 4000  # fewer files than this are read in the calling process
 
 
@@ -96,25 +96,47 @@ def _batches(todo: list[ToRead]) -> Iterator[list[ToRead]]:
         yield todo[start : start + BATCH]
 
 
+class RunReader:
+    """Reads files in batches, in worker processes when there are enough files to pay for
+    them (the pool starts once, on first need, and serves every later call)."""
+
+    def __init__(self, results: str, max_file_bytes: int, expected_files: int,
+                 advance: Callable[[int], None] = lambda n: None):
+        self.results, self.max_file_bytes, self.advance = results, max_file_bytes, advance
+        workers = os.cpu_count() or 1
+        self.parallel = expected_files >= PARALLEL_FROM and workers > 1
+        self.workers = workers
+        self.pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> "RunReader":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def read(self, todo: list[ToRead]) -> tuple[list[Verdict], list[pa.Table]]:
+        """Verdicts in the order of `todo`, and the accepted rows as Arrow tables."""
+        verdicts: list[Verdict] = []
+        tables: list[pa.Table] = []
+        batches = list(_batches(todo))
+        if not self.parallel or len(batches) < 2:
+            results = (read_batch(self.results, batch, self.max_file_bytes) for batch in batches)
+        else:
+            if self.pool is None:
+                self.pool = ProcessPoolExecutor(max_workers=self.workers)
+            futures = [self.pool.submit(read_batch, self.results, batch, self.max_file_bytes) for batch in batches]
+            results = (future.result() for future in futures)
+        for batch, (batch_verdicts, table) in zip(batches, results):
+            verdicts += batch_verdicts
+            tables.append(table)
+            self.advance(len(batch))
+        return verdicts, tables
+
+
 def read_runs(
     results: str, todo: list[ToRead], max_file_bytes: int, advance: Callable[[int], None] = lambda n: None
 ) -> tuple[list[Verdict], list[pa.Table]]:
-    """Verdicts in the order of `todo`, and the accepted rows as Arrow tables."""
-    verdicts: list[Verdict] = []
-    tables: list[pa.Table] = []
-    workers = os.cpu_count() or 1
-    if len(todo) < PARALLEL_FROM or workers < 2:
-        for batch in _batches(todo):
-            batch_verdicts, table = read_batch(results, batch, max_file_bytes)
-            verdicts += batch_verdicts
-            tables.append(table)
-            advance(len(batch))
-        return verdicts, tables
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(read_batch, results, batch, max_file_bytes) for batch in _batches(todo)]
-        for future, batch in zip(futures, _batches(todo)):
-            batch_verdicts, table = future.result()
-            verdicts += batch_verdicts
-            tables.append(table)
-            advance(len(batch))
-    return verdicts, tables
+    """Read `todo` at once: verdicts in its order, and the accepted rows as Arrow tables."""
+    with RunReader(results, max_file_bytes, len(todo), advance) as reader:
+        return reader.read(todo)
