@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import polars as pl
 
@@ -168,10 +168,15 @@ def ingest_forgeloop(
     with progress.bar("ingest forgeloop", None) as bar, \
             RunReader(str(results), max_file_bytes, PARALLEL_FROM, bar.advance) as reader, \
             warehouse.build_table(RUNS, partition_by="run_set_id") as runs_table:
-        for chunk in _chunks(files):
-            chunk_sets = sorted({f.run_set_id for f in chunk if f.run_set_id is not None and f.problem is None})
-            outcome.run_sets += chunk_sets
-            rows = _ingest_chunk(warehouse, results, chunk, chunk_sets, previous_manifest, reader, runs_table, changed, now)
+        pending = None  # the chunk being read while the one before it is stored
+        for chunk in [*_chunks(files), None]:
+            started = None if chunk is None else _start_chunk(warehouse, results, chunk, previous_manifest, reader, now)
+            if pending is None:
+                pending = started
+                continue
+            outcome.run_sets += pending.run_sets
+            rows = _finish_chunk(warehouse, pending, runs_table, changed)
+            pending = started
             manifest_chunks.append(frame_from_rows(rows, MANIFEST_COLUMNS))
             for row in rows:
                 if row[4] == "accepted":
@@ -195,12 +200,20 @@ def ingest_forgeloop(
     return outcome
 
 
-def _ingest_chunk(
-    warehouse: Warehouse, results: Path, chunk: list[SeenFile], chunk_sets: list[str], previous_manifest, reader: RunReader,
-    runs_table, changed: list[str], now: datetime,
-) -> list[list]:
-    """Plan, read and store one chunk of files; returns their manifest rows."""
-    stored = _stored(warehouse, chunk_sets)
+@dataclass
+class _Chunk:
+    run_sets: list[str]
+    rows: dict[str, list]  # path -> manifest row
+    by_run_set: dict[str | None, list[list]]
+    todo: list[ToRead]
+    stored: pl.DataFrame
+    reading: Callable[[], tuple[list, list]]
+
+
+def _start_chunk(warehouse: Warehouse, results: Path, chunk: list[SeenFile], previous_manifest, reader: RunReader, now: datetime) -> _Chunk:
+    """Plan one chunk of files against the last ingest and start reading what must be read."""
+    run_sets = sorted({f.run_set_id for f in chunk if f.run_set_id is not None and f.problem is None})
+    stored = _stored(warehouse, run_sets)
     plan = _plan(chunk, previous_manifest, stored)
     source_root = str(results.resolve())
     rows: dict[str, list] = {}
@@ -214,20 +227,26 @@ def _ingest_chunk(
         by_run_set.setdefault(seen.run_set_id, []).append(row)
         if action == "read":
             todo.append(ToRead(seen.path, seen.run_set_id, seen.size, stored_hash))
-    verdicts, tables = reader.read(todo)
-    for item, (status, field_name, reason, digest) in zip(todo, verdicts):
+    return _Chunk(run_sets, rows, by_run_set, todo, stored, reader.submit(todo))
+
+
+def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list[str]) -> list[list]:
+    """Take one chunk's verdicts and write its changed run sets; returns its manifest rows."""
+    verdicts, tables = chunk.reading()
+    rows = chunk.rows
+    for item, (status, field_name, reason, digest) in zip(chunk.todo, verdicts):
         rows[item.path][4:7] = [status, field_name, reason]
         rows[item.path][9] = digest
     stored_pairs = {
         run_set: set(zip(frame["source_path"], frame["content_hash"]))
-        for (run_set,), frame in stored.partition_by("run_set_id", as_dict=True).items()
+        for (run_set,), frame in chunk.stored.partition_by("run_set_id", as_dict=True).items()
     }
     new = pl.concat([pl.from_arrow(table) for table in tables]) if tables else empty_frame(ALL_RUN_COLUMNS)
-    for run_set in chunk_sets:
-        wanted = {(row[2], row[9]) for row in by_run_set.get(run_set, []) if row[4] in ("accepted", "unchanged")}
+    for run_set in chunk.run_sets:
+        wanted = {(row[2], row[9]) for row in chunk.by_run_set.get(run_set, []) if row[4] in ("accepted", "unchanged")}
         if wanted != stored_pairs.get(run_set, set()):
             changed.append(run_set)
-            runs_table.write(_rebuilt_run_set(warehouse, run_set, new, by_run_set[run_set], rows))
+            runs_table.write(_rebuilt_run_set(warehouse, run_set, new, chunk.by_run_set[run_set], rows))
     return list(rows.values())
 
 

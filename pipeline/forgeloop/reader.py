@@ -115,23 +115,30 @@ class RunReader:
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
 
-    def read(self, todo: list[ToRead]) -> tuple[list[Verdict], list[pa.Table]]:
-        """Verdicts in the order of `todo`, and the accepted rows as Arrow tables."""
-        verdicts: list[Verdict] = []
-        tables: list[pa.Table] = []
+    def submit(self, todo: list[ToRead]) -> Callable[[], tuple[list[Verdict], list[pa.Table]]]:
+        """Start reading `todo` (in the workers, when parallel); call the result to wait for
+        the verdicts, in the order of `todo`, and the accepted rows as Arrow tables."""
         batches = list(_batches(todo))
         if not self.parallel or len(batches) < 2:
-            results = (read_batch(self.results, batch, self.max_file_bytes) for batch in batches)
-        else:
-            if self.pool is None:
-                self.pool = ProcessPoolExecutor(max_workers=self.workers)
-            futures = [self.pool.submit(read_batch, self.results, batch, self.max_file_bytes) for batch in batches]
-            results = (future.result() for future in futures)
+            def local() -> tuple[list[Verdict], list[pa.Table]]:
+                return self._collect(batches, (read_batch(self.results, batch, self.max_file_bytes) for batch in batches))
+            return local
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(max_workers=self.workers)
+        futures = [self.pool.submit(read_batch, self.results, batch, self.max_file_bytes) for batch in batches]
+        return lambda: self._collect(batches, (future.result() for future in futures))
+
+    def _collect(self, batches, results) -> tuple[list[Verdict], list[pa.Table]]:
+        verdicts: list[Verdict] = []
+        tables: list[pa.Table] = []
         for batch, (batch_verdicts, table) in zip(batches, results):
             verdicts += batch_verdicts
             tables.append(table)
             self.advance(len(batch))
         return verdicts, tables
+
+    def read(self, todo: list[ToRead]) -> tuple[list[Verdict], list[pa.Table]]:
+        return self.submit(todo)()
 
 
 def read_runs(
