@@ -73,3 +73,15 @@ def test_reports_for_one_run_set(corpus, corpus_warehouse):
 def test_unknown_run_set_is_an_error(corpus_warehouse):
     result = run_cli("report", "tail", "--run-set", "no-such-set", warehouse=corpus_warehouse, check=1)
     assert "no run set 'no-such-set'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_aggregating_one_run_set_keeps_the_others_tables(corpus_warehouse, tmp_path):
+    from pipeline.warehouse import Warehouse
+
+    run_cli("aggregate", "--out", str(tmp_path / "all"), "--quiet", warehouse=corpus_warehouse)
+    run_cli("aggregate", "--run-set", "codex-quality-repeat5-20260831", "--out", str(tmp_path / "one"), "--quiet", warehouse=corpus_warehouse)
+    store = Warehouse(corpus_warehouse)
+    for table in ("forgeloop_mode_runs", "forgeloop_comparisons", "forgeloop_mode_stats"):
+        counts = dict(store.read(table).group_by("run_set_id").len().iter_rows())
+        assert set(counts) == set(RUN_SETS), table
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["codex-quality-repeat5-20260831"]

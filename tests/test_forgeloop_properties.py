@@ -81,7 +81,7 @@ def run_sets(draw):
                 tokens = draw(st.one_of(st.integers(0, 3 * base), st.just(base), st.none()))
                 resolved = None if mode == "direct" else draw(st.sampled_from(["light", "balanced", "full"]))
                 diagnostics = None
-                if version == "2" and draw(st.booleans()):
+                if draw(st.booleans()):
                     diagnostics = {
                         "modelTurns": draw(st.one_of(st.none(), st.integers(0, 8))),
                         "toolCalls": draw(st.one_of(st.none(), st.integers(0, 30))),
@@ -95,8 +95,9 @@ def run_sets(draw):
                 if draw(st.integers(0, 3)) == 0:
                     context = {"source": "HOST_REPORTED", "profile": resolved,
                                "items": {k: draw(st.one_of(st.integers(0, 5000), st.none())) for k in CONTEXT_ITEMS}}
+                run_version = version if draw(st.integers(0, 9)) else draw(st.sampled_from(["1", "2"]))  # mixed scenarios too
                 document = run(
-                    scenario, mode, index, tokens, run_set=run_set, version=version,
+                    scenario, mode, index, tokens, run_set=run_set, version=run_version,
                     wall=draw(st.one_of(st.none(), st.floats(0, 1e6, allow_nan=False))),
                     verification=draw(st.sampled_from(["PASS", "PASS", "PASS", "FAIL"])),
                     resolved=resolved,
