@@ -12,7 +12,7 @@ from html import escape
 import polars as pl
 
 from . import __version__
-from .charts import overhead_chart, strip_chart
+from .charts import interval_chart, overhead_chart, strip_chart
 from .forgeloop.contract import LIGHT_OBJECTIVES, MODES
 from .warehouse import Warehouse
 
@@ -116,8 +116,50 @@ def forgeloop_sections(warehouse: Warehouse, run_set: str | None) -> list[Sectio
 
 
 def forge_sections(warehouse: Warehouse) -> list[Section]:
-    """Routing and survival charts (wired to the Forge area's reports once it lands)."""
-    return []
+    """First-pass rates, randomized differences and survival, from the Forge reports."""
+    from .forge import tables as forge_tables
+    from .forge.reports import routing_document, routing_scope, survival_document
+
+    if not warehouse.has_table(forge_tables.TASKS):
+        return [Section("Forge routing and survival", "No Forge store ingested yet (`loopmeter ingest forge STORE`).", "")]
+    routing = routing_document(warehouse, routing_scope(None, None))
+    observational = [
+        (f"{row['tier']} · {row['spec']} ({row['tasks']})", row["first_pass"], *row["ci"]) for row in routing["observational"]
+    ]
+    randomized = [
+        (f"{row['tier']}: {row['alternative']} vs {row['default']}", row["difference"], *(row["ci"] or (None, None)))
+        for row in routing["randomized"] if "note" not in row
+    ]
+    notes = " ".join(escape(row["note"]) + "." for row in routing["randomized"] if "note" in row)
+    sections = [
+        Section("First-pass rate per model and tier",
+                "Observational: first attempts with an outcome, by declared tier and the model that ran them, with Wilson "
+                "95 % intervals. Routing chose who ran what, so a model given the hard tasks looks worse than it is.",
+                interval_chart(observational, "first-pass rate", low=0.0, high=1.0)),
+        Section("Randomized comparisons",
+                "Intent-to-treat difference in first-pass rate (alternative − default) from exploration draws, "
+                "Hajek-weighted, with the run-cluster bootstrap 95 % interval. Dashed: the −0.10 non-inferiority "
+                f"margin. {notes}",
+                interval_chart(randomized, "randomized differences", line=(-0.10, "−0.10"))),
+    ]
+    survival = survival_document(warehouse)["groups"]
+    shares = [
+        (f"{g['model'] or '(unmatched)'} · {g['tier'] or '-'} ({g['horizon_days']} d, {g['tasks']} tasks)",
+         g["surviving_share"], None, None) for g in survival
+    ]
+    reverts = [
+        (f"{g['model'] or '(unmatched)'} · {g['tier'] or '-'} ({g['horizon_days']} d)", g["revert_rate"], *g["revert_ci"])
+        for g in survival
+    ]
+    sections += [
+        Section("Surviving share of merged lines per model",
+                "Of the lines a task's merged work added, the share git blame still credits to the task's commits at the "
+                "horizon (`loopmeter harvest survival`).",
+                interval_chart(shares, "surviving share", low=0.0, high=1.0)),
+        Section("Revert rate per model", "Tasks whose work a later commit reverted, with Wilson 95 % intervals.",
+                interval_chart(reverts, "revert rate", low=0.0, high=1.0)),
+    ]
+    return sections
 
 
 def build_page(warehouse: Warehouse, run_set: str | None = None) -> str:

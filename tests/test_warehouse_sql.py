@@ -31,6 +31,7 @@ def test_database_has_a_documented_view_per_table(demo_warehouse):
         undocumented = [(t, c) for t, c, comment in columns if not comment or comment == "(undocumented)"]
         assert undocumented == []
         assert connection.sql("SELECT count(*) FROM runs").fetchall()[0][0] == (30 + 5 + 5) * 6 * 3
+        assert connection.sql("SELECT count(*) FROM forge_tasks").fetchall()[0][0] > 1000
     finally:
         os.chdir(previous)
 

@@ -22,7 +22,7 @@ def demo_command(
     set_quiet(quiet)
     from rich.console import Console
 
-    from ..demo import run_demo
+    from ..demo import SAMPLE_PLANS, run_demo
     from ..forgeloop.reports import render_tail, tail_report
     from ..forgeloop.stage import expected_profiles
 
@@ -31,7 +31,12 @@ def demo_command(
     console = Console(width=None if sys.stdout.isatty() else 200)
     for step in outcome.steps:
         console.print(f"[green]✓[/green] {step}")
-    render_tail(tail_report(outcome.result, sorted(expected_profiles(store))), console)
+    tail = tail_report(outcome.result, sorted(expected_profiles(store)))
+    biggest = SAMPLE_PLANS[0][0]  # the tail-tier run set: the one with enough pairs to judge tails
+    tail["runSets"] = [run_set for run_set in tail["runSets"] if run_set["runSetId"] == biggest]
+    render_tail(tail, console)
+    for text in outcome.texts:
+        console.print(text, markup=False, highlight=False)
     console.print(f"\nsample data:  {outcome.sample}")
     console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)")
     console.print(f"aggregates:   {outcome.aggregate}")
