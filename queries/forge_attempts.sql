@@ -6,24 +6,25 @@
 -- events, reviewed_commit, base_ref (from the last event naming both; else the last reviewed_commit alone),
 -- reviewed_ts_unix, reviewed_rid (that event's time and rid).
 WITH typed AS (
-  SELECT rid, run, task, repo, ts_unix, attempt, dwarf, status, reason, reviewed_commit, base_ref
+  SELECT rid, run, task, repo, ts_unix, attempt, dwarf, status, reason, reviewed_commit, base_ref,
+         row_number() OVER (PARTITION BY run, task, attempt ORDER BY ts_unix, rid) AS seq  -- event order
   FROM forge_attempt_events
 ),
 grouped AS (
   SELECT run, task, attempt,
-         arg_min_null(repo, (ts_unix, rid)) AS repo,
-         arg_min_null(dwarf, (ts_unix, rid)) AS dwarf,
+         arg_min_null(repo, seq) AS repo,
+         arg_min_null(dwarf, seq) AS dwarf,
          min(ts_unix) AS started_unix,
-         arg_min(rid, (ts_unix, rid)) AS first_rid,
+         arg_min(rid, seq) AS first_rid,
          CASE WHEN bool_or(status = 'passed') THEN true WHEN bool_or(status = 'failed') THEN false END AS passed,
-         arg_max(reason, (ts_unix, rid)) FILTER (WHERE reason <> '') AS last_reason,
-         arg_max_null(status, (ts_unix, rid)) AS last_status,
+         arg_max(reason, seq) FILTER (WHERE reason <> '') AS last_reason,
+         arg_max_null(status, seq) AS last_status,
          count(*) AS events,
-         arg_max(reviewed_commit, (ts_unix, rid)) FILTER (WHERE reviewed_commit <> '' AND base_ref <> '') AS paired_reviewed,
-         arg_max(base_ref, (ts_unix, rid)) FILTER (WHERE reviewed_commit <> '' AND base_ref <> '') AS paired_base,
-         max(ts_unix) FILTER (WHERE reviewed_commit <> '' AND base_ref <> '') AS reviewed_ts_unix,
-         arg_max(rid, (ts_unix, rid)) FILTER (WHERE reviewed_commit <> '' AND base_ref <> '') AS reviewed_rid,
-         arg_max(reviewed_commit, (ts_unix, rid)) FILTER (WHERE reviewed_commit <> '') AS any_reviewed
+         arg_max(reviewed_commit, seq) FILTER (WHERE reviewed_commit <> '' AND base_ref <> '') AS paired_reviewed,
+         arg_max(base_ref, seq) FILTER (WHERE reviewed_commit <> '' AND base_ref <> '') AS paired_base,
+         arg_max(ts_unix, seq) FILTER (WHERE reviewed_commit <> '' AND base_ref <> '') AS reviewed_ts_unix,
+         arg_max(rid, seq) FILTER (WHERE reviewed_commit <> '' AND base_ref <> '') AS reviewed_rid,
+         arg_max(reviewed_commit, seq) FILTER (WHERE reviewed_commit <> '') AS any_reviewed
   FROM typed
   GROUP BY run, task, attempt
 )
@@ -33,4 +34,3 @@ SELECT run, task, attempt, repo, dwarf, to_timestamp(started_unix) AS started, s
        coalesce(paired_reviewed, any_reviewed) AS reviewed_commit, paired_base AS base_ref,
        reviewed_ts_unix, reviewed_rid
 FROM grouped
-ORDER BY run, task, attempt

@@ -1,42 +1,36 @@
--- forge_classify_staged: each event an ingest staged, judged by its rid against the events stored before and the other staged events.
+-- forge_classify_staged: the events an ingest staged that are not new — a rid already stored, or repeated within the ingest.
 -- A rid is one event: the stored event (else the first staged one) is kept; a repeat with the same content
--- (data compared as minified JSON) is a duplicate, with other content a conflict (rejected).
+-- (data compared as minified JSON) is a duplicate, with other content a conflict (rejected). Every staged
+-- event not listed here is new.
 -- Inputs: forge_staged (this ingest's well-formed events: position, line, rid, kind, src, ts_unix, run,
 -- task, repo, mode, data), forge_stored (forge_events as stored).
--- Output: position, line, rid, kind, verdict (new, duplicate or conflict), other_source and other_line
--- (where the kept event came from, for a duplicate or conflict).
-WITH counted AS (
-  SELECT rid, min(position) AS first_position, count(*) AS copies FROM forge_staged GROUP BY rid
-),
-firsts AS (
-  SELECT s.position, s.line, s.rid, s.kind, s.src, s.ts_unix, s.run, s.task, s.repo, s.mode, s.data
-  FROM forge_staged s JOIN counted c ON c.rid = s.rid AND c.first_position = s.position
+-- Output: position, line, rid, kind, verdict (duplicate or conflict), other_source and other_line (where
+-- the kept event came from).
+WITH repeated AS (
+  SELECT rid, min(position) AS first_position FROM forge_staged GROUP BY rid HAVING count(*) > 1
 ),
 stored AS (
-  SELECT rid AS stored_rid, kind AS s_kind, src AS s_src, ts_unix AS s_ts_unix, run AS s_run, task AS s_task,
-         repo AS s_repo, mode AS s_mode, data AS s_data, source AS s_source, line AS s_line
-  FROM forge_stored
-  WHERE rid IN (SELECT rid FROM forge_staged)
+  SELECT s.rid, s.kind, s.src, s.ts_unix, s.run, s.task, s.repo, s.mode, s.data, s.source, s.line
+  FROM forge_stored s SEMI JOIN forge_staged f ON f.rid = s.rid
 ),
-repeats AS (
-  SELECT s.position, s.line, s.rid, s.kind, s.src, s.ts_unix, s.run, s.task, s.repo, s.mode, s.data
-  FROM forge_staged s JOIN counted c ON c.rid = s.rid AND c.copies > 1 AND s.position <> c.first_position
+staged_again AS (  -- each staged event whose rid was stored before, or that repeats an earlier staged one
+  SELECT f.position, f.line, f.rid, f.kind, f.src, f.ts_unix, f.run, f.task, f.repo, f.mode, f.data,
+         coalesce(s.kind, k.kind) AS o_kind, coalesce(s.src, k.src) AS o_src, coalesce(s.ts_unix, k.ts_unix) AS o_ts_unix,
+         coalesce(s.run, k.run) AS o_run, coalesce(s.task, k.task) AS o_task, coalesce(s.repo, k.repo) AS o_repo,
+         coalesce(s.mode, k.mode) AS o_mode, coalesce(s.data, k.data) AS o_data,
+         CASE WHEN s.rid IS NOT NULL THEN s.source END AS other_source,
+         CASE WHEN s.rid IS NOT NULL THEN s.line ELSE k.line END AS other_line
+  FROM forge_staged f
+  LEFT JOIN stored s ON s.rid = f.rid
+  LEFT JOIN repeated r ON r.rid = f.rid
+  LEFT JOIN forge_staged k ON k.position = r.first_position AND s.rid IS NULL
+  WHERE s.rid IS NOT NULL OR (r.rid IS NOT NULL AND f.position <> r.first_position)
 )
-SELECT f.position, f.line, f.rid, f.kind,
-       CASE WHEN s.stored_rid IS NULL THEN 'new'
-            WHEN f.kind IS NOT DISTINCT FROM s.s_kind AND f.src IS NOT DISTINCT FROM s.s_src
-             AND f.ts_unix IS NOT DISTINCT FROM s.s_ts_unix AND f.run IS NOT DISTINCT FROM s.s_run
-             AND f.task IS NOT DISTINCT FROM s.s_task AND f.repo IS NOT DISTINCT FROM s.s_repo
-             AND f.mode IS NOT DISTINCT FROM s.s_mode AND (f.data = s.s_data OR json(f.data) = json(s.s_data)) THEN 'duplicate'
-            ELSE 'conflict' END AS verdict,
-       s.s_source AS other_source, s.s_line AS other_line
-FROM firsts f LEFT JOIN stored s ON s.stored_rid = f.rid
-UNION ALL
-SELECT r.position, r.line, r.rid, r.kind,
-       CASE WHEN r.kind IS NOT DISTINCT FROM f.kind AND r.src IS NOT DISTINCT FROM f.src
-             AND r.ts_unix IS NOT DISTINCT FROM f.ts_unix AND r.run IS NOT DISTINCT FROM f.run
-             AND r.task IS NOT DISTINCT FROM f.task AND r.repo IS NOT DISTINCT FROM f.repo
-             AND r.mode IS NOT DISTINCT FROM f.mode AND (r.data = f.data OR json(r.data) = json(f.data)) THEN 'duplicate'
-            ELSE 'conflict' END AS verdict,
-       NULL AS other_source, f.line AS other_line
-FROM repeats r JOIN firsts f ON f.rid = r.rid
+SELECT position, line, rid, kind,
+       CASE WHEN kind IS NOT DISTINCT FROM o_kind AND src IS NOT DISTINCT FROM o_src
+             AND ts_unix IS NOT DISTINCT FROM o_ts_unix AND run IS NOT DISTINCT FROM o_run
+             AND task IS NOT DISTINCT FROM o_task AND repo IS NOT DISTINCT FROM o_repo
+             AND mode IS NOT DISTINCT FROM o_mode AND (data = o_data OR json(data) = json(o_data))
+            THEN 'duplicate' ELSE 'conflict' END AS verdict,
+       other_source, other_line
+FROM staged_again

@@ -33,4 +33,3 @@ SELECT run, task, decision, decision_key,
          CASE WHEN chosen = list_filter(candidates, lambda c: c IS DISTINCT FROM default_spec)[1] THEN 'alternative' ELSE 'default' END
        END AS arm
 FROM judged
-ORDER BY run, task, position

@@ -4,7 +4,7 @@
 -- under is the latest (by at, null as 0; ties by first listing) at or before that start + 1 s, or the
 -- last one when the task never started. model is model:effort of attempt 1's last dwarf dispatch.
 -- Inputs: forge_plans, forge_plan_tasks, forge_decisions, forge_attempts, forge_dispatches, forge_acceptances.
--- Output: the columns of the forge_tasks table (pipeline/forge/tables.py), ordered by task_order.
+-- Output: the columns of the forge_tasks table (pipeline/forge/tables.py); task_order gives the seed's order.
 WITH runs AS (
   SELECT run, bool_or(fractal) AS fractal, min((ts_unix, rid)) AS first_plan FROM forge_plans GROUP BY run
 ),
@@ -77,4 +77,3 @@ SELECT c.run, c.task,
        x.chosen.paired AS decision_paired
 FROM records c
 LEFT JOIN decided x ON x.run IS NOT DISTINCT FROM c.run AND x.task = c.task
-ORDER BY task_order

@@ -21,6 +21,7 @@ its line (JSON Lines) or rid (SQLite), the field and the rule (`forge_rejections
 """
 from __future__ import annotations
 
+import os
 import queue
 import tempfile
 import threading
@@ -150,9 +151,13 @@ def _prefetch(batches: Iterator[SourceBatch], depth: int = 2) -> Iterator[Source
 
 
 class Stage:
-    """The scratch area of one ingest: a DuckDB session whose tables collect the checked
-    batches (`staged_events`, `staged_plan_tasks`, `staged_route_entries`); DuckDB keeps them
-    under `memory_limit` and spills the rest to the scratch directory."""
+    """The scratch area of one ingest: a DuckDB session keeping each checked batch in tables
+    of its own (`staged_<n>`, `staged_plan_tasks_<n>`, `staged_route_entries_<n>`, the rejected
+    rows deleted), seen together through the views `staged_events`, `staged_plan_tasks` and
+    `staged_route_entries`. DuckDB keeps them under `memory_limit` and spills the rest to the
+    scratch directory; a batch is copied once, when its typed rows are materialized."""
+
+    PARTS = ("staged", "staged_plan_tasks", "staged_route_entries")
 
     def __init__(self, directory: Path, memory_limit: str = "1GB"):
         self.directory = directory
@@ -161,104 +166,113 @@ class Stage:
         self.connection.execute(f"SET temp_directory = '{directory / 'spill'}'")
         self.connection.execute(f"SET memory_limit = '{memory_limit}'")
         self.connection.execute("SET preserve_insertion_order = false")
+        if os.environ.get("LOOPMETER_FORGE_THREADS"):
+            self.connection.execute(f"SET threads = {int(os.environ['LOOPMETER_FORGE_THREADS'])}")
         for statement in _statements(query_text("forge_json_macros")):
             self.connection.execute(statement)
-        self.created = False
+        self.batches: list[int] = []
         self.rejections: list[tuple] = []  # (position, line, rid, field, rule)
 
     def reset(self) -> None:
-        for table in ("staged_events", "staged_plan_tasks", "staged_route_entries"):
-            self.connection.execute(f"DROP TABLE IF EXISTS {table}")
-        self.created = False
+        for number in self.batches:
+            for part in self.PARTS:
+                self.connection.execute(f"DROP TABLE IF EXISTS {part}_{number}")
+        self.batches.clear()
         self.rejections.clear()
-
-    def _keep(self, table: str, select: str) -> None:
-        if self.created:
-            self.connection.execute(f"INSERT INTO {table} BY NAME {select}")
-        else:
-            self.connection.execute(f"CREATE TABLE {table} AS {select}")
 
     def add(self, batch: SourceBatch, repos: dict[str, str]) -> tuple[int, int]:
         """Check one batch and stage it; returns (rows seen, repo lines)."""
         c = self.connection
-        if batch.kind == "sqlite":
-            if batch.binary:
-                c.register("forge_raw_batch", batch.frame)
-                c.execute(f"CREATE OR REPLACE TEMP TABLE forge_batch AS {query_text('forge_decode_sqlite_batch')}")
-                c.unregister("forge_raw_batch")
-            else:
-                c.register("forge_batch_frame", batch.frame)
-                c.execute("CREATE OR REPLACE TEMP TABLE forge_batch AS "
+        number = len(self.batches) and self.batches[-1] + 1
+        c.register("forge_batch_frame", batch.frame)
+        try:
+            if batch.kind == "sqlite" and not batch.binary:
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_batch AS "
                           "SELECT *, CAST(NULL AS VARCHAR) AS bad_text FROM forge_batch_frame")
-                c.unregister("forge_batch_frame")
-            envelopes = query_text("forge_sqlite_envelopes")
-        else:
-            c.register("forge_batch_frame", batch.frame)
-            c.execute("CREATE OR REPLACE TEMP TABLE forge_batch AS SELECT * FROM forge_batch_frame")
+                c.execute(f"CREATE OR REPLACE TEMP VIEW forge_envelopes AS {query_text('forge_sqlite_envelopes')}")
+            elif batch.kind == "sqlite":
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_raw_batch AS SELECT * FROM forge_batch_frame")
+                c.execute(f"CREATE OR REPLACE TEMP TABLE forge_batch_decoded AS {query_text('forge_decode_sqlite_batch')}")
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_batch AS SELECT * FROM forge_batch_decoded")
+                c.execute(f"CREATE OR REPLACE TEMP VIEW forge_envelopes AS {query_text('forge_sqlite_envelopes')}")
+            else:
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_batch AS SELECT * FROM forge_batch_frame")
+                c.execute(f"CREATE OR REPLACE TEMP TABLE forge_jsonl_envelopes AS {query_text('forge_jsonl_envelopes')}")
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_envelopes AS SELECT * FROM forge_jsonl_envelopes")
+            staged, plan_tasks, routes = (f"{part}_{number}" for part in self.PARTS)
+            c.execute(f"CREATE TEMP TABLE {staged} AS {query_text('forge_stage_events')}")
+            c.execute("CREATE OR REPLACE TEMP VIEW forge_staged_plans AS SELECT position, rid, run, ts_unix, revision, "
+                      f"tasks FROM {staged} WHERE kind = 'plan' AND problem_field IS NULL AND tasks IS NOT NULL")
+            c.execute(f"CREATE TEMP TABLE {plan_tasks} AS {query_text('forge_stage_plan_tasks')}")
+            c.execute("CREATE OR REPLACE TEMP VIEW forge_staged_plan_tasks AS SELECT * FROM "
+                      f"{plan_tasks} WHERE problem_field IS NULL AND route IS NOT NULL")
+            c.execute(f"CREATE TEMP TABLE {routes} AS {query_text('forge_stage_route_entries')}")
+            self.batches.append(number)
+            # a plan is rejected for the first problem among its tasks (document order), then its routes
+            c.execute(
+                f"""CREATE OR REPLACE TEMP TABLE plan_problems AS
+                SELECT position, arg_min(problem_field, (node, step, entry)) AS problem_field,
+                       arg_min(problem_rule, (node, step, entry)) AS problem_rule
+                FROM (SELECT position, node, 0 AS step, 0 AS entry, problem_field, problem_rule
+                      FROM {plan_tasks} WHERE problem_field IS NOT NULL
+                      UNION ALL
+                      SELECT position, task_node, 1, entry, problem_field, problem_rule
+                      FROM {routes} WHERE problem_field IS NOT NULL)
+                GROUP BY position"""
+            )
+            self.rejections += c.sql(
+                f"""SELECT position, line, rid, problem_field, problem_rule FROM forge_envelopes WHERE problem_field IS NOT NULL
+                UNION ALL SELECT position, line, rid, problem_field, problem_rule FROM {staged} WHERE problem_field IS NOT NULL
+                UNION ALL SELECT s.position, s.line, s.rid, p.problem_field, p.problem_rule
+                          FROM {staged} s JOIN plan_problems p USING (position)"""
+            ).fetchall()
+            rejected = ("position IN (SELECT position FROM plan_problems) "
+                        f"OR position IN (SELECT position FROM {staged} WHERE problem_field IS NOT NULL)")
+            for table in (plan_tasks, routes, staged):
+                c.execute(f"DELETE FROM {table} WHERE {rejected}")
+            for repo, path in c.sql(
+                "SELECT repo, repo_path FROM forge_envelopes WHERE repo_line AND problem_field IS NULL ORDER BY position"
+            ).fetchall():
+                repos[repo] = path
+            seen, repo_lines = c.sql(
+                "SELECT count(*), count(*) FILTER (WHERE repo_line AND problem_field IS NULL) FROM forge_envelopes"
+            ).fetchall()[0]
+        finally:
+            for view in ("forge_envelopes", "forge_batch", "forge_raw_batch"):
+                c.execute(f"DROP VIEW IF EXISTS {view}")
             c.unregister("forge_batch_frame")
-            envelopes = query_text("forge_jsonl_envelopes")
-        c.execute(f"CREATE OR REPLACE TEMP TABLE forge_envelopes AS {envelopes}")
-        c.execute(f"CREATE OR REPLACE TEMP TABLE staged AS {query_text('forge_stage_events')}")
-        c.execute("CREATE OR REPLACE TEMP VIEW forge_staged_plans AS SELECT position, rid, run, ts_unix, revision, tasks "
-                  "FROM staged WHERE kind = 'plan' AND problem_field IS NULL AND tasks IS NOT NULL")
-        c.execute(f"CREATE OR REPLACE TEMP TABLE staged_plan_tasks_batch AS {query_text('forge_stage_plan_tasks')}")
-        c.execute("CREATE OR REPLACE TEMP VIEW forge_staged_plan_tasks AS SELECT * FROM staged_plan_tasks_batch "
-                  "WHERE problem_field IS NULL AND route IS NOT NULL")
-        c.execute(f"CREATE OR REPLACE TEMP TABLE staged_route_entries_batch AS {query_text('forge_stage_route_entries')}")
-        # a plan is rejected for the first problem among its tasks (document order), then its routes
-        c.execute(
-            """CREATE OR REPLACE TEMP TABLE plan_problems AS
-            SELECT position, arg_min(problem_field, (node, step, entry)) AS problem_field,
-                   arg_min(problem_rule, (node, step, entry)) AS problem_rule
-            FROM (SELECT position, node, 0 AS step, 0 AS entry, problem_field, problem_rule
-                  FROM staged_plan_tasks_batch WHERE problem_field IS NOT NULL
-                  UNION ALL
-                  SELECT position, task_node, 1, entry, problem_field, problem_rule
-                  FROM staged_route_entries_batch WHERE problem_field IS NOT NULL)
-            GROUP BY position"""
-        )
-        self.rejections += c.sql(
-            """SELECT position, line, rid, problem_field, problem_rule FROM forge_envelopes WHERE problem_field IS NOT NULL
-            UNION ALL SELECT position, line, rid, problem_field, problem_rule FROM staged WHERE problem_field IS NOT NULL
-            UNION ALL SELECT s.position, s.line, s.rid, p.problem_field, p.problem_rule
-                      FROM staged s JOIN plan_problems p USING (position)"""
-        ).fetchall()
-        accepted = "problem_field IS NULL AND position NOT IN (SELECT position FROM plan_problems)"
-        self._keep("staged_events", f"SELECT * EXCLUDE (tasks, problem_field, problem_rule) FROM staged WHERE {accepted}")
-        self._keep("staged_plan_tasks",
-                   f"SELECT * EXCLUDE (route, problem_field, problem_rule) FROM staged_plan_tasks_batch WHERE {accepted}")
-        self._keep("staged_route_entries",
-                   f"SELECT * EXCLUDE (problem_field, problem_rule) FROM staged_route_entries_batch WHERE {accepted}")
-        self.created = True
-        for repo, path in c.sql(
-            "SELECT repo, repo_path FROM forge_envelopes WHERE repo_line AND problem_field IS NULL ORDER BY position"
-        ).fetchall():
-            repos[repo] = path
-        seen, repo_lines = c.sql(
-            "SELECT count(*), count(*) FILTER (WHERE repo_line AND problem_field IS NULL) FROM forge_envelopes"
-        ).fetchall()[0]
         return seen + len(batch.rejected), repo_lines
 
+    def _union(self, part: str, exclude: str = "") -> str:
+        columns = f"* EXCLUDE ({exclude})" if exclude else "*"
+        return " UNION ALL ".join(f"SELECT {columns} FROM {part}_{number}" for number in self.batches)
+
     def classify(self, warehouse: Warehouse) -> None:
-        """verdicts(position, line, rid, kind, verdict, other_source, other_line) for every staged event."""
+        """verdicts(position, line, rid, kind, verdict, other_source, other_line) of the staged events that
+        are not new (duplicates and conflicts), and new_kinds(kind, events) of those that are."""
         c = self.connection
-        if self.created:
-            c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS SELECT * FROM staged_events")
-        else:  # nothing was read: an empty staging table of the right shape
-            c.execute("CREATE OR REPLACE TEMP TABLE forge_envelopes AS SELECT * FROM "
-                      f"({query_text('forge_sqlite_envelopes')}) WHERE false".replace(
-                          "FROM forge_batch", "FROM (SELECT NULL::BIGINT AS position, NULL::VARCHAR AS rid, "
-                          "NULL::VARCHAR AS kind, NULL::VARCHAR AS src, NULL::DOUBLE AS ts, NULL::VARCHAR AS run, "
-                          "NULL::VARCHAR AS task, NULL::VARCHAR AS repo, NULL::VARCHAR AS mode, NULL::VARCHAR AS data, "
-                          "NULL::VARCHAR AS ts_class, NULL::VARCHAR AS bad_text) AS forge_batch"))
-            c.execute(f"CREATE OR REPLACE TEMP VIEW forge_staged AS SELECT * EXCLUDE (tasks, problem_field, problem_rule) "
-                      f"FROM ({query_text('forge_stage_events')})")
+        if not self.batches:  # nothing was read: empty staging tables of the right shape
+            self.add(SourceBatch("sqlite", pl.DataFrame(schema=_EMPTY_SQLITE_BATCH)), {})
+        c.execute(f"CREATE OR REPLACE TEMP VIEW staged_events AS "
+                  f"{self._union('staged', 'tasks, problem_field, problem_rule')}")
+        c.execute(f"CREATE OR REPLACE TEMP VIEW staged_plan_tasks AS "
+                  f"{self._union('staged_plan_tasks', 'route, problem_field, problem_rule')}")
+        c.execute(f"CREATE OR REPLACE TEMP VIEW staged_route_entries AS "
+                  f"{self._union('staged_route_entries', 'problem_field, problem_rule')}")
+        c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS SELECT * FROM staged_events")
         if warehouse.has_table(t.EVENTS):
             c.execute(f"CREATE OR REPLACE TEMP VIEW forge_stored AS {warehouse.view_sql(t.EVENTS, absolute=True)}")
         else:
             c.execute("CREATE OR REPLACE TEMP VIEW forge_stored AS "
                       "SELECT *, CAST(NULL AS VARCHAR) AS source FROM forge_staged WHERE false")
         c.execute(f"CREATE OR REPLACE TEMP TABLE verdicts AS {query_text('forge_classify_staged')}")
+        c.execute("CREATE OR REPLACE TEMP TABLE new_kinds AS SELECT kind, count(*) AS events FROM forge_staged "
+                  "WHERE position NOT IN (SELECT position FROM verdicts) GROUP BY kind")
+
+
+_EMPTY_SQLITE_BATCH = {"position": pl.Int64, "rid": pl.String, "kind": pl.String, "src": pl.String, "ts": pl.Float64,
+                       "run": pl.String, "task": pl.String, "repo": pl.String, "mode": pl.String, "data": pl.String,
+                       "ts_class": pl.String}
 
 
 def _statements(text: str) -> list[str]:
@@ -337,13 +351,12 @@ def _count(connection: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
             first = f"line {other_line}" if other_line is not None else "an earlier row"
         result.rejections.append(Rejection(
             line, rid, "rid", f"repeats the rid of an event already loaded with other content ({first}); the first is kept"))
-    for kind, verdict, count in connection.sql("SELECT kind, verdict, count(*) FROM verdicts GROUP BY ALL").fetchall():
-        if verdict == "duplicate":
-            result.duplicates += count
-        elif verdict == "new":
-            result.kinds[kind] += count
-            if kind not in KNOWN_KINDS:
-                result.unknown_kinds[kind] += count
+    for (count,) in connection.sql("SELECT count(*) FROM verdicts WHERE verdict = 'duplicate'").fetchall():
+        result.duplicates += count
+    for kind, count in connection.sql("SELECT kind, events FROM new_kinds").fetchall():
+        result.kinds[kind] += count
+        if kind not in KNOWN_KINDS:
+            result.unknown_kinds[kind] += count
     result.stored = sum(result.kinds.values())
 
 
@@ -351,11 +364,10 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
     """Add the new events to forge_events (one month partition at a time, each write atomic)
     and to the per-event tables."""
     c = stage.connection
-    # keep only the new events in the staging tables (duplicates and conflicts are few)
-    c.execute("CREATE OR REPLACE TEMP TABLE not_new AS SELECT position FROM verdicts WHERE verdict <> 'new'")
-    for staged in ("staged_events", *PLAN_PARTS):
-        c.execute(f"DELETE FROM {staged} WHERE position IN (SELECT position FROM not_new)")
-    c.execute("CREATE OR REPLACE TEMP VIEW forge_new AS SELECT * FROM staged_events")
+    # only the new events (duplicates and conflicts are few)
+    c.execute("CREATE OR REPLACE TEMP TABLE not_new AS SELECT position FROM verdicts")
+    c.execute("CREATE OR REPLACE TEMP VIEW forge_new AS SELECT * FROM staged_events "
+              "WHERE position NOT IN (SELECT position FROM not_new)")
     months = [m for (m,) in c.sql("SELECT DISTINCT month FROM forge_new ORDER BY month").fetchall()]
     event_columns = ", ".join(name for name, _, _ in t.columns(t.EVENTS) if name not in ("source", "ingested_at"))
     with progress.bar("store forge_events", len(months)) as bar:
@@ -376,7 +388,7 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
         _append(warehouse, table, c.sql(f"SELECT {names} FROM forge_new WHERE {where}").pl())
     for staged, (table, renamed) in PLAN_PARTS.items():
         names = ", ".join(f"p.{renamed.get(name, name)} AS {name}" for name, _, _ in t.columns(table))
-        frame = c.sql(f"SELECT {names} FROM {staged} p").pl()
+        frame = c.sql(f"SELECT {names} FROM {staged} p WHERE p.position NOT IN (SELECT position FROM not_new)").pl()
         _append(warehouse, table, frame)
 
 

@@ -169,14 +169,15 @@ def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: in
     schema = {"position": pl.Int64} | {
         name: (pl.Binary if binary and name != "ts" else dtype) for name, dtype in _SCHEMA.items()
     } | {"ts_class": pl.Binary if binary else pl.String}
+    row_schema = {name: dtype for name, dtype in schema.items() if name != "position"}
     while True:
         rows = cursor.fetchmany(batch_rows)
         if not rows:
             break
         rejected: list = []
         try:
-            frame = pl.DataFrame([(position + offset, *row) for offset, row in enumerate(rows)],
-                                 schema=schema, orient="row")
+            frame = pl.DataFrame(rows, schema=row_schema, orient="row").with_row_index("position", offset=position)
+            frame = frame.with_columns(pl.col("position").cast(pl.Int64))
         except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
             good, rejected = _split_bad_rows(rows, position, text)
             frame = pl.DataFrame(good, schema=schema, orient="row")
