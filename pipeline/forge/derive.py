@@ -56,15 +56,24 @@ def _empty_view(connection: duckdb.DuckDBPyConnection, name: str) -> None:
     connection.execute(f'CREATE VIEW "{name}" AS SELECT {columns} WHERE false')
 
 
+def compute_summaries(connection: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
+    """The summary tables from a session that has a view (or table) per input of SUMMARIES."""
+    frames: dict[str, pl.DataFrame] = {}
+    for table, query, _ in SUMMARIES:
+        connection.execute(f'CREATE OR REPLACE TEMP TABLE "{table}" AS {query_text(query)}')
+        frames[table] = typed_frame(connection.sql(f'SELECT * FROM "{table}"').pl(), table)
+    return frames
+
+
+def summary_inputs() -> list[str]:
+    return sorted({name for _, _, needed in SUMMARIES for name in needed})
+
+
 def rebuild_summaries(warehouse: Warehouse) -> None:
     """Rebuild forge_attempts, forge_decisions and forge_tasks from the per-event tables."""
-    inputs = sorted({name for _, _, needed in SUMMARIES for name in needed})
-    connection = connect(warehouse, inputs)
-    frames: dict[str, pl.DataFrame] = {}
+    connection = connect(warehouse, summary_inputs())
     try:
-        for table, query, _ in SUMMARIES:
-            connection.execute(f'CREATE OR REPLACE TEMP TABLE "{table}" AS {query_text(query)}')
-            frames[table] = typed_frame(connection.sql(f'SELECT * FROM "{table}"').pl(), table)
+        frames = compute_summaries(connection)
     finally:
         connection.close()
     with progress.bar("store forge summaries", len(frames)) as bar:

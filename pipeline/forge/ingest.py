@@ -32,6 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+from concurrent.futures import ThreadPoolExecutor
+
 import duckdb
 import polars as pl
 
@@ -39,7 +41,7 @@ from .. import progress
 from ..sql import query_text
 from ..warehouse import Warehouse
 from . import tables as t
-from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
+from .derive import KNOWN_KINDS, compute_summaries, rebuild_summaries, typed_frame
 from .store import BATCH_ROWS, SourceBatch, open_store
 
 # per-event tables: which staged events each holds
@@ -57,6 +59,7 @@ PLAN_PARTS: dict[str, tuple[str, dict[str, str]]] = {
     "staged_plan_tasks": (t.PLAN_TASKS, {"place": "node"}),
     "staged_route_entries": (t.ROUTE_ENTRIES, {"task_place": "task_node"}),
 }
+PLAN_TABLES = tuple(table for table, _ in PLAN_PARTS.values())
 
 
 @dataclass
@@ -334,9 +337,12 @@ def ingest_forge(
     result.repos = _write_repos(warehouse, repos, str(source), now)
     _write_rejections(warehouse, result, str(source), now)
     summaries = (t.ATTEMPTS, t.DECISIONS, t.TASKS)
-    if result.stored or not all(warehouse.has_table(name) for name in (*EVENT_TABLES, *summaries)):
+    if not result.stored and not all(warehouse.has_table(name) for name in (*EVENT_TABLES, *PLAN_TABLES, *summaries)):
+        for table in (*EVENT_TABLES, *PLAN_TABLES):  # nothing new and nothing before: the tables, empty
+            if not warehouse.has_table(table):
+                warehouse.write_table(table, typed_frame(pl.DataFrame(), table))
         rebuild_summaries(warehouse)
-        result.rebuilt = True
+    result.rebuilt = bool(result.stored)
     lap("summaries")
     return result
 
@@ -362,7 +368,9 @@ def _count(connection: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
 
 def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: datetime) -> None:
     """Add the new events to forge_events (one month partition at a time, each write atomic)
-    and to the per-event tables."""
+    and to the per-event tables, and rebuild the summaries from the stored and the new rows.
+    DuckDB fills the frames here; two writer threads encode and write them (forge_events
+    months one after the other, the other tables beside them) while DuckDB computes on."""
     c = stage.connection
     # only the new events (duplicates and conflicts are few)
     c.execute("CREATE OR REPLACE TEMP TABLE not_new AS SELECT position FROM verdicts")
@@ -370,37 +378,49 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
               "WHERE position NOT IN (SELECT position FROM not_new)")
     months = [m for (m,) in c.sql("SELECT DISTINCT month FROM forge_new ORDER BY month").fetchall()]
     event_columns = ", ".join(name for name, _, _ in t.columns(t.EVENTS) if name not in ("source", "ingested_at"))
-    with progress.bar("store forge_events", len(months)) as bar:
-        for month in months:
-            fresh = c.sql(
-                f"SELECT {event_columns}, $source AS source, $now::TIMESTAMPTZ AS ingested_at FROM forge_new "
-                "WHERE month = $month",
-                params={"source": source, "now": now, "month": month},
-            ).pl()
-            fresh = typed_frame(fresh, t.EVENTS)
-            previous = warehouse.read_partition(t.EVENTS, "month", month)
-            if previous is not None:
-                fresh = pl.concat([typed_frame(previous, t.EVENTS), fresh])
-            warehouse.write_table(t.EVENTS, fresh, partition_by="month", keep_partitions=True)
-            bar.advance()
-    for table, where in EVENT_TABLES.items():
-        names = ", ".join(name for name, _, _ in t.columns(table))
-        _append(warehouse, table, c.sql(f"SELECT {names} FROM forge_new WHERE {where}").pl())
+
+    def write_month(month: str, fresh: pl.DataFrame) -> None:
+        previous = warehouse.read_partition(t.EVENTS, "month", month)
+        if previous is not None:
+            fresh = pl.concat([typed_frame(previous, t.EVENTS), fresh])
+        warehouse.write_table(t.EVENTS, fresh, partition_by="month", keep_partitions=True)
+
+    # the summaries' inputs: what is stored (read now, before the writers replace it) and the new rows
+    new_rows = {table: f"SELECT {', '.join(n for n, _, _ in t.columns(table))} FROM forge_new WHERE {where}"
+                for table, where in EVENT_TABLES.items()}
     for staged, (table, renamed) in PLAN_PARTS.items():
         names = ", ".join(f"p.{renamed.get(name, name)} AS {name}" for name, _, _ in t.columns(table))
-        frame = c.sql(f"SELECT {names} FROM {staged} p WHERE p.position NOT IN (SELECT position FROM not_new)").pl()
-        _append(warehouse, table, frame)
-
-
-def _append(warehouse: Warehouse, table: str, fresh: pl.DataFrame) -> None:
-    """Rewrite a per-event table with the rows of new events added (a table exists after any ingest)."""
-    fresh = typed_frame(fresh, table)
-    current = warehouse.read(table)
-    if current is not None:
-        if fresh.height == 0:
-            return
-        fresh = pl.concat([typed_frame(current, table), fresh])
-    warehouse.write_table(table, fresh)
+        new_rows[table] = f"SELECT {names} FROM {staged} p WHERE p.position NOT IN (SELECT position FROM not_new)"
+    for table in new_rows:
+        if warehouse.has_table(table):
+            c.execute(f'CREATE OR REPLACE TEMP TABLE "stored_{table}" AS {warehouse.view_sql(table, absolute=True)}')
+        else:
+            c.execute(f'CREATE OR REPLACE TEMP TABLE "stored_{table}" AS {new_rows[table]} LIMIT 0')
+    with ThreadPoolExecutor(max_workers=1) as events_writer, ThreadPoolExecutor(max_workers=1) as tables_writer:
+        pending = None
+        with progress.bar("store forge_events", len(months)) as bar:
+            for month in months:
+                fresh = typed_frame(c.sql(
+                    f"SELECT {event_columns}, $source AS source, $now::TIMESTAMPTZ AS ingested_at FROM forge_new "
+                    "WHERE month = $month",
+                    params={"source": source, "now": now, "month": month},
+                ).pl(), t.EVENTS)
+                if pending is not None:
+                    pending.result()  # at most one month waits while the next is read
+                    bar.advance()
+                pending = events_writer.submit(write_month, month, fresh)
+        writes = [pending]
+        for table, select in new_rows.items():
+            c.execute(f'CREATE OR REPLACE TEMP TABLE "new_{table}" AS {select}')
+            combined = typed_frame(c.sql(f'SELECT * FROM "stored_{table}" UNION ALL SELECT * FROM "new_{table}"').pl(), table)
+            c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM "stored_{table}" '
+                      f'UNION ALL SELECT * FROM "new_{table}"')
+            writes.append(tables_writer.submit(warehouse.write_table, table, combined))
+        for table, frame in compute_summaries(c).items():
+            writes.append(tables_writer.submit(warehouse.write_table, table, frame))
+        for future in writes:
+            if future is not None:
+                future.result()
 
 
 def _write_repos(warehouse: Warehouse, repos: dict[str, str], source: str, now: datetime) -> int:
