@@ -6,15 +6,17 @@ The flow, batch by batch so memory stays bounded:
    thread of its own so reading overlaps the checking;
 2. DuckDB checks each batch and parses each event's data once
    (`forge_*_envelopes.sql`, `forge_stage_events.sql`, `forge_stage_plan_tasks.sql`,
-   `forge_stage_route_entries.sql`); the batch's typed rows go to scratch Parquet files;
+   `forge_stage_route_entries.sql`); the batch's typed rows stay in the staging session
+   (DuckDB, memory-limited, spilling to a scratch directory);
 3. staged events are compared by rid with each other and with the events stored before
-   (`forge_classify_staged.sql`): new ones are written into `forge_events` one month
-   partition at a time and appended to the per-event tables (plans, plan tasks, route
-   entries, attempt events, dispatches, merges, integrations, acceptances, outcomes); a
-   repeated rid with the same content is a duplicate (counted), with other content a
-   rejection;
-4. the tables that summarize several events (attempts, decisions, tasks) are rebuilt from
-   the per-event tables (`derive.py`).
+   (`forge_classify_staged.sql`): a repeated rid with the same content is a duplicate
+   (counted), with other content a rejection; the new ones are written into
+   `forge_events` one month partition at a time and added to the per-event tables
+   (plans, plan tasks, route entries, attempt events, dispatches, merges, integrations,
+   acceptances, outcomes);
+4. the tables that summarize several events (attempts, decisions, tasks) are rebuilt in
+   the same session from the stored and the new rows (`derive.py`), while two writer
+   threads store the tables.
 
 Every line or row is accounted for: stored, duplicate, repo mapping, or rejected with
 its line (JSON Lines) or rid (SQLite), the field and the rule (`forge_rejections`).
@@ -169,8 +171,6 @@ class Stage:
         self.connection.execute(f"SET temp_directory = '{directory / 'spill'}'")
         self.connection.execute(f"SET memory_limit = '{memory_limit}'")
         self.connection.execute("SET preserve_insertion_order = false")
-        if os.environ.get("LOOPMETER_FORGE_THREADS"):
-            self.connection.execute(f"SET threads = {int(os.environ['LOOPMETER_FORGE_THREADS'])}")
         for statement in _statements(query_text("forge_json_macros")):
             self.connection.execute(statement)
         self.batches: list[int] = []

@@ -279,7 +279,3 @@ def open_store(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH
     if format_ == "sqlite":
         return read_sqlite(path, busy_timeout=busy_timeout, batch_rows=batch_rows)
     return read_jsonl(path, batch_rows=batch_rows)
-
-
-def file_identity(path: Path) -> str:
-    return os.path.realpath(path)
