@@ -65,8 +65,13 @@ def check_read_only(connection: "duckdb.DuckDBPyConnection", text: str) -> None:
             )
 
 
-def run_sql(warehouse: Warehouse, text: str, parameters: dict[str, Any] | None = None) -> "pl.DataFrame":
-    """Run read-only SQL (the last statement's result) with $parameters; returns polars."""
+def run_sql(
+    warehouse: Warehouse, text: str, parameters: dict[str, Any] | None = None, prerequisites: list[str] = ()
+) -> "pl.DataFrame":
+    """Run read-only SQL (the last statement's result) with $parameters; returns polars.
+
+    `prerequisites` are named queries the SQL reads as tables: each is built first as a
+    temporary table (temporary objects live in memory; the database stays read-only)."""
     import duckdb
 
     connection = open_read_only(warehouse)
@@ -74,6 +79,13 @@ def run_sql(warehouse: Warehouse, text: str, parameters: dict[str, Any] | None =
     try:
         os.chdir(warehouse.root)
         check_read_only(connection, text)
+        for name in prerequisites:
+            from .sql import query_text
+
+            body = query_text(name)
+            wanted = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", body))
+            given = {key: (parameters or {}).get(key) for key in wanted}
+            connection.execute(f'CREATE TEMP TABLE "{name}" AS {body}', given or None)
         statements = connection.extract_statements(text)
         for statement in statements[:-1]:
             connection.execute(statement)
@@ -96,6 +108,7 @@ def _one_line(error: Exception) -> str:
 def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) -> str | None:
     """Render `frame` as csv/json text (returned when `out` is None) or write it to `out`."""
     import orjson
+    import polars as pl
 
     if output_format not in FORMATS:
         raise LoopmeterError(f"--format must be one of {', '.join(FORMATS)}")
@@ -105,7 +118,12 @@ def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) ->
         frame.write_parquet(out)
         return None
     if output_format == "csv":
-        text = frame.write_csv()
+        nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
+        flat = frame.with_columns(  # CSV has no lists: a list or struct cell is written as its JSON text
+            pl.Series(name, [None if v is None else orjson.dumps(v).decode() for v in frame[name].to_list()], dtype=pl.String)
+            for name in nested
+        )
+        text = flat.write_csv()
     elif output_format == "json":
         text = orjson.dumps(frame.to_dicts(), option=orjson.OPT_NAIVE_UTC | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
     else:

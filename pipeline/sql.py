@@ -35,16 +35,47 @@ def query_parameters(text: str) -> list[str]:
     return seen
 
 
+def _header(text: str) -> list[str]:
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line.lstrip("-").strip())
+    return lines
+
+
+def query_summary(name: str) -> str:
+    header = _header(query_text(name))
+    summary = header[0] if header else ""
+    return summary[len(name) + 1 :].strip() if summary.startswith(name + ":") else summary
+
+
+def runs_inside(name: str) -> str | None:
+    """For a pipeline step that only runs inside a stage (on data that stage stages), which stage."""
+    for line in _header(query_text(name)):
+        if line.startswith("Runs inside:"):
+            return line[len("Runs inside:") :].strip()
+    return None
+
+
+def prerequisites(name: str) -> list[str]:
+    """Named queries a query reads as tables (its `Inputs:` line), in the order to build them."""
+    names = {path.stem for path in queries_dir().glob("*.sql")}
+    found: list[str] = []
+    for line in _header(query_text(name)):
+        if line.startswith("Inputs:"):
+            for part in re.split(r"[,;]", line[len("Inputs:") :]):
+                word = part.strip().split(" ")[0].split("(")[0].rstrip(".")
+                if word in names and word != name:
+                    for earlier in prerequisites(word) + [word]:
+                        if earlier not in found:
+                            found.append(earlier)
+    return found
+
+
 def list_queries() -> list[tuple[str, str]]:
     """(name, first line of the header comment) for every file in queries/."""
-    result = []
-    for path in sorted(queries_dir().glob("*.sql")):
-        first = path.read_text(encoding="utf-8").splitlines()[0] if path.stat().st_size else ""
-        summary = first.lstrip("-").strip()
-        if summary.startswith(path.stem + ":"):
-            summary = summary[len(path.stem) + 1 :].strip()
-        result.append((path.stem, summary))
-    return result
+    return [(path.stem, query_summary(path.stem)) for path in sorted(queries_dir().glob("*.sql"))]
 
 
 def run_query(connection: "duckdb.DuckDBPyConnection", name: str, **parameters: Any) -> "pl.DataFrame":

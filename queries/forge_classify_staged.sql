@@ -1,4 +1,5 @@
 -- forge_classify_staged: the events an ingest staged that are not new — a rid already stored, or repeated within the ingest.
+-- Runs inside: loopmeter ingest forge, on the batch it stages (not against the warehouse).
 -- A rid is one event: the stored event (else the first staged one) is kept; a repeat with the same content
 -- (data compared as minified JSON) is a duplicate, with other content a conflict (rejected). Every staged
 -- event not listed here is new.

@@ -1,4 +1,5 @@
 -- forge_decode_sqlite_batch: a SQLite batch read as bytes (some text was not UTF-8), decoded column by column.
+-- Runs inside: loopmeter ingest forge, on the batch it stages (not against the warehouse).
 -- Inputs: forge_raw_batch(position, rid, kind, src, ts, run, task, repo, mode, data, ts_class) with BLOB text columns.
 -- Output: the same columns as VARCHAR, and bad_text: the first column whose bytes are not UTF-8 (else null).
 SELECT position,

@@ -1,4 +1,5 @@
 -- forge_json_macros: the JSON helpers of the Forge staging queries (macros, not a query), so a value is parsed once.
+-- Runs inside: loopmeter ingest forge, on the batch it stages (not against the warehouse).
 -- Each x is one value as JSON text, as json_extract(doc, [paths]) returns it (null when the path is missing);
 -- its type shows in its first character, so most checks need no second parse.
 -- Defines: j_missing_or_null(x), j_is_text(x), j_text_or_null(x), j_is_number(x), j_number_or_null(x),

@@ -1,4 +1,5 @@
 -- forge_jsonl_envelopes: each line of a Forge JSON Lines export as an event envelope, with the first container rule it breaks.
+-- Runs inside: loopmeter ingest forge, on the batch it stages (not against the warehouse).
 -- Inputs: forge_batch(position, line, text BLOB) — the export's non-blank lines, undecoded.
 -- Output: position, line, rid, kind, src, ts_unix, run, task, repo, mode, data (the data value as JSON
 -- text), repo_line (a {"kind": "repo", "repo", "path"} line), repo_path, problem_field and problem_rule

@@ -1,4 +1,5 @@
 -- forge_sqlite_envelopes: each row of a Forge SQLite store's events table as an event envelope, with the first container rule it breaks.
+-- Runs inside: loopmeter ingest forge, on the batch it stages (not against the warehouse).
 -- Inputs: forge_batch(position, rid, kind, src, ts, run, task, repo, mode, data, ts_class, bad_text) —
 -- rows as read (ts_class: SQLite's typeof(ts); bad_text: a column whose bytes are not UTF-8, else null).
 -- Output: position, line (null), rid, kind, src, ts_unix, run, task, repo, mode, data (text, judged by

@@ -1,4 +1,5 @@
 -- forge_stage_events: each event envelope with its data parsed once into the typed fields its kind's forge_* table needs, and the first rule its data breaks.
+-- Runs inside: loopmeter ingest forge, on the batch it stages (not against the warehouse).
 -- The rules reject what the seed's scripts could not read (an attempt without its number, a wall_started
 -- that is not a time, a plan's tasks that are not an object, ...); values the seed tolerates (an unknown
 -- status, a duration that is not a number) are kept. Kinds this version does not know are kept unchecked.

@@ -1,4 +1,5 @@
 -- forge_stage_plan_tasks: the tasks of each staged plan event, as Python's json.loads keeps them, with the first rule a task breaks.
+-- Runs inside: loopmeter ingest forge, on the batch it stages (not against the warehouse).
 -- A task id repeated inside one tasks object keeps its first place and its last value (json.loads does).
 -- Inputs: forge_staged_plans(position, rid, run, ts_unix, revision, tasks) — plan events without a problem
 -- so far, tasks the JSON text of their tasks object; the macros of forge_json_macros.

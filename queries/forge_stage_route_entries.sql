@@ -1,4 +1,5 @@
 -- forge_stage_route_entries: every routing decision as each plan revision lists it, with the first rule it breaks.
+-- Runs inside: loopmeter ingest forge, on the batch it stages (not against the warehouse).
 -- Inputs: forge_staged_plan_tasks(position, run, task, plan_rid, plan_ts_unix, node, route) — tasks of
 -- staged plans without a problem so far; the macros of forge_json_macros.
 -- Output: position, run, task, plan_rid, plan_ts_unix, task_node, entry (index in the route), decision (the

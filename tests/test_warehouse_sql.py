@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from pipeline.catalog import schema_markdown, table_docs
-from pipeline.sql import list_queries
+from pipeline.sql import list_queries, runs_inside
 
 
 def test_database_has_a_documented_view_per_table(demo_warehouse):
@@ -43,11 +43,21 @@ def test_schema_page_is_generated_from_the_documentation():
         assert len({column for column, _, _ in columns}) == len(columns), name
 
 
-@pytest.mark.parametrize("name", [name for name, _ in list_queries() if name.startswith("forgeloop_")])
-def test_every_named_query_runs(demo_warehouse, name):
+@pytest.mark.parametrize("name", [name for name, _ in list_queries() if not runs_inside(name)])
+def test_every_named_query_runs_against_the_sample_warehouse(demo_warehouse, name):
     result = run_cli("sql", "--query", name, "--format", "json", warehouse=demo_warehouse)
     rows = json.loads(result.stdout)
     assert isinstance(rows, list) and rows and isinstance(rows[0], dict)
+    csv = run_cli("sql", "--query", name, "--format", "csv", warehouse=demo_warehouse).stdout
+    assert pl.read_csv(csv.encode()).height == len(rows)
+
+
+@pytest.mark.parametrize("name", [name for name, _ in list_queries() if runs_inside(name)])
+def test_every_stage_step_is_used_by_its_stage_and_refused_ad_hoc(demo_warehouse, name):
+    sources = "".join(path.read_text() for path in (ROOT / "pipeline").rglob("*.py"))
+    assert f"query_text('{name}')" in sources or f'query_text("{name}")' in sources, f"{name} is not run by any stage"
+    refused = run_cli("sql", "--query", name, warehouse=demo_warehouse, check=1)
+    assert "is a step of a stage, not a query of the warehouse" in refused.stderr
 
 
 def test_queries_are_listed_with_their_header():

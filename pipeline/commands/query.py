@@ -25,7 +25,7 @@ def sql_command(
     warehouse: WarehouseOption = None,
 ) -> int:
     from ..adhoc import parse_parameters, run_sql, write_result
-    from ..sql import query_text
+    from ..sql import prerequisites, query_text, runs_inside
 
     given = [value for value in (text, file, query) if value is not None]
     if len(given) != 1:
@@ -37,7 +37,10 @@ def sql_command(
             raise LoopmeterError(f"--file {file}: {error.strerror}") from None
     elif query is not None:
         text = query_text(query)
-    frame = run_sql(open_warehouse(warehouse), text, parse_parameters(param))
+        stage = runs_inside(query)
+        if stage:
+            raise LoopmeterError(f"{query} is a step of a stage, not a query of the warehouse: it runs inside {stage}")
+    frame = run_sql(open_warehouse(warehouse), text, parse_parameters(param), prerequisites(query) if query else [])
     if output_format == "table" and out is None:
         from rich.console import Console
         from rich.table import Table
@@ -59,15 +62,21 @@ def sql_command(
 @app.command("queries", help="List the named queries in queries/ with the first line of their header.")
 @command
 def queries_command(json: JsonOption = False) -> int:
-    from ..sql import list_queries
+    from ..sql import list_queries, runs_inside
 
-    listed = list_queries()
+    listed = [(name, summary, runs_inside(name)) for name, summary in list_queries()]
     if json:
-        print_json([{"name": name, "summary": summary} for name, summary in listed], 2)
+        print_json([{"name": name, "summary": summary, "runsInside": stage} for name, summary, stage in listed], 2)
         return Exit.OK
-    width = max((len(name) for name, _ in listed), default=0)
-    for name, summary in listed:
-        print(f"{name:<{width}}  {summary}")
+    width = max((len(name) for name, _, _ in listed), default=0)
+    for name, summary, stage in listed:
+        if not stage:
+            print(f"{name:<{width}}  {summary}")
+    steps = [(name, stage) for name, _, stage in listed if stage]
+    if steps:
+        print("\nsteps of stages (they read what the stage stages, not the warehouse):")
+        for name, stage in steps:
+            print(f"{name:<{width}}  inside {stage}")
     return Exit.OK
 
 
