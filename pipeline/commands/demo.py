@@ -1,15 +1,40 @@
-"""`loopmeter demo`: the README's first command."""
+"""`loopmeter demo` (the README's first command) and `loopmeter run-all` (every stage on real data)."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from ..cli import app
-from ..errors import Exit
-from .common import QuietOption, WarehouseOption, command, open_warehouse, set_quiet
+from ..errors import EXIT_CODES_HELP, Exit
+from .common import QuietOption, WaitOption, WarehouseOption, command, open_warehouse, set_quiet
+
+
+def _show(outcome, store, data: Path | None) -> None:
+    from rich.console import Console
+
+    from ..demo import SAMPLE_PLANS
+    from ..forgeloop.reports import render_tail, tail_report
+    from ..forgeloop.stage import expected_profiles
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    for step in outcome.steps:
+        console.print(f"[green]✓[/green] {step}")
+    if outcome.forgeloop is not None:
+        tail = tail_report(outcome.forgeloop, sorted(expected_profiles(store)))
+        if data is not None:  # the demo shows its tail-tier run set, the one with enough pairs to judge tails
+            tail["runSets"] = [run_set for run_set in tail["runSets"] if run_set["runSetId"] == SAMPLE_PLANS[0][0]]
+        render_tail(tail, console)
+    for text in outcome.texts:
+        console.print(text, markup=False, highlight=False)
+    if data is not None:
+        console.print(f"\nsample data:  {data / 'sample'}")
+    console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)")
+    console.print(f"aggregates:   {outcome.aggregate}")
+    console.print(f"HTML report:  {outcome.report}  (open it in a browser)")
+    console.print("next: loopmeter report summary | outliers | tail | regression | routing | survival   (--json for JSON)")
 
 
 @app.command("demo", help="Make the sample data in data/ (deterministic), run every stage on it, show the key tables.")
@@ -20,26 +45,40 @@ def demo_command(
     quiet: QuietOption = False,
 ) -> int:
     set_quiet(quiet)
-    from rich.console import Console
-
-    from ..demo import SAMPLE_PLANS, run_demo
-    from ..forgeloop.reports import render_tail, tail_report
-    from ..forgeloop.stage import expected_profiles
+    from ..demo import run_demo
 
     store = open_warehouse(warehouse)
-    outcome = run_demo(data, store)
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    for step in outcome.steps:
-        console.print(f"[green]✓[/green] {step}")
-    tail = tail_report(outcome.result, sorted(expected_profiles(store)))
-    biggest = SAMPLE_PLANS[0][0]  # the tail-tier run set: the one with enough pairs to judge tails
-    tail["runSets"] = [run_set for run_set in tail["runSets"] if run_set["runSetId"] == biggest]
-    render_tail(tail, console)
-    for text in outcome.texts:
-        console.print(text, markup=False, highlight=False)
-    console.print(f"\nsample data:  {outcome.sample}")
-    console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)")
-    console.print(f"aggregates:   {outcome.aggregate}")
-    console.print(f"HTML report:  {outcome.report}  (open it in a browser)")
-    console.print("next: loopmeter report summary | outliers | tail | regression   (add --json for JSON)")
+    _show(run_demo(data, store), store, data)
+    return Exit.OK
+
+
+@app.command("run-all", help="Every stage on real data: ingest forgeloop and aggregate, ingest forge, report routing, "
+             "harvest survival, report survival, the catalog and the HTML report. " + EXIT_CODES_HELP)
+@command
+def run_all_command(
+    results: Annotated[Optional[Path], typer.Argument(help="ForgeLoop results directory (holds raw/).", show_default=False)] = None,
+    scenarios: Annotated[Optional[Path], typer.Option("--scenarios", help="ForgeLoop scenario files.")] = None,
+    forge: Annotated[Optional[Path], typer.Option("--forge", help="Forge store: dataset.sqlite or a .jsonl export.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Where ForgeLoop documents go (default: <warehouse>/aggregate).")] = None,
+    tier: Annotated[Optional[str], typer.Option("--tier", help="smoke, evidence or tail, for summary.json.")] = None,
+    horizon_days: Annotated[int, typer.Option("--horizon-days", help="Survival horizon, days.", min=0)] = 14,
+    include_temp: Annotated[bool, typer.Option("--include-temp", help="Also harvest repositories under the temporary directory.")] = False,
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    quiet: QuietOption = False,
+) -> int:
+    set_quiet(quiet)
+    from ..errors import LoopmeterError
+    from ..stages import run_all
+
+    if results is None and forge is None:
+        raise LoopmeterError("give RESULTS (ForgeLoop), --forge STORE (Forge), or both", Exit.USAGE)
+    store = open_warehouse(warehouse)
+    outcome = run_all(store, results=results, scenarios=scenarios, forge_store=forge, out=out, tier=tier,
+                      horizon_days=horizon_days, include_temp=include_temp, wait=wait)
+    _show(outcome, store, None)
+    if outcome.rejected or outcome.unharvested:
+        print(f"loopmeter: {outcome.rejected} inputs rejected, {outcome.unharvested} survival measurements pending a retry; "
+              "the rest is stored", file=sys.stderr)
+        return Exit.REJECTED
     return Exit.OK

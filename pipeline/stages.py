@@ -1,0 +1,97 @@
+"""Every stage in order, on real data (`loopmeter run-all`) or on the samples (`loopmeter demo`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .warehouse import Warehouse
+
+
+@dataclass
+class AllStages:
+    warehouse: Path
+    aggregate: Path
+    report: Path
+    steps: list[str] = field(default_factory=list)  # one line per stage, for people
+    texts: list[str] = field(default_factory=list)  # the Forge reports, as text
+    rejected: int = 0  # inputs rejected by the ingests
+    unharvested: int = 0  # integrations or tasks the harvest could not measure (tried again next time)
+    forgeloop: object = None  # the ForgeLoop aggregate (stage.Aggregated)
+
+
+def run_all(
+    warehouse: Warehouse,
+    *,
+    results: Path | None = None,
+    scenarios: Path | None = None,
+    forge_store: Path | None = None,
+    out: Path | None = None,
+    tier: str | None = None,
+    horizon_days: int = 14,
+    now: float | None = None,
+    include_temp: bool = False,
+    wait: bool = False,
+) -> AllStages:
+    """ingest forgeloop, aggregate; ingest forge, report routing, harvest survival, report
+    survival; the catalog and the HTML report — under one hold of the warehouse lock."""
+    from .catalog import refresh_catalog
+    from .html import build_page
+    from .warehouse import atomic_write_text
+
+    outcome = AllStages(warehouse.root, out or warehouse.root / "aggregate", warehouse.root / "report.html")
+    with warehouse.lock(wait=wait, command="run-all"):
+        if results is not None:
+            _forgeloop(warehouse, results, scenarios, tier, outcome)
+        if forge_store is not None:
+            _forge(warehouse, forge_store, horizon_days, now, include_temp, outcome)
+        refresh_catalog(warehouse)
+        atomic_write_text(outcome.report, build_page(warehouse))
+    outcome.steps.append(f"report html: {outcome.report}")
+    return outcome
+
+
+def _forgeloop(warehouse: Warehouse, results: Path, scenarios: Path | None, tier: str | None, outcome: AllStages) -> None:
+    from .forgeloop.ingest import ingest_forgeloop
+    from .forgeloop.stage import compute, store_tables, write_documents
+
+    ingested = ingest_forgeloop(warehouse, results, scenarios)
+    outcome.rejected += ingested.rejected
+    outcome.steps.append(
+        f"ingest forgeloop: {ingested.accepted + ingested.unchanged} runs in {len(ingested.run_sets)} run sets, "
+        f"{ingested.rejected} rejected"
+    )
+    aggregated = compute(warehouse, tier=tier)
+    write_documents(aggregated, outcome.aggregate)
+    store_tables(warehouse, aggregated.analysis, None)
+    outcome.forgeloop = aggregated
+    outcome.steps.append(f"aggregate: {len(aggregated.written)} ForgeLoop documents in {outcome.aggregate}")
+
+
+def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float | None, include_temp: bool,
+           outcome: AllStages) -> None:
+    from .forge.ingest import ingest_forge
+    from .forge.reports import (
+        routing_document, routing_frames, routing_scope, routing_text, survival_document, survival_frame, survival_text,
+    )
+    from .forge.survival import harvest, record
+    from .forge.tables import SURVIVAL
+
+    ingested = ingest_forge(warehouse, store_path)
+    outcome.rejected += ingested.rejected
+    outcome.steps.append(f"ingest forge: {ingested.stored} new events ({ingested.read} read, {ingested.rejected} rejected)")
+    scope = routing_scope(None, None)
+    routing = routing_document(warehouse, scope)
+    for name, frame in routing_frames(routing, scope).items():
+        warehouse.write_table(name, frame)
+    pairs = sum(1 for row in routing["randomized"] if "note" not in row)
+    outcome.steps.append(f"report routing: {len(routing['observational'])} observational rows, {pairs} randomized pairs")
+    harvested = harvest(warehouse, horizon_days=horizon_days, now=now, include_temp=include_temp)
+    recorded = record(warehouse, harvested)
+    outcome.unharvested += harvested.problems
+    outcome.steps.append(
+        f"harvest survival: {recorded} outcomes recorded ({harvested.git_processes} git processes"
+        + (f", {harvested.problems} could not be measured" if harvested.problems else "") + ")"
+    )
+    survival = survival_document(warehouse)
+    warehouse.write_table(SURVIVAL, survival_frame(survival))
+    outcome.texts += [routing_text(routing), survival_text(survival)]

@@ -1,0 +1,31 @@
+"""`loopmeter run-all`: every stage on real data, in one command."""
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+from pipeline.forge.samples import write_sample
+
+
+def test_run_all_on_the_corpus_and_a_forge_store(tmp_path, corpus):
+    info = write_sample(tmp_path / "forge", runs=60)
+    warehouse = tmp_path / "warehouse"
+    result = run_cli(
+        "run-all", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--forge", str(tmp_path / "forge" / "dataset.sqlite"),
+        "--include-temp", "--tier", "tail", warehouse=warehouse,
+    )
+    for stage in ("ingest forgeloop: 525 runs in 2 run sets", "aggregate: 16 ForgeLoop documents", "ingest forge:",
+                  "report routing:", "harvest survival:", "report html:"):
+        assert stage in result.stdout, stage
+    expected = corpus / "results" / "aggregate" / "codex-tail-repeat20-20260831"
+    for path in expected.glob("*.json"):
+        assert (warehouse / "aggregate" / "codex-tail-repeat20-20260831" / path.name).read_text() == path.read_text()
+    report = (warehouse / "report.html").read_text()
+    assert "First-pass rate per model and tier" in report and "Token distributions" in report
+    tasks = json.loads(run_cli("sql", "SELECT count(*) AS n FROM forge_tasks", "--format", "json", warehouse=warehouse).stdout)
+    assert tasks[0]["n"] > 100 and info["events"] > 1000
+
+
+def test_run_all_needs_something_to_run(tmp_path):
+    result = run_cli("run-all", warehouse=tmp_path / "w", check=2)
+    assert "give RESULTS (ForgeLoop), --forge STORE (Forge), or both" in result.stderr
