@@ -241,12 +241,15 @@ def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list
         run_set: set(zip(frame["source_path"], frame["content_hash"]))
         for (run_set,), frame in chunk.stored.partition_by("run_set_id", as_dict=True).items()
     }
-    new = pl.concat([pl.from_arrow(table) for table in tables]) if tables else empty_frame(ALL_RUN_COLUMNS)
+    rewritten = []
     for run_set in chunk.run_sets:
         wanted = {(row[2], row[9]) for row in chunk.by_run_set.get(run_set, []) if row[4] in ("accepted", "unchanged")}
         if wanted != stored_pairs.get(run_set, set()):
-            changed.append(run_set)
-            runs_table.write(_rebuilt_run_set(warehouse, run_set, new, chunk.by_run_set[run_set], rows))
+            rewritten.append(run_set)
+    if rewritten:
+        new = pl.concat([pl.from_arrow(table) for table in tables]) if tables else empty_frame(ALL_RUN_COLUMNS)
+        runs_table.write(_rebuilt_run_sets(warehouse, rewritten, new, chunk.by_run_set, rows))
+        changed += rewritten
     return list(rows.values())
 
 
@@ -336,13 +339,15 @@ def _stored(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame:
     return pl.read_parquet(files, columns=STORED_COLUMNS, hive_partitioning=False)
 
 
-def _rebuilt_run_set(warehouse: Warehouse, run_set: str, new: pl.DataFrame, rows: list[list], manifest: dict) -> pl.DataFrame:
-    """A changed run set's runs: its new rows, plus the stored rows of its unchanged files,
-    duplicates resolved in path order."""
-    frames = [new.filter(pl.col("run_set_id") == run_set)]
-    unchanged = [row[2] for row in rows if row[4] == "unchanged"]
-    if unchanged:
-        previous = warehouse.read_partition(RUNS, "run_set_id", run_set)
+def _rebuilt_run_sets(
+    warehouse: Warehouse, run_sets: list[str], new: pl.DataFrame, by_run_set: dict, manifest: dict
+) -> pl.DataFrame:
+    """The changed run sets' runs: their new rows, plus the stored rows of their unchanged
+    files, duplicates resolved in path order — for a whole chunk at once."""
+    frames = [new.filter(pl.col("run_set_id").is_in(run_sets))]
+    for run_set in run_sets:
+        unchanged = [row[2] for row in by_run_set[run_set] if row[4] == "unchanged"]
+        previous = warehouse.read_partition(RUNS, "run_set_id", run_set) if unchanged else None
         if previous is not None:
             frames.append(previous.filter(pl.col("source_path").is_in(unchanged)).select(new.columns).cast(new.schema))
     return _reject_duplicates(pl.concat(frames).sort("source_path"), manifest)

@@ -21,7 +21,7 @@ from ..frames import arrow_type
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
 
 ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
-BATCH = 1000
+BATCH = 2000
 PARALLEL_FROM = 4000  # fewer files than this are read in the calling process
 
 
