@@ -23,7 +23,6 @@ its line (JSON Lines) or rid (SQLite), the field and the rule (`forge_rejections
 """
 from __future__ import annotations
 
-import os
 import queue
 import tempfile
 import threading
@@ -391,25 +390,18 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
     for staged, (table, renamed) in PLAN_PARTS.items():
         names = ", ".join(f"p.{renamed.get(name, name)} AS {name}" for name, _, _ in t.columns(table))
         new_rows[table] = f"SELECT {names} FROM {staged} p WHERE p.position NOT IN (SELECT position FROM not_new)"
+    # A stored row of an event that is new again is left out: a run killed after it stored
+    # the per-event tables but before forge_events (which is written last) sees those events
+    # as new next time, and must not count them twice.
     for table in new_rows:
         if warehouse.has_table(table):
-            c.execute(f'CREATE OR REPLACE TEMP TABLE "stored_{table}" AS {warehouse.view_sql(table, absolute=True)}')
+            rid = "plan_rid" if table in PLAN_TABLES else "rid"
+            c.execute(f'CREATE OR REPLACE TEMP TABLE "stored_{table}" AS SELECT * FROM ({warehouse.view_sql(table, absolute=True)}) '
+                      f"WHERE {rid} NOT IN (SELECT rid FROM forge_new)")
         else:
             c.execute(f'CREATE OR REPLACE TEMP TABLE "stored_{table}" AS {new_rows[table]} LIMIT 0')
     with ThreadPoolExecutor(max_workers=1) as events_writer, ThreadPoolExecutor(max_workers=1) as tables_writer:
-        pending = None
-        with progress.bar("store forge_events", len(months)) as bar:
-            for month in months:
-                fresh = typed_frame(c.sql(
-                    f"SELECT {event_columns}, $source AS source, $now::TIMESTAMPTZ AS ingested_at FROM forge_new "
-                    "WHERE month = $month",
-                    params={"source": source, "now": now, "month": month},
-                ).pl(), t.EVENTS)
-                if pending is not None:
-                    pending.result()  # at most one month waits while the next is read
-                    bar.advance()
-                pending = events_writer.submit(write_month, month, fresh)
-        writes = [pending]
+        writes = []
         for table, select in new_rows.items():
             c.execute(f'CREATE OR REPLACE TEMP TABLE "new_{table}" AS {select}')
             combined = typed_frame(c.sql(f'SELECT * FROM "stored_{table}" UNION ALL SELECT * FROM "new_{table}"').pl(), table)
@@ -418,7 +410,24 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
             writes.append(tables_writer.submit(warehouse.write_table, table, combined))
         for table, frame in compute_summaries(c).items():
             writes.append(tables_writer.submit(warehouse.write_table, table, frame))
-        for future in writes:
+        # forge_events last, once everything derived from it is stored: it is what tells the
+        # next ingest which events are new
+        pending = None
+        with progress.bar("store forge_events", len(months)) as bar:
+            for month in months:
+                fresh = typed_frame(c.sql(
+                    f"SELECT {event_columns}, $source AS source, $now::TIMESTAMPTZ AS ingested_at FROM forge_new "
+                    "WHERE month = $month",
+                    params={"source": source, "now": now, "month": month},
+                ).pl(), t.EVENTS)
+                if pending is None:
+                    for future in writes:
+                        future.result()
+                else:
+                    pending.result()  # at most one month waits while the next is read
+                    bar.advance()
+                pending = events_writer.submit(write_month, month, fresh)
+        for future in [*writes, pending]:
             if future is not None:
                 future.result()
 

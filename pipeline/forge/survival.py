@@ -82,7 +82,7 @@ class HarvestResult:
 
 
 def read_state(warehouse: Warehouse) -> State:
-    connection = connect(warehouse, [t.INTEGRATIONS, t.REPOS, t.MERGES, t.ATTEMPT_EVENTS, t.OUTCOMES])
+    connection = connect(warehouse, [t.INTEGRATIONS, t.REPOS, t.MERGES, t.ATTEMPT_EVENTS, t.OUTCOMES, t.EVENTS])
     try:
         integrations = run_query(connection, "forge_harvest_integrations").to_dicts()
         merges = {
@@ -91,7 +91,10 @@ def read_state(warehouse: Warehouse) -> State:
             for row in run_query(connection, "forge_harvest_merges").iter_rows(named=True)
         }
         bases = dict(run_query(connection, "forge_harvest_bases").iter_rows())
-        have = set(connection.sql("SELECT rid FROM forge_outcomes").pl()["rid"].to_list())
+        # recorded = in both tables: a harvest killed between its two writes records it again
+        have = set(connection.sql(
+            "SELECT o.rid FROM forge_outcomes o JOIN (SELECT rid FROM forge_events WHERE kind = 'outcome') e USING (rid)"
+        ).pl()["rid"].to_list())
     finally:
         connection.close()
     return State(integrations, merges, bases, have)
@@ -370,18 +373,20 @@ def record(warehouse: Warehouse, result: HarvestResult) -> int:
         "data": [json.dumps(o["data"], separators=(",", ":")) for o in result.outcomes],
         "source": "harvest", "ingested_at": [datetime.now(timezone.utc)] * len(result.outcomes), "month": month,
     }, schema_overrides={"ts": pl.Datetime("us", "UTC"), "ingested_at": pl.Datetime("us", "UTC")}), t.EVENTS)
-    previous = warehouse.read_partition(t.EVENTS, "month", month)
-    if previous is not None:
-        events = pl.concat([typed_frame(previous, t.EVENTS), events])
-    warehouse.write_table(t.EVENTS, events, partition_by="month", keep_partitions=True)
     rows = typed_frame(pl.DataFrame([_outcome_row(o, now) for o in result.outcomes], infer_schema_length=None,
                                     schema_overrides={"recorded": pl.Datetime("us", "UTC"),
                                                       "integrated": pl.Datetime("us", "UTC"),
                                                       "horizon": pl.Datetime("us", "UTC")}), t.OUTCOMES)
+    # both tables replace any copy of an outcome a killed harvest left in one of them (the next
+    # harvest counts an outcome as recorded only when both hold it), so an outcome is one row each
     current = warehouse.read(t.OUTCOMES)
     if current is not None:
-        rows = pl.concat([typed_frame(current, t.OUTCOMES), rows])
+        rows = pl.concat([typed_frame(current, t.OUTCOMES).filter(~pl.col("rid").is_in(rows["rid"].to_list())), rows])
     warehouse.write_table(t.OUTCOMES, rows)
+    previous = warehouse.read_partition(t.EVENTS, "month", month)
+    if previous is not None:
+        events = pl.concat([typed_frame(previous, t.EVENTS).filter(~pl.col("rid").is_in(events["rid"].to_list())), events])
+    warehouse.write_table(t.EVENTS, events, partition_by="month", keep_partitions=True)
     return len(result.outcomes)
 
 
