@@ -27,5 +27,14 @@ def test_run_all_on_the_corpus_and_a_forge_store(tmp_path, corpus):
 
 
 def test_run_all_needs_something_to_run(tmp_path):
-    result = run_cli("run-all", warehouse=tmp_path / "w", check=2)
+    result = run_cli("run-all", "--json", warehouse=tmp_path / "w", check=2)
     assert "give RESULTS (ForgeLoop), --forge STORE (Forge), or both" in result.stderr
+
+
+def test_run_all_json_lists_the_stages(tmp_path):
+    write_sample(tmp_path / "forge", runs=20, git=False)
+    printed = run_cli("run-all", "--forge", str(tmp_path / "forge" / "export.jsonl"), "--json", warehouse=tmp_path / "w").stdout
+    outcome = json.loads(printed)
+    assert [step.split(":")[0] for step in outcome["steps"]] == [
+        "ingest forge", "report routing", "harvest survival", "report html"]
+    assert outcome["rejected"] == 0 and outcome["report"].endswith("report.html")

@@ -9,7 +9,19 @@ import typer
 
 from ..cli import app
 from ..errors import EXIT_CODES_HELP, Exit
-from .common import QuietOption, WaitOption, WarehouseOption, command, open_warehouse, set_quiet
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, open_warehouse, print_json, set_quiet
+
+
+def _as_json(outcome, data: Path | None) -> dict:
+    return {
+        "steps": outcome.steps,
+        "sample": None if data is None else str(data / "sample"),
+        "warehouse": str(outcome.warehouse),
+        "aggregate": str(outcome.aggregate),
+        "report": str(outcome.report),
+        "rejected": outcome.rejected,
+        "unharvested": outcome.unharvested,
+    }
 
 
 def _show(outcome, store, data: Path | None) -> None:
@@ -43,12 +55,17 @@ def demo_command(
     data: Annotated[Path, typer.Option("--data", help="Where the sample data goes.")] = Path("data"),
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
+    json: JsonOption = False,
 ) -> int:
-    set_quiet(quiet)
+    set_quiet(quiet or json)
     from ..demo import run_demo
 
     store = open_warehouse(warehouse)
-    _show(run_demo(data, store), store, data)
+    outcome = run_demo(data, store)
+    if json:
+        print_json(_as_json(outcome, data), 2)
+    else:
+        _show(outcome, store, data)
     return Exit.OK
 
 
@@ -66,8 +83,9 @@ def run_all_command(
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
+    json: JsonOption = False,
 ) -> int:
-    set_quiet(quiet)
+    set_quiet(quiet or json)
     from ..errors import LoopmeterError
     from ..stages import run_all
 
@@ -76,7 +94,10 @@ def run_all_command(
     store = open_warehouse(warehouse)
     outcome = run_all(store, results=results, scenarios=scenarios, forge_store=forge, out=out, tier=tier,
                       horizon_days=horizon_days, include_temp=include_temp, wait=wait)
-    _show(outcome, store, None)
+    if json:
+        print_json(_as_json(outcome, None), 2)
+    else:
+        _show(outcome, store, None)
     if outcome.rejected or outcome.unharvested:
         print(f"loopmeter: {outcome.rejected} inputs rejected, {outcome.unharvested} survival measurements pending a retry; "
               "the rest is stored", file=sys.stderr)
