@@ -116,28 +116,24 @@ def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: 
     return Exit.OK
 
 
-@report_app.command("outliers", help="Token outliers (TOKEN_IQR_1_5) with their runaway signals.")
-@command
-def report_outliers(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
-    return _report("outliers", run_set, warehouse, json)
+REPORT_HELP = {
+    "outliers": "Token outliers (TOKEN_IQR_1_5) with their runaway signals.",
+    "tail": "Tail interpretation: paired vs distribution p95 of adaptive against direct.",
+    "summary": "Per run set and scenario: comparisons, light objectives, mode aggregates.",
+    "regression": "Efficiency regression check against the light objectives (observational).",
+}
 
 
-@report_app.command("tail", help="Tail interpretation: paired vs distribution p95 of adaptive against direct.")
-@command
-def report_tail(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
-    return _report("tail", run_set, warehouse, json)
+def _report_command(name: str):
+    def report(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
+        return _report(name, run_set, warehouse, json)
+
+    report.__name__ = f"report_{name}"
+    return command(report)
 
 
-@report_app.command("summary", help="Per run set and scenario: comparisons, light objectives, mode aggregates.")
-@command
-def report_summary(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
-    return _report("summary", run_set, warehouse, json)
-
-
-@report_app.command("regression", help="Efficiency regression check against the light objectives (observational).")
-@command
-def report_regression(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
-    return _report("regression", run_set, warehouse, json)
+for _name, _help in REPORT_HELP.items():
+    report_app.command(_name, help=_help + " --json prints what ForgeLoop's script prints.")(_report_command(_name))
 
 
 @report_app.command("html", help="One self-contained HTML page with charts (no network needed to view it).")
