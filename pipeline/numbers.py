@@ -37,15 +37,6 @@ def js_round4(value: float | int | None) -> float | int | None:
     return rounded if rounded != 0 else 0.0
 
 
-def js_number(value: float | int | None) -> float | int | None:
-    """A number as JSON.stringify would show it: integral values become ints."""
-    if value is None or isinstance(value, (bool, int)):
-        return value
-    if math.isfinite(value) and value == int(value) and abs(value) < 1e21:
-        return int(value)
-    return value
-
-
 def _ten_thousand_like(column: "pl.Expr") -> "pl.Expr":
     """A column of 10^4. polars divides by a scalar as a multiplication by its reciprocal,
     which is not correctly rounded (1234567891 / 1e4 came out as 123456.78910000001);

@@ -21,7 +21,6 @@ import secrets
 import shutil
 import socket
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -222,17 +221,6 @@ class Warehouse:
                 if version.resolve() != current:
                     shutil.rmtree(version, ignore_errors=True)
 
-    def replace_file(self, relative: str, content: bytes) -> Path:
-        """Write a file under the warehouse atomically (write aside, then rename)."""
-        target = self.root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
-        return target
 
 
 class TableBuilder:
@@ -309,7 +297,3 @@ def atomic_write_text(path: Path, text: str) -> None:
     finally:
         if temporary.exists():
             temporary.unlink()
-
-
-def elapsed(start: float) -> str:
-    return f"{time.perf_counter() - start:.2f}s"

@@ -11,7 +11,6 @@ it is never migrated, never written, and a writer holding it is waited for only
 """
 from __future__ import annotations
 
-import os
 import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field

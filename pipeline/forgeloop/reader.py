@@ -1,8 +1,8 @@
 """Reading run files: bytes -> hash -> JSON -> validated row, in batches, on every core.
 
-`read_runs(results, todo, max_file_bytes)` takes the files an ingest has to read and
-returns, per file, its verdict (accepted, unchanged or rejected with field and rule) and
-its content hash, plus the accepted rows as Arrow tables. Batches of files go to worker
+`RunReader(...).submit(todo)` starts reading the files an ingest has to read; its result
+is, per file, its verdict (accepted, unchanged or rejected with field and rule) and its
+content hash, plus the accepted rows as Arrow tables. Batches of files go to worker
 processes when there are enough of them to pay for it; each worker returns a compact
 Arrow table, never a list of Python rows.
 """
@@ -139,11 +139,3 @@ class RunReader:
 
     def read(self, todo: list[ToRead]) -> tuple[list[Verdict], list[pa.Table]]:
         return self.submit(todo)()
-
-
-def read_runs(
-    results: str, todo: list[ToRead], max_file_bytes: int, advance: Callable[[int], None] = lambda n: None
-) -> tuple[list[Verdict], list[pa.Table]]:
-    """Read `todo` at once: verdicts in its order, and the accepted rows as Arrow tables."""
-    with RunReader(results, max_file_bytes, len(todo), advance) as reader:
-        return reader.read(todo)
