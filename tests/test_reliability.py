@@ -247,3 +247,45 @@ def test_a_killed_harvest_records_each_outcome_once_next_time(tmp_path, point):
         assert events == recorded and len(set(events)) == len(events) > 0
         outcomes[name] = recorded
     assert outcomes["killed"] == outcomes["clean"]
+
+
+# ---- hostile Forge store rows ------------------------------------------------------------------
+@st.composite
+def mutated_streams(draw):
+    from pipeline.forge.samples import routing_events
+
+    events = [dict(event, data=dict(event["data"])) for event in routing_events(3, seed=draw(st.integers(0, 5)))]
+    for _ in range(draw(st.integers(1, 6))):
+        event = events[draw(st.integers(0, len(events) - 1))]
+        target = event["data"] if draw(st.booleans()) and isinstance(event.get("data"), dict) and event["data"] else event
+        key = draw(st.sampled_from(sorted(target)))
+        if draw(st.booleans()):
+            target[key] = draw(json_values)
+        else:
+            del target[key]
+    lines = [json.dumps(event) for event in events]
+    for _ in range(draw(st.integers(0, 2))):  # a line that is not a JSON object at all
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(["{", "[1, 2]", "null", '"text"', "{\"rid\": 5}"])))
+    return lines
+
+
+@given(mutated_streams())
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_fuzzed_forge_lines_never_crash_and_are_all_accounted_for(lines):
+    from pipeline.forge.ingest import ingest_forge
+
+    directory = Path(tempfile.mkdtemp())
+    try:
+        export = directory / "export.jsonl"
+        export.write_text("\n".join(lines) + "\n")
+        warehouse = Warehouse(directory / "warehouse")
+        with warehouse.lock():
+            result = ingest_forge(warehouse, export)
+        assert result.read == len(lines)
+        assert result.stored + result.duplicates + result.rejected + result.repo_lines == result.read
+        assert all(r.field and r.rule and "\n" not in r.rule for r in result.rejections)
+        assert all(r.line is not None and 1 <= r.line <= len(lines) for r in result.rejections)
+        stored = Warehouse(directory / "warehouse").read("forge_events")
+        assert stored.height == result.stored and stored["rid"].n_unique() == stored.height
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
