@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
-from pipeline.forgeloop import runner
+from pipeline.forgeloop import run_document, runner
 from pipeline.forgeloop.schema import RunRejected
 from pipeline.jsjson import dumps
 from pipeline.warehouse import Warehouse
@@ -440,7 +440,7 @@ ENVIRONMENT = {"environmentClass": "py-env", "nodeVersion": "3.11.7", "os": "lin
 
 
 def build(answer, mode="forgeloopAdaptive", revision="abc123"):
-    return runner.build_run(answer=answer, run_set_id="rs", scenario=SCENARIO, mode=mode, run_index=3,
+    return run_document.build_run(answer=answer, run_set_id="rs", scenario=SCENARIO, mode=mode, run_index=3,
                             wall_clock_ms=12.5, recorded_at="2026-09-01T00:00:00.000Z", revision=revision,
                             environment=ENVIRONMENT)
 
