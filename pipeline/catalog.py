@@ -47,18 +47,29 @@ def refresh_catalog(warehouse: Warehouse) -> Path:
     connection = duckdb.connect(str(temporary))
     try:
         connection.execute(f"SET file_search_path = {_quote(str(warehouse.root))}")
-        for name in warehouse.table_names():
-            connection.execute(f'CREATE VIEW "{name}" AS {warehouse.view_sql(name, absolute=False)}')
-            description, columns = docs.get(name, ("(undocumented table)", []))
-            connection.execute(f'COMMENT ON VIEW "{name}" IS {_quote(description)}')
-            comments = {column: comment for column, _, comment in columns}
-            present = [row[0] for row in connection.sql(f'DESCRIBE "{name}"').fetchall()]
-            for column in present:
-                comment = comments.get(column)
-                if comment is None:
-                    print(f"loopmeter: warning: {name}.{column} has no documentation", file=sys.stderr)
-                    comment = "(undocumented)"
-                connection.execute(f'COMMENT ON COLUMN "{name}"."{column}" IS {_quote(comment)}')
+        names = warehouse.table_names()
+        # one script each for the views and for the comments: a statement at a time is slow
+        connection.execute("BEGIN TRANSACTION")  # one commit for everything: a commit per statement is slow
+        if names:
+            connection.execute(";\n".join(f'CREATE VIEW "{name}" AS {warehouse.view_sql(name, absolute=False)}' for name in names))
+        present = connection.sql(
+            "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "ORDER BY table_name, column_index"
+        ).fetchall()
+        statements = []
+        for name in names:
+            description, _ = docs.get(name, ("(undocumented table)", []))
+            statements.append(f'COMMENT ON VIEW "{name}" IS {_quote(description)}')
+        comments = {(name, column): comment for name, (_, columns) in docs.items() for column, _, comment in columns}
+        for name, column in present:
+            comment = comments.get((name, column))
+            if comment is None:
+                print(f"loopmeter: warning: {name}.{column} has no documentation", file=sys.stderr)
+                comment = "(undocumented)"
+            statements.append(f'COMMENT ON COLUMN "{name}"."{column}" IS {_quote(comment)}')
+        if statements:
+            connection.execute(";\n".join(statements))
+        connection.execute("COMMIT")
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
