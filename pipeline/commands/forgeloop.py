@@ -74,8 +74,8 @@ def aggregate_command(
     from ..forgeloop.stage import compute, store_tables, write_documents
 
     store = open_warehouse(warehouse)
+    result = compute(store, run_set, tier)  # reads whole table versions: needs no lock
     with store.lock(wait=wait, command="aggregate"):
-        result = compute(store, run_set, tier)
         write_documents(result, out or store.root / "aggregate")
         store_tables(store, result.analysis, run_set)
         refresh_catalog(store)
