@@ -397,7 +397,7 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
         if warehouse.has_table(table):
             rid = "plan_rid" if table in PLAN_TABLES else "rid"
             c.execute(f'CREATE OR REPLACE TEMP TABLE "stored_{table}" AS SELECT * FROM ({warehouse.view_sql(table, absolute=True)}) '
-                      f"WHERE {rid} NOT IN (SELECT rid FROM forge_new)")
+                      f"WHERE {rid} NOT IN (SELECT rid FROM forge_new WHERE rid IS NOT NULL)")
         else:
             c.execute(f'CREATE OR REPLACE TEMP TABLE "stored_{table}" AS {new_rows[table]} LIMIT 0')
     with ThreadPoolExecutor(max_workers=1) as events_writer, ThreadPoolExecutor(max_workers=1) as tables_writer:
