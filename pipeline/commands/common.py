@@ -74,6 +74,17 @@ def print_json(value: Any, indent: int | None = None) -> None:
     sys.stdout.write(dumps(value, indent) + "\n")
 
 
+SHOWN_REJECTIONS = 20
+
+
+def print_rejections(lines: list[str], total: int, table: str) -> None:
+    """The first rejections, one line each, on stderr; the rest counted, and where to find them."""
+    for line in lines[:SHOWN_REJECTIONS]:
+        print(line, file=sys.stderr)
+    if total > SHOWN_REJECTIONS:
+        print(f"... and {total - SHOWN_REJECTIONS} more (all in the {table} table, or --json)", file=sys.stderr)
+
+
 def note(message: str) -> None:
     """A line of chatter on stderr, unless --quiet."""
     from .. import progress

@@ -9,9 +9,11 @@ import typer
 
 from ..cli import harvest_app, ingest_app, report_app
 from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
-from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, open_warehouse, set_quiet
+from .common import (
+    SHOWN_REJECTIONS, JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, open_warehouse, print_rejections,
+    set_quiet,
+)
 
-SHOWN_REJECTIONS = 20
 RepoOption = Annotated[Optional[Path], typer.Option("--repo", help="Only this repository (its path).", show_default=False)]
 
 
@@ -60,11 +62,8 @@ def ingest_forge_command(
 
         print(routing_json(result.as_dict()))
     else:
-        for rejection in result.rejections[:SHOWN_REJECTIONS]:
-            print(f"rejected {rejection.where(result.source)}: {rejection.field}: {rejection.rule}", file=sys.stderr)
-        if result.rejected > SHOWN_REJECTIONS:
-            print(f"... and {result.rejected - SHOWN_REJECTIONS} more (all in the forge_rejections table, or --json)",
-                  file=sys.stderr)
+        print_rejections([f"rejected {r.where(result.source)}: {r.field}: {r.rule}" for r in result.rejections],
+                         result.rejected, "forge_rejections")
         unknown = ", ".join(f"{kind} {count}" for kind, count in sorted(result.unknown_kinds.items()))
         print(f"{result.read} {'rows' if result.format == 'sqlite' else 'lines'} read: {result.stored} new events, "
               f"{result.duplicates} already stored, {result.rejected} rejected, {result.repos} repositories"

@@ -9,10 +9,11 @@ import typer
 
 from ..cli import app, ingest_app, report_app
 from ..errors import EXIT_CODES_HELP, Exit
-from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, open_warehouse, print_json, set_quiet
+from .common import (
+    JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, open_warehouse, print_json, print_rejections, set_quiet,
+)
 
 RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")]
-SHOWN_REJECTIONS = 20
 SHOWN_RUN_SETS = 10
 
 
@@ -40,10 +41,8 @@ def ingest_forgeloop_command(
     if json:
         print_json(result.as_dict(), 2)
     else:
-        for path, field, reason in result.rejections[:SHOWN_REJECTIONS]:
-            print(f"rejected {path}: {field}: {reason}", file=sys.stderr)
-        if result.rejected > SHOWN_REJECTIONS:
-            print(f"... and {result.rejected - SHOWN_REJECTIONS} more (all in the ingest_manifest table, or --json)", file=sys.stderr)
+        print_rejections([f"rejected {path}: {field}: {reason}" for path, field, reason in result.rejections],
+                         result.rejected, "ingest_manifest")
         print(
             f"{result.seen} files: {result.accepted} accepted, {result.unchanged} unchanged, {result.rejected} rejected; "
             f"run sets {', '.join(result.run_sets) or '-'}"
