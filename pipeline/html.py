@@ -63,12 +63,14 @@ def _legend() -> str:
     ) + "</p>"
 
 
-def forgeloop_sections(warehouse: Warehouse, run_set: str | None) -> list[Section]:
+def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None) -> list[Section]:
+    """`result`: the aggregate a stage computed already (stage.Aggregated), else computed here."""
     from .forgeloop.stage import compute
 
     if not warehouse.has_table("runs"):
         return [Section("ForgeLoop benchmarks", "No ForgeLoop runs in this warehouse yet.", "")]
-    result = compute(warehouse, run_set)
+    if result is None:
+        result = compute(warehouse, run_set)
     analysis = result.analysis
     chosen = run_set or max(analysis.mode_runs.group_by("run_set_id").agg(pl.col("run_count").sum()).sort("run_count", "run_set_id").rows())[0]
     runs = warehouse.read_partition("runs", "run_set_id", chosen)
@@ -162,8 +164,9 @@ def forge_sections(warehouse: Warehouse) -> list[Section]:
     return sections
 
 
-def build_page(warehouse: Warehouse, run_set: str | None = None) -> str:
+def build_page(warehouse: Warehouse, run_set: str | None = None, forgeloop=None) -> str:
+    """The page; `forgeloop` is an aggregate already computed (run-all), so it is not computed twice."""
     page = Page("loopmeter report")
-    page.sections += forgeloop_sections(warehouse, run_set)
+    page.sections += forgeloop_sections(warehouse, run_set, forgeloop)
     page.sections += forge_sections(warehouse)
     return page.render()

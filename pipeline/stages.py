@@ -45,14 +45,14 @@ def run_all(
         if forge_store is not None:
             _forge(warehouse, forge_store, horizon_days, now, include_temp, outcome)
         refresh_catalog(warehouse)
-        atomic_write_text(outcome.report, build_page(warehouse))
+        atomic_write_text(outcome.report, build_page(warehouse, forgeloop=outcome.forgeloop))
     outcome.steps.append(f"report html: {outcome.report}")
     return outcome
 
 
 def _forgeloop(warehouse: Warehouse, results: Path, scenarios: Path | None, tier: str | None, outcome: AllStages) -> None:
     from .forgeloop.ingest import ingest_forgeloop
-    from .forgeloop.stage import compute, store_tables, write_documents
+    from .forgeloop.stage import compute, publish
 
     ingested = ingest_forgeloop(warehouse, results, scenarios)
     outcome.rejected += ingested.rejected
@@ -61,8 +61,7 @@ def _forgeloop(warehouse: Warehouse, results: Path, scenarios: Path | None, tier
         f"{ingested.rejected} rejected"
     )
     aggregated = compute(warehouse, tier=tier)
-    write_documents(aggregated, outcome.aggregate)
-    store_tables(warehouse, aggregated.analysis, None)
+    publish(warehouse, aggregated, outcome.aggregate)
     outcome.forgeloop = aggregated
     outcome.steps.append(f"aggregate: {len(aggregated.written)} ForgeLoop documents in {outcome.aggregate}")
 

@@ -70,13 +70,12 @@ def aggregate_command(
 ) -> int:
     set_quiet(quiet or json)
     from ..catalog import refresh_catalog
-    from ..forgeloop.stage import compute, store_tables, write_documents
+    from ..forgeloop.stage import compute, publish
 
     store = open_warehouse(warehouse)
     result = compute(store, run_set, tier)  # reads whole table versions: needs no lock
     with store.lock(wait=wait, command="aggregate"):
-        write_documents(result, out or store.root / "aggregate")
-        store_tables(store, result.analysis, run_set)
+        publish(store, result, out or store.root / "aggregate", run_set)
         refresh_catalog(store)
     if json:
         print_json(result.as_dict(), 2)

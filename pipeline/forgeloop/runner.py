@@ -529,7 +529,7 @@ def aggregate_run_set(execution: Execution, scenarios_dir: Path, warehouse_root:
     from ..catalog import refresh_catalog
     from ..warehouse import Warehouse
     from .ingest import ingest_forgeloop
-    from .stage import compute, store_tables, write_documents
+    from .stage import compute, publish
 
     store = Warehouse(warehouse_root)
     prefix = f"raw/{execution.run_set_id}/"
@@ -542,8 +542,7 @@ def aggregate_run_set(execution: Execution, scenarios_dir: Path, warehouse_root:
                 raise LoopmeterError(f"ingest rejected {path}: {field_name}: {reason} ({len(own)} rejected in the run set)")
             execution.other_rejections = len(ingested.rejections)
             result = compute(store, execution.run_set_id, execution.tier)
-            write_documents(result, execution.paths.results / "aggregate")
-            store_tables(store, result.analysis, execution.run_set_id)
+            publish(store, result, execution.paths.results / "aggregate", execution.run_set_id)
             refresh_catalog(store)
     except WarehouseBusy as error:  # only the lock raises it
         raise WarehouseBusy(

@@ -62,6 +62,13 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     return Aggregated(analysis, build_documents(analysis, expected_profiles(warehouse), tier))
 
 
+def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | None = None) -> None:
+    """What `aggregate` produces from a computed result: the documents under `out` and the
+    forgeloop_* tables (the caller holds the warehouse lock)."""
+    write_documents(result, out)
+    store_tables(warehouse, result.analysis, run_set)
+
+
 def write_documents(result: Aggregated, out: Path) -> None:
     """`out/<runSetId>/<scenarioId>.json` and `summary.json`, each replaced atomically."""
     for docs in result.documents:
