@@ -289,3 +289,15 @@ def test_fuzzed_forge_lines_never_crash_and_are_all_accounted_for(lines):
         assert stored.height == result.stored and stored["rid"].n_unique() == stored.height
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_jsonl_export_whose_first_line_is_broken_still_loads(tmp_path):
+    from pipeline.forge.samples import routing_events
+
+    events = routing_events(1)
+    export = tmp_path / "export.jsonl"
+    export.write_text("\n".join(["[1, 2]", *(json.dumps(event) for event in events)]) + "\n")
+    result = run_cli("ingest", "forge", str(export), "--json", warehouse=tmp_path / "w", check=3)
+    outcome = json.loads(result.stdout)
+    assert outcome["stored"] == len(events) and outcome["rejected"] == 1
+    assert outcome["rejections"][0]["line"] == 1

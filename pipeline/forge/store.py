@@ -68,7 +68,9 @@ def detect_format(path: Path) -> str:
     if head.startswith(SQLITE_MAGIC):
         return "sqlite"
     stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
-    if stripped.startswith(b"{") or (not stripped and path.suffix in (".jsonl", ".ndjson")):
+    if stripped.startswith(b"{") or path.suffix in (".jsonl", ".ndjson"):
+        # a .jsonl file is an export even when its first line is broken: that line is
+        # rejected with its number and the rest loads
         return "jsonl"
     if path.suffix in (".sqlite", ".sqlite3", ".db"):
         raise StoreError(f"{path}: is not a SQLite database (it does not start with the SQLite header)")
