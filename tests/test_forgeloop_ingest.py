@@ -241,3 +241,46 @@ def test_ingest_can_be_limited_to_some_run_sets(tmp_path):
     assert stored_runs(tmp_path / "w")["run_set_id"].to_list() == ["rs-one"]
     missing = run_cli("ingest", "forgeloop", str(results), "--run-set", "rs-nine", warehouse=tmp_path / "w", check=1)
     assert f"no run set folder rs-nine in {results / 'raw'}" in missing.stderr
+
+
+def _heavy_imports(stderr: str) -> set[str]:
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines() if "|" in line}
+    return imported & {"polars", "duckdb", "pyarrow"}
+
+
+def test_unchanged_tree_is_answered_from_the_last_ingest_without_the_dataframe_stack(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    warehouse = tmp_path / "w"
+    results = write_tree(tmp_path / "results", [GOOD, run(index=2, tokens=2000), edited(run(index=3), "usage.totalTokens", -1)],
+                         scenarios={"small-bug-fix": "light"})
+    scenarios = results / "scenarios"
+    command = [sys.executable, "-X", "importtime", "-m", "pipeline", "ingest", "forgeloop", str(results),
+               "--scenarios", str(scenarios), "--warehouse", str(warehouse)]
+    first = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert first.returncode == 3 and "3 files: 2 accepted, 0 unchanged, 1 rejected" in first.stdout, first.stdout + first.stderr
+    versions = {name: os.readlink(warehouse / name) for name in ("runs", "ingest_manifest", "scenarios")}
+    again = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    # the same verdicts (the rejection too, exit 3), nothing written, no polars/DuckDB/pyarrow
+    assert again.returncode == 3
+    assert "3 files: 0 accepted, 2 unchanged, 1 rejected; run sets rs-test; 1 scenarios" in again.stdout
+    assert "rejected raw/rs-test/small-bug-fix/direct/run-003.json: usage.totalTokens: must be" in again.stderr
+    assert not _heavy_imports(again.stderr), _heavy_imports(again.stderr)
+    assert {name: os.readlink(warehouse / name) for name in versions} == versions
+    # a touched scenario file, a touched run file, a table written by someone else: a real ingest
+    os.utime(scenarios / "small-bug-fix.json", ns=(5, 5))  # same bytes: read again, nothing new
+    touched = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert "3 files: 0 accepted, 2 unchanged, 1 rejected" in touched.stdout and _heavy_imports(touched.stderr)
+    os.utime(results / "raw" / "rs-test" / "small-bug-fix" / "direct" / "run-002.json", ns=(5, 5))
+    assert _heavy_imports(subprocess.run(command, capture_output=True, text=True, cwd=ROOT).stderr)
+    assert not _heavy_imports(subprocess.run(command, capture_output=True, text=True, cwd=ROOT).stderr)
+    other = write_tree(tmp_path / "elsewhere", [run(run_set="rs-two", tokens=4000)])
+    ingest_forgeloop(Warehouse(warehouse), other)
+    after_other = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert "3 files: 0 accepted, 2 unchanged, 1 rejected" in after_other.stdout and _heavy_imports(after_other.stderr)
+    # other options are another question, answered by a real ingest
+    limited = subprocess.run([*command, "--max-file-mb", "8"], capture_output=True, text=True, cwd=ROOT)
+    assert "0 accepted, 2 unchanged, 1 rejected" in limited.stdout and _heavy_imports(limited.stderr)

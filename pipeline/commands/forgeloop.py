@@ -17,6 +17,11 @@ RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only thi
 SHOWN_RUN_SETS = 10
 
 
+def _names(run_sets: list[str]) -> str:
+    shown = ", ".join(run_sets[:SHOWN_RUN_SETS]) or "-"
+    return shown + (f" and {len(run_sets) - SHOWN_RUN_SETS} more" if len(run_sets) > SHOWN_RUN_SETS else "")
+
+
 @ingest_app.command("forgeloop", help="Read ForgeLoop run files (RESULTS/raw/<runSetId>/**/*.json) into the warehouse. " + EXIT_CODES_HELP)
 @command
 def ingest_forgeloop_command(
@@ -45,7 +50,7 @@ def ingest_forgeloop_command(
                          result.rejected, "ingest_manifest")
         print(
             f"{result.seen} files: {result.accepted} accepted, {result.unchanged} unchanged, {result.rejected} rejected; "
-            f"run sets {', '.join(result.run_sets) or '-'}"
+            f"run sets {_names(result.run_sets)}"
             + (f"; {result.scenarios} scenarios" if scenarios is not None else "")
             + f" -> {store.root}"
         )

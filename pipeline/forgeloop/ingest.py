@@ -5,37 +5,35 @@ rebuilt from its files (a changed file replaces its run, a removed file drops it
 sets not found there are left alone. A file whose size and modification time match the
 last ingest (or whose bytes hash the same) is not parsed again. Every `*.json` seen gets a
 row in `ingest_manifest`: accepted, unchanged, or rejected with the field and the rule.
+
+This module is the light half (standard library only, so an unchanged tree is answered
+without importing polars, DuckDB or pyarrow): it walks the tree, and when every file
+still has the size and modification time the last ingest of this RESULTS saw, the
+scenario files too, and the tables are still the versions that ingest wrote, it reports
+that ingest's verdicts again and writes nothing. Otherwise `ingest_runs.py` does the work.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
-import polars as pl
-
-from .. import progress
+from .. import SCHEMA_VERSION, __version__
 from ..config import DEFAULT_MAX_FILE_BYTES
 from ..errors import LoopmeterError
-from ..faults import checkpoint
-from ..frames import empty_frame, frame_from_rows
-from ..warehouse import Warehouse
+from ..warehouse import Warehouse, atomic_write_text
 from .contract import RUN_SET_ID, RUN_SET_RULE
-from .scenarios import SCENARIO_COLUMNS, read_scenarios
-from .tables import MANIFEST_COLUMNS
-from .reader import ALL_RUN_COLUMNS, PARALLEL_FROM, RunReader, ToRead
 
 RUNS = "runs"
 MANIFEST = "ingest_manifest"
 SCENARIOS = "scenarios"
-RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]
-DUPLICATE = "duplicate"
+STATE_DIR = ".state"  # in the warehouse: what the last ingest of each RESULTS saw
 
 
-
-@dataclass
+@dataclass(slots=True)
 class SeenFile:
     path: str  # relative to the results directory
     run_set_id: str | None
@@ -77,63 +75,72 @@ class IngestResult:
 
 def discover(results: Path) -> Iterator[SeenFile]:
     """Every `*.json` below `results/raw/`, in path order (so each run set's files come
-    together); problems of place noted. Walks lazily: nothing is held but the current path."""
+    together); problems of place noted. Lazy by run set: one run set's files are held at a time."""
+    for found in discover_by_run_set(results):
+        yield from found
+
+
+def discover_by_run_set(results: Path) -> Iterator[list[SeenFile]]:
+    """`discover`'s files, a list per entry of `raw/` (a run set folder, or a stray file)."""
     raw = results / "raw"
     if not raw.is_dir():
         raise LoopmeterError(f"{raw} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json")
-    root = str(results.resolve())
-    visited: set[str] = set()
+    walker = _Walker(str(results.resolve()))
+    raw_real = os.path.realpath(raw)
+    entries = walker.entries(str(raw), "raw", None, found := [])
+    if found:
+        yield found
+    for entry in entries:
+        found = []
+        walker.visit(entry, raw_real, "raw", None, None, found)
+        yield found
 
-    def walk(directory: str, relative: str, run_set: str | None, folder_problem: tuple[str, str] | None) -> Iterator[SeenFile]:
+
+class _Walker:
+    """The recursive walk below one run set folder, appending to a list (a generator per
+    level costs more than the system calls)."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.visited: set[str] = set()  # real paths of the directories walked (a symlink may lead back)
+
+    @staticmethod
+    def entries(directory: str, relative: str, run_set: str | None, found: list[SeenFile]) -> list[os.DirEntry]:
         try:
-            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+            return sorted(os.scandir(directory), key=lambda entry: entry.name)
         except OSError as error:
-            yield SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})"))
+            found.append(SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})")))
+            return []
+
+    def visit(self, entry: os.DirEntry, real_parent: str, relative: str, run_set: str | None,
+              folder_problem: tuple[str, str] | None, found: list[SeenFile]) -> None:
+        path = f"{relative}/{entry.name}"
+        link = entry.is_symlink()
+        if link:
+            target = os.path.realpath(entry.path)
+            if os.path.commonpath([target, self.root]) != self.root:
+                if entry.name.endswith(".json") or os.path.isdir(target):
+                    found.append(SeenFile(path, run_set, 0, 0, ("file", "symlink leads outside the results tree")))
+                return
+        try:
+            is_dir = entry.is_dir()
+            stat = None if is_dir else entry.stat()
+        except OSError as error:
+            found.append(SeenFile(path, run_set, 0, 0, ("file", f"cannot be read ({error.strerror})")))
             return
-        for entry in entries:
-            path = f"{relative}/{entry.name}"
-            if entry.is_symlink():
-                target = os.path.realpath(entry.path)
-                if os.path.commonpath([target, root]) != root:
-                    if entry.name.endswith(".json") or os.path.isdir(target):
-                        yield SeenFile(path, run_set, 0, 0, ("file", "symlink leads outside the results tree"))
-                    continue
-            try:
-                is_dir = entry.is_dir()
-                stat = None if is_dir else entry.stat()
-            except OSError as error:
-                yield SeenFile(path, run_set, 0, 0, ("file", f"cannot be read ({error.strerror})"))
-                continue
-            if is_dir:
-                real = os.path.realpath(entry.path)
-                if real in visited:
-                    continue
-                visited.add(real)
-                if run_set is None:
-                    problem = None if RUN_SET_ID.fullmatch(entry.name) else ("runSetId", f"run set folder name {RUN_SET_RULE}")
-                    yield from walk(entry.path, path, entry.name, problem)
-                else:
-                    yield from walk(entry.path, path, run_set, folder_problem)
-            elif entry.name.endswith(".json"):
-                problem = folder_problem if run_set is not None else ("file", "lies directly in raw/, not in a run set folder")
-                yield SeenFile(path, run_set, stat.st_size, stat.st_mtime_ns, problem)
-
-    yield from walk(str(raw), "raw", None, None)
-
-
-CHUNK = 8000  # files taken at a time: whole run sets, about this many files
-
-
-def _chunks(files: Iterator[SeenFile]) -> Iterator[list[SeenFile]]:
-    """The files in path order, cut between run sets once a chunk has CHUNK files."""
-    chunk: list[SeenFile] = []
-    for seen in files:
-        if len(chunk) >= CHUNK and seen.run_set_id != chunk[-1].run_set_id:
-            yield chunk
-            chunk = []
-        chunk.append(seen)
-    if chunk:
-        yield chunk
+        if is_dir:
+            real = target if link else f"{real_parent}/{entry.name}"  # no system call for a real directory
+            if real in self.visited:
+                return
+            self.visited.add(real)
+            if run_set is None:
+                run_set = entry.name
+                folder_problem = None if RUN_SET_ID.fullmatch(entry.name) else ("runSetId", f"run set folder name {RUN_SET_RULE}")
+            for inner in self.entries(entry.path, path, run_set, found):
+                self.visit(inner, real, path, run_set, folder_problem, found)
+        elif entry.name.endswith(".json"):
+            problem = folder_problem if run_set is not None else ("file", "lies directly in raw/, not in a run set folder")
+            found.append(SeenFile(path, run_set, stat.st_size, stat.st_mtime_ns, problem))
 
 
 def ingest_forgeloop(
@@ -145,250 +152,129 @@ def ingest_forgeloop(
     run_sets: list[str] | None = None,
 ) -> IngestResult:
     """Ingest a ForgeLoop results directory (and optionally its scenarios) into `warehouse`;
-    with `run_sets`, only those run set folders are looked at."""
+    with `run_sets`, only those run set folders are looked at. The caller holds the lock."""
     results = Path(results)
     if scenarios is not None and not Path(scenarios).is_dir():
         raise LoopmeterError(f"--scenarios {scenarios} is not a directory")
-    files = discover(results)
     if run_sets is not None:
-        present = {entry.name for entry in os.scandir(results / "raw") if entry.is_dir()}
+        present = {entry.name for entry in os.scandir(results / "raw") if entry.is_dir()} if (results / "raw").is_dir() else set()
         missing = sorted(set(run_sets) - present)
         if missing:
             raise LoopmeterError(f"no run set folder {', '.join(missing)} in {results / 'raw'}")
-        files = (f for f in files if f.run_set_id in run_sets)
-    source_root = str(results.resolve())
-    outcome = IngestResult(results=results.resolve())
-    now = datetime.now(timezone.utc)
-    previous_manifest = _previous_manifest(warehouse, source_root)
-    manifest_chunks: list[pl.DataFrame] = []
-    changed: list[str] = []
-    # A chunk of run sets at a time: planned against the last ingest, read (in worker
-    # processes), their partitions written, their manifest rows kept as a frame. Memory
-    # holds one chunk of runs, whatever the size of the tree.
-    with progress.bar("ingest forgeloop", None) as bar, \
-            RunReader(str(results), max_file_bytes, PARALLEL_FROM, bar.advance) as reader, \
-            warehouse.build_table(RUNS, partition_by="run_set_id") as runs_table:
-        pending = None  # the chunk being read while the one before it is stored
-        for chunk in [*_chunks(files), None]:
-            started = None if chunk is None else _start_chunk(warehouse, results, chunk, previous_manifest, reader, now)
-            if pending is None:
-                pending = started
-                continue
-            outcome.run_sets += pending.run_sets
-            rows = _finish_chunk(warehouse, pending, runs_table, changed)
-            pending = started
-            manifest_chunks.append(frame_from_rows(rows, MANIFEST_COLUMNS))
-            for row in rows:
-                if row[4] == "accepted":
-                    outcome.accepted += 1
-                elif row[4] == "unchanged":
-                    outcome.unchanged += 1
-                else:
-                    outcome.rejections.append((row[2], row[5], row[6]))
-        checkpoint("ingest:read")
-        runs_table.write(empty_frame(ALL_RUN_COLUMNS))  # the columns, should nothing else be written
-        runs_table.keep_others, runs_table.drop = True, set(changed)
-        runs_table.cancelled = not changed and warehouse.has_table(RUNS)
-    manifest = pl.concat(manifest_chunks) if manifest_chunks else empty_frame(MANIFEST_COLUMNS)
-    scenario_rows: list[list] = []
-    if scenarios is not None:
-        outcome.scenarios = _ingest_scenarios(warehouse, Path(scenarios), scenario_rows, now)
-        outcome.rejections += [(f"{row[1]}/{row[2]}", row[5], row[6]) for row in scenario_rows if row[4] == "rejected"]
-        manifest = pl.concat([manifest, frame_from_rows(scenario_rows, MANIFEST_COLUMNS)])
-    outcome.wrote = bool(changed) or scenarios is not None
-    outcome.wrote |= _write_manifest(warehouse, manifest, source_root, outcome.run_sets, scenarios, previous_manifest)
-    return outcome
+    tree = TreeState(warehouse, results, scenarios, max_file_bytes, run_sets)
+    answer = tree.last_answer()
+    if answer is not None:
+        return answer
+    from .ingest_runs import ingest_runs
+
+    result = ingest_runs(warehouse, results, tree.files(), scenarios, max_file_bytes=max_file_bytes)
+    tree.remember(result)
+    return result
 
 
-@dataclass
-class _Chunk:
-    run_sets: list[str]
-    rows: dict[str, list]  # path -> manifest row
-    by_run_set: dict[str | None, list[list]]
-    todo: list[ToRead]
-    stored: pl.DataFrame
-    reading: Callable[[], tuple[list, list]]
+class TreeState:
+    """What one ingest of a RESULTS directory saw (every file's path, size and mtime, the
+    scenario files', the options, the versions of the tables it left) and answered."""
 
+    def __init__(self, warehouse: Warehouse, results: Path, scenarios: Path | None, max_file_bytes: int,
+                 run_sets: list[str] | None):
+        self.warehouse, self.results, self.scenarios, self.run_sets = warehouse, results, scenarios, run_sets
+        root = str(results.resolve())
+        self.key = {
+            "loopmeter": __version__,
+            "schema": SCHEMA_VERSION,
+            "results": root,
+            "scenarios": None if scenarios is None else str(Path(scenarios).resolve()),
+            "maxFileBytes": max_file_bytes,
+            "runSets": None if run_sets is None else sorted(run_sets),
+        }
+        name = hashlib.blake2b(json.dumps(self.key, sort_keys=True).encode(), digest_size=10).hexdigest()
+        self.path = warehouse.root / STATE_DIR / f"forgeloop-ingest-{name}.json"
+        self._seen: list[list[SeenFile]] | None = None  # kept from a walk that did not match, for the ingest
+        self._digest: str | None = None
 
-def _start_chunk(warehouse: Warehouse, results: Path, chunk: list[SeenFile], previous_manifest, reader: RunReader, now: datetime) -> _Chunk:
-    """Plan one chunk of files against the last ingest and start reading what must be read."""
-    run_sets = sorted({f.run_set_id for f in chunk if f.run_set_id is not None and f.problem is None})
-    stored = _stored(warehouse, run_sets)
-    plan = _plan(chunk, previous_manifest, stored)
-    source_root = str(results.resolve())
-    rows: dict[str, list] = {}
-    by_run_set: dict[str | None, list[list]] = {}
-    todo: list[ToRead] = []
-    for seen, action, field_name, reason, digest, stored_hash, since in zip(
-        chunk, plan["action"], plan["field"], plan["reason"], plan["content_hash"], plan["stored_hash"], plan["since"]
-    ):
-        row = ["run", source_root, seen.path, seen.run_set_id, action, field_name, reason, seen.size, seen.mtime_ns, digest, since or now]
-        rows[seen.path] = row
-        by_run_set.setdefault(seen.run_set_id, []).append(row)
-        if action == "read":
-            todo.append(ToRead(seen.path, seen.run_set_id, seen.size, stored_hash))
-    return _Chunk(run_sets, rows, by_run_set, todo, stored, reader.submit(todo))
+    # ---- the walk ---------------------------------------------------------------------
+    def _walk(self) -> Iterator[list[SeenFile]]:
+        for found in discover_by_run_set(self.results):
+            if self.run_sets is not None:
+                found = [f for f in found if f.run_set_id in self.run_sets]
+            yield found
 
+    def _fingerprint(self, batches: Iterator[list[SeenFile]]) -> Iterator[SeenFile]:
+        """Pass the files on, and set `_digest` once all have passed."""
+        digest = hashlib.blake2b(digest_size=20)
+        for found in batches:
+            _add(digest, found)
+            yield from found
+        self._digest = self._finish(digest)
 
-def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list[str]) -> list[list]:
-    """Take one chunk's verdicts and write its changed run sets; returns its manifest rows."""
-    verdicts, tables = chunk.reading()
-    rows = chunk.rows
-    for item, (status, field_name, reason, digest) in zip(chunk.todo, verdicts):
-        rows[item.path][4:7] = [status, field_name, reason]
-        rows[item.path][9] = digest
-    stored_pairs = {
-        run_set: set(zip(frame["source_path"], frame["content_hash"]))
-        for (run_set,), frame in chunk.stored.partition_by("run_set_id", as_dict=True).items()
-    }
-    rewritten = []
-    for run_set in chunk.run_sets:
-        wanted = {(row[2], row[9]) for row in chunk.by_run_set.get(run_set, []) if row[4] in ("accepted", "unchanged")}
-        if wanted != stored_pairs.get(run_set, set()):
-            rewritten.append(run_set)
-    if rewritten:
-        new = pl.concat([pl.from_arrow(table) for table in tables]) if tables else empty_frame(ALL_RUN_COLUMNS)
-        runs_table.write(_rebuilt_run_sets(warehouse, rewritten, new, chunk.by_run_set, rows))
-        changed += rewritten
-    return list(rows.values())
+    def _finish(self, digest) -> str:
+        digest.update(self._scenario_listing().encode())
+        return digest.hexdigest()
 
+    def _scenario_listing(self) -> str:
+        if self.scenarios is None:
+            return ""
+        lines = []
+        with os.scandir(self.scenarios) as entries:
+            for entry in entries:
+                if entry.name.endswith(".json"):
+                    try:
+                        stat = entry.stat()
+                        lines.append(f"{entry.name}\0{entry.is_file()}\0{stat.st_size}\0{stat.st_mtime_ns}")
+                    except OSError as error:
+                        lines.append(f"{entry.name}\0{error.strerror}")
+        return "scenarios\n" + "\n".join(sorted(lines))
 
-def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataFrame) -> pl.DataFrame:
-    """What to do with each file, decided for all files at once against the last ingest.
+    def files(self) -> Iterator[SeenFile]:
+        """The files for a full ingest (from the walk already made, if one was made)."""
+        return self._fingerprint(iter(self._seen) if self._seen is not None else self._walk())
 
-    action: rejected (a problem of place, or the same bytes were rejected before for a
-    reason of their own), unchanged (same size and mtime as an accepted file whose run is
-    stored), or read.
-    """
-    seen = pl.DataFrame(
-        {
-            "path": [f.path for f in files],
-            "size_bytes": [f.size for f in files],
-            "mtime_ns": [f.mtime_ns for f in files],
-            "problem_field": [f.problem[0] if f.problem else None for f in files],
-            "problem_reason": [f.problem[1] if f.problem else None for f in files],
-        },
-        schema={"path": pl.String, "size_bytes": pl.Int64, "mtime_ns": pl.Int64, "problem_field": pl.String, "problem_reason": pl.String},
-    )
-    if previous is None:
-        previous = empty_frame(MANIFEST_COLUMNS)
-    before = previous.select(
-        "path",
-        pl.col("status").alias("before_status"),
-        pl.col("field").alias("before_field"),
-        pl.col("reason").alias("before_reason"),
-        pl.col("size_bytes").alias("before_size"),
-        pl.col("mtime_ns").alias("before_mtime"),
-        pl.col("content_hash").alias("before_hash"),
-        pl.col("ingested_at").alias("before_ingested_at"),
-    )
-    stored_hash = stored.select(pl.col("source_path").alias("path"), pl.col("content_hash").alias("stored_hash"))
-    joined = seen.join(before, on="path", how="left", maintain_order="left").join(
-        stored_hash, on="path", how="left", maintain_order="left"
-    )
-    same_stat = (pl.col("before_size") == pl.col("size_bytes")) & (pl.col("before_mtime") == pl.col("mtime_ns"))
-    unchanged = same_stat & pl.col("before_status").is_in(["accepted", "unchanged"]) & (pl.col("stored_hash") == pl.col("before_hash"))
-    still_rejected = same_stat & (pl.col("before_status") == "rejected") & (pl.col("before_field") != DUPLICATE)
-    has_problem = pl.col("problem_field").is_not_null()
-    return joined.select(
-        pl.when(has_problem).then(pl.lit("rejected"))
-        .when(unchanged.fill_null(False)).then(pl.lit("unchanged"))
-        .when(still_rejected.fill_null(False)).then(pl.lit("rejected"))
-        .otherwise(pl.lit("read")).alias("action"),
-        pl.when(has_problem).then("problem_field").when(still_rejected.fill_null(False)).then("before_field").alias("field"),
-        pl.when(has_problem).then("problem_reason").when(still_rejected.fill_null(False)).then("before_reason").alias("reason"),
-        pl.when(unchanged.fill_null(False) | still_rejected.fill_null(False)).then("before_hash").alias("content_hash"),
-        pl.col("stored_hash"),
-        # a verdict that stands keeps the time it was first given
-        pl.when((unchanged & (pl.col("before_status") == "unchanged")) | still_rejected)
-        .then("before_ingested_at").alias("since"),
-    )
+    def _tables(self) -> dict[str, str | None]:
+        versions = {}
+        for name in (RUNS, MANIFEST, SCENARIOS):
+            link = self.warehouse.table_dir(name)
+            versions[name] = os.readlink(link) if link.is_symlink() else None
+        return versions
 
-
-def _reject_duplicates(runs: pl.DataFrame, manifest: dict) -> pl.DataFrame:
-    """Keep the first run (in path order) of each run set, scenario, mode and runIndex."""
-    first = pl.struct(RUN_KEY).is_first_distinct()
-    duplicates = runs.filter(~first)
-    if duplicates.height == 0:
-        return runs
-    firsts = runs.filter(first).select(*RUN_KEY, pl.col("source_path").alias("first_path"))
-    for path, first_path in duplicates.join(firsts, on=RUN_KEY).select("source_path", "first_path").iter_rows():
-        row = manifest[path]
-        row[4], row[5] = "rejected", DUPLICATE
-        row[6] = f"repeats the run set, scenario, mode and runIndex of {first_path} (the first in path order is kept)"
-    return runs.filter(first)
-
-
-def _previous_manifest(warehouse: Warehouse, source_root: str) -> pl.DataFrame | None:
-    frame = warehouse.read(MANIFEST)
-    if frame is None:
-        return None
-    return frame.filter((pl.col("kind") == "run") & (pl.col("source_root") == source_root))
-
-
-STORED_COLUMNS = ["run_set_id", "source_path", "content_hash"]
-
-
-def _stored(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame:
-    """(run set, source path, content hash) of the stored runs of these run sets — three
-    columns only, so an unchanged tree is checked without reading the runs themselves."""
-    partitions = warehouse.partitions(RUNS, "run_set_id")
-    files = [str(path) for run_set in run_sets if run_set in partitions for path in sorted(partitions[run_set].glob("*.parquet"))]
-    if not files:
-        return pl.DataFrame(schema={name: pl.String for name in STORED_COLUMNS})
-    return pl.read_parquet(files, columns=STORED_COLUMNS, hive_partitioning=False)
-
-
-def _rebuilt_run_sets(
-    warehouse: Warehouse, run_sets: list[str], new: pl.DataFrame, by_run_set: dict, manifest: dict
-) -> pl.DataFrame:
-    """The changed run sets' runs: their new rows, plus the stored rows of their unchanged
-    files, duplicates resolved in path order — for a whole chunk at once."""
-    frames = [new.filter(pl.col("run_set_id").is_in(run_sets))]
-    for run_set in run_sets:
-        unchanged = [row[2] for row in by_run_set[run_set] if row[4] == "unchanged"]
-        previous = warehouse.read_partition(RUNS, "run_set_id", run_set) if unchanged else None
-        if previous is not None:
-            frames.append(previous.filter(pl.col("source_path").is_in(unchanged)).select(new.columns).cast(new.schema))
-    return _reject_duplicates(pl.concat(frames).sort("source_path"), manifest)
-
-
-def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest_rows: list[list], now: datetime) -> int:
-    """The scenario files into `scenarios` (upserted by id); their manifest rows appended."""
-    rows, rejected = read_scenarios(directory)
-    root = str(directory.resolve())
-    for path, field_name, rule in rejected:
-        relative = os.path.relpath(path, directory)
-        manifest_rows.append(["scenario", root, relative, None, "rejected", field_name, rule, None, None, None, now])
-    for row in rows:
-        relative = os.path.relpath(row[8], root)
-        manifest_rows.append(["scenario", root, relative, None, "accepted", None, None, None, None, row[9], now])
-    frame = frame_from_rows(rows, SCENARIO_COLUMNS)
-    current = warehouse.read(SCENARIOS)
-    if current is not None:
-        kept = current.filter(~pl.col("scenario_id").is_in(frame["scenario_id"].to_list()))
-        frame = pl.concat([frame, kept.select(frame.columns).cast(frame.schema)]).sort("scenario_id")
-    warehouse.write_table(SCENARIOS, frame)
-    return len(rows)
-
-
-def _write_manifest(
-    warehouse: Warehouse, frame: pl.DataFrame, source_root: str, in_scope: list[str], scenarios: Path | None,
-    previous: pl.DataFrame | None,
-) -> bool:
-    """Replace this source's manifest rows; returns False when they are the same as before."""
-    current = warehouse.read(MANIFEST)
-    if current is not None and scenarios is None and previous is not None:
-        runs_now = frame.filter(pl.col("kind") == "run").sort("path")
-        if previous.sort("path").equals(runs_now.select(previous.columns)):
-            return False
-    if current is not None:
-        replaced = (pl.col("kind") == "run") & (
-            pl.col("run_set_id").is_in(in_scope) | (pl.col("source_root") == source_root)
+    # ---- the record ---------------------------------------------------------------------
+    def last_answer(self) -> IngestResult | None:
+        """The last ingest's answer, when the tree, the options and the tables are as it left
+        them; None (and the walk kept for the ingest) otherwise."""
+        try:
+            state = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(state, dict) or state.get("key") != self.key or state.get("tables") != self._tables():
+            return None
+        digest = hashlib.blake2b(digest_size=20)
+        self._seen = []
+        for found in self._walk():
+            _add(digest, found)
+            self._seen.append(found)
+        if state.get("digest") != self._finish(digest):
+            return None
+        answer = state["answer"]
+        return IngestResult(
+            results=self.results.resolve(),
+            run_sets=list(answer["run_sets"]),
+            unchanged=answer["accepted"] + answer["unchanged"],
+            rejections=[tuple(rejection) for rejection in answer["rejections"]],
+            scenarios=answer["scenarios"],
+            wrote=False,
         )
-        if scenarios is not None:
-            replaced = replaced | ((pl.col("kind") == "scenario") & (pl.col("source_root") == str(Path(scenarios).resolve())))
-        kept = current.filter(~replaced.fill_null(False))
-        frame = pl.concat([kept.select(frame.columns).cast(frame.schema), frame])
-    warehouse.write_table(MANIFEST, frame.sort("kind", "source_root", "path"))
-    return True
+
+    def remember(self, result: IngestResult) -> None:
+        """Record what this ingest saw and answered (written atomically; losing it only
+        costs the next ingest its shortcut)."""
+        if self._digest is None:  # the walk was not finished
+            return
+        answer = asdict(result)
+        answer.pop("results")
+        answer.pop("wrote")
+        state = {"key": self.key, "digest": self._digest, "tables": self._tables(), "answer": answer}
+        atomic_write_text(self.path, json.dumps(state))
+
+
+def _add(digest, found: list[SeenFile]) -> None:
+    digest.update("".join([f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.problem}\n" for f in found]).encode())
