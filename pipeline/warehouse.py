@@ -189,6 +189,19 @@ class Warehouse:
         pq.write_table(arrow.replace_schema_metadata(metadata), path, compression="zstd")
         checkpoint(f"wrote-file:{table}")
 
+    def _copy_file(self, connection: "duckdb.DuckDBPyConnection", query: str, path: Path, table: str,
+                   params: dict | None = None) -> None:
+        """DuckDB writes the rows of `query` to the Parquet file `path` itself (streaming, multi-threaded,
+        under its memory limit): no row passes through Python. Same compression and metadata as
+        `_write_file`."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        metadata = {"loopmeter.table": table, "loopmeter.schema_version": str(SCHEMA_VERSION)}
+        pairs = ", ".join(f"'{key}': '{value.replace(chr(39), chr(39) * 2)}'" for key, value in metadata.items())
+        location = str(path).replace("'", "''")
+        connection.execute(f"COPY ({query}) TO '{location}' (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{pairs}}})",
+                           params or {})
+        checkpoint(f"wrote-file:{table}")
+
     def _publish(self, name: str, version: Path) -> None:
         link = self.table_dir(name)
         if link.exists() and not link.is_symlink():
@@ -253,6 +266,23 @@ class TableBuilder:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             list(pool.map(lambda job: self.warehouse._write_file(job[0], job[1], self.name), jobs))
         self.written.update(values)
+
+    def copy(self, connection: "duckdb.DuckDBPyConnection", query: str, *, partition: str | None = None,
+             params: dict | None = None) -> None:
+        """Write the rows of the DuckDB `query` (run on `connection`, its columns those of the table)
+        as the table's file, or, partitioned, as the file of partition `partition` (each at most once).
+        DuckDB encodes the Parquet itself, so a large table never passes through Python."""
+        if (partition is None) != (self.partition_by is None):
+            raise ValueError(f"{self.name}: a partition value is needed exactly when the table is partitioned")
+        if partition is None:
+            key, path = "", self.version / "part-0.parquet"
+        else:
+            key = str(partition)
+            path = self.version / f"{self.partition_by}={key}" / "part-0.parquet"
+        if key in self.written:
+            raise ValueError(f"partition written twice in {self.name}: {key!r}")
+        self.warehouse._copy_file(connection, query, path, self.name, params)
+        self.written.add(key)
 
     def publish(self) -> None:
         if self.partition_by is not None and self.keep_others:

@@ -49,11 +49,37 @@ def connect(warehouse: Warehouse, tables: list[str]) -> duckdb.DuckDBPyConnectio
     return connection
 
 
-def _empty_view(connection: duckdb.DuckDBPyConnection, name: str) -> None:
-    types = {"str": "VARCHAR", "i64": "BIGINT", "f64": "DOUBLE", "bool": "BOOLEAN", "datetime": "TIMESTAMPTZ",
+SQL_TYPES = {"str": "VARCHAR", "i64": "BIGINT", "f64": "DOUBLE", "bool": "BOOLEAN", "datetime": "TIMESTAMPTZ",
              "list_str": "VARCHAR[]", "list_i64": "BIGINT[]", "list_f64": "DOUBLE[]"}
-    columns = ", ".join(f'CAST(NULL AS {types[dtype]}) AS "{column}"' for column, dtype, _ in t.columns(name))
+
+# the order each summary table is stored in (so a rebuild writes the same file whatever the threads did)
+SUMMARY_ORDER = {t.ATTEMPTS: "run, task, attempt", t.DECISIONS: "run, task, position", t.TASKS: "task_order"}
+
+
+def _empty_view(connection: duckdb.DuckDBPyConnection, name: str) -> None:
+    columns = ", ".join(f'CAST(NULL AS {SQL_TYPES[dtype]}) AS "{column}"' for column, dtype, _ in t.columns(name))
     connection.execute(f'CREATE VIEW "{name}" AS SELECT {columns} WHERE false')
+
+
+def typed_sql(table: str, source: str, present: set[str] | None = None) -> str:
+    """SQL selecting exactly the documented columns of `table`, in order and type, from the query
+    `source` (the SQL twin of `typed_frame`); columns not in `present` (when given) are null."""
+    columns = ", ".join(
+        f'CAST({"NULL" if present is not None and name not in present else f"s.{name}"} AS {SQL_TYPES[dtype]}) AS "{name}"'
+        for name, dtype, _ in t.columns(table))
+    return f"SELECT {columns} FROM ({source}) s"
+
+
+def copy_summaries(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, done=lambda: None) -> None:
+    """Compute and store the summary tables from a session with a view per input of SUMMARIES; DuckDB
+    writes each table's Parquet file itself. Each is a table in the session afterwards (forge_tasks
+    reads forge_attempts and forge_decisions)."""
+    for table, query, _ in SUMMARIES:
+        connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS {query_text(query)}')
+        with warehouse.build_table(table) as builder:
+            builder.copy(connection, f'{typed_sql(table, f"SELECT * FROM {chr(34)}{table}{chr(34)}")} '
+                                     f"ORDER BY {SUMMARY_ORDER[table]}")
+        done()
 
 
 def compute_summaries(connection: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
@@ -73,10 +99,7 @@ def rebuild_summaries(warehouse: Warehouse) -> None:
     """Rebuild forge_attempts, forge_decisions and forge_tasks from the per-event tables."""
     connection = connect(warehouse, summary_inputs())
     try:
-        frames = compute_summaries(connection)
+        with progress.bar("store forge summaries", len(SUMMARIES)) as bar:
+            copy_summaries(connection, warehouse, bar.advance)
     finally:
         connection.close()
-    with progress.bar("store forge summaries", len(frames)) as bar:
-        for table, frame in frames.items():
-            warehouse.write_table(table, frame)
-            bar.advance()

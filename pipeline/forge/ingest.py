@@ -33,8 +33,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from concurrent.futures import ThreadPoolExecutor
-
 import duckdb
 import polars as pl
 
@@ -42,7 +40,7 @@ from .. import progress
 from ..sql import query_text
 from ..warehouse import Warehouse
 from . import tables as t
-from .derive import KNOWN_KINDS, compute_summaries, rebuild_summaries, typed_frame
+from .derive import KNOWN_KINDS, SUMMARIES, copy_summaries, rebuild_summaries, typed_frame, typed_sql
 from .store import BATCH_ROWS, SourceBatch, open_store
 
 # per-event tables: which staged events each holds
@@ -366,25 +364,17 @@ def _count(connection: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
 
 
 def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: datetime) -> None:
-    """Add the new events to forge_events (one month partition at a time, each write atomic)
-    and to the per-event tables, and rebuild the summaries from the stored and the new rows.
-    DuckDB fills the frames here; two writer threads encode and write them (forge_events
-    months one after the other, the other tables beside them) while DuckDB computes on."""
+    """Add the new events to the per-event tables, rebuild the summaries from the stored and the
+    new rows, and add the new events to forge_events (one month partition at a time, each write
+    atomic). DuckDB writes every Parquet file itself, straight from the staging session (COPY):
+    no table passes through Python, and DuckDB keeps its memory under the session's limit."""
     c = stage.connection
     # only the new events (duplicates and conflicts are few)
-    c.execute("CREATE OR REPLACE TEMP TABLE not_new AS SELECT position FROM verdicts")
+    c.execute("CREATE OR REPLACE TABLE not_new AS SELECT position FROM verdicts")
     c.execute("CREATE OR REPLACE TEMP VIEW forge_new AS SELECT * FROM staged_events "
               "WHERE position NOT IN (SELECT position FROM not_new)")
-    months = [m for (m,) in c.sql("SELECT DISTINCT month FROM forge_new ORDER BY month").fetchall()]
-    event_columns = ", ".join(name for name, _, _ in t.columns(t.EVENTS) if name not in ("source", "ingested_at"))
+    months = [m for (m,) in c.execute("SELECT DISTINCT month FROM forge_new ORDER BY month").fetchall()]
 
-    def write_month(month: str, fresh: pl.DataFrame) -> None:
-        previous = warehouse.read_partition(t.EVENTS, "month", month)
-        if previous is not None:
-            fresh = pl.concat([typed_frame(previous, t.EVENTS), fresh])
-        warehouse.write_table(t.EVENTS, fresh, partition_by="month", keep_partitions=True)
-
-    # the summaries' inputs: what is stored (read now, before the writers replace it) and the new rows
     new_rows = {table: f"SELECT {', '.join(n for n, _, _ in t.columns(table))} FROM forge_new WHERE {where}"
                 for table, where in EVENT_TABLES.items()}
     for staged, (table, renamed) in PLAN_PARTS.items():
@@ -393,43 +383,39 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
     # A stored row of an event that is new again is left out: a run killed after it stored
     # the per-event tables but before forge_events (which is written last) sees those events
     # as new next time, and must not count them twice.
-    for table in new_rows:
-        if warehouse.has_table(table):
-            rid = "plan_rid" if table in PLAN_TABLES else "rid"
-            c.execute(f'CREATE OR REPLACE TEMP TABLE "stored_{table}" AS SELECT * FROM ({warehouse.view_sql(table, absolute=True)}) '
-                      f"WHERE {rid} NOT IN (SELECT rid FROM forge_new WHERE rid IS NOT NULL)")
-        else:
-            c.execute(f'CREATE OR REPLACE TEMP TABLE "stored_{table}" AS {new_rows[table]} LIMIT 0')
-    with ThreadPoolExecutor(max_workers=1) as events_writer, ThreadPoolExecutor(max_workers=1) as tables_writer:
-        writes = []
+    if any(warehouse.has_table(table) for table in new_rows):
+        c.execute("CREATE OR REPLACE TABLE new_rids AS SELECT DISTINCT rid FROM forge_new WHERE rid IS NOT NULL")
+    with progress.bar("store forge tables", len(new_rows) + len(SUMMARIES)) as bar:
         for table, select in new_rows.items():
-            c.execute(f'CREATE OR REPLACE TEMP TABLE "new_{table}" AS {select}')
-            combined = typed_frame(c.sql(f'SELECT * FROM "stored_{table}" UNION ALL SELECT * FROM "new_{table}"').pl(), table)
-            c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS SELECT * FROM "stored_{table}" '
-                      f'UNION ALL SELECT * FROM "new_{table}"')
-            writes.append(tables_writer.submit(warehouse.write_table, table, combined))
-        for table, frame in compute_summaries(c).items():
-            writes.append(tables_writer.submit(warehouse.write_table, table, frame))
-        # forge_events last, once everything derived from it is stored: it is what tells the
-        # next ingest which events are new
-        pending = None
-        with progress.bar("store forge_events", len(months)) as bar:
-            for month in months:
-                fresh = typed_frame(c.sql(
-                    f"SELECT {event_columns}, $source AS source, $now::TIMESTAMPTZ AS ingested_at FROM forge_new "
-                    "WHERE month = $month",
-                    params={"source": source, "now": now, "month": month},
-                ).pl(), t.EVENTS)
-                if pending is None:
-                    for future in writes:
-                        future.result()
-                else:
-                    pending.result()  # at most one month waits while the next is read
-                    bar.advance()
-                pending = events_writer.submit(write_month, month, fresh)
-        for future in [*writes, pending]:
-            if future is not None:
-                future.result()
+            query = typed_sql(table, select)
+            if warehouse.has_table(table):
+                rid = "plan_rid" if table in PLAN_TABLES else "rid"
+                stored = (f"SELECT * FROM ({warehouse.view_sql(table, absolute=True)}) "
+                          f"WHERE {rid} NOT IN (SELECT rid FROM new_rids)")
+                query = f"{typed_sql(table, stored)} UNION ALL {query}"
+            with warehouse.build_table(table) as builder:
+                builder.copy(c, query)
+            # the summaries read the table as just stored
+            c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.view_sql(table, absolute=True)}')
+            bar.advance()
+        copy_summaries(c, warehouse, bar.advance)
+    # forge_events last, once everything derived from it is stored: it is what tells the
+    # next ingest which events are new
+    event_columns = ", ".join(name for name, _, _ in t.columns(t.EVENTS) if name not in ("source", "ingested_at"))
+    fresh = (f"SELECT {event_columns}, $source AS source, $now::TIMESTAMPTZ AS ingested_at FROM forge_new "
+             "WHERE month = $month")
+    with progress.bar("store forge_events", len(months)) as bar:
+        for month in months:
+            query = typed_sql(t.EVENTS, fresh)
+            previous = warehouse.partitions(t.EVENTS, "month").get(month)
+            if previous is not None:
+                location = str(previous / "*.parquet").replace("'", "''")
+                stored = f"SELECT * FROM read_parquet('{location}', hive_partitioning = false, union_by_name = true)"
+                query = f"{typed_sql(t.EVENTS, stored)} UNION ALL {query}"
+            with warehouse.build_table(t.EVENTS, partition_by="month") as builder:
+                builder.copy(c, query, partition=month, params={"source": source, "now": now, "month": month})
+                builder.keep_others = True
+            bar.advance()
 
 
 def _write_repos(warehouse: Warehouse, repos: dict[str, str], source: str, now: datetime) -> int:
