@@ -68,6 +68,7 @@ def aggregate_command(
     out: Annotated[Optional[Path], typer.Option("--out", help="Where to write the documents (default: <warehouse>/aggregate).")] = None,
     run_set: RunSetOption = None,
     tier: Annotated[Optional[str], typer.Option("--tier", help="smoke, evidence or tail: recorded in summary.json.")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Compute every run set again, not only those changed since the last aggregate.")] = False,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
@@ -75,17 +76,24 @@ def aggregate_command(
 ) -> int:
     set_quiet(quiet or json)
     from ..catalog import refresh_catalog
-    from ..forgeloop.stage import compute, publish
+    from ..forgeloop.stage import aggregate, check, compute, publish
 
     store = open_warehouse(warehouse)
-    result = compute(store, run_set, tier)  # reads whole table versions: needs no lock
-    with store.lock(wait=wait, command="aggregate"):
-        publish(store, result, out or store.root / "aggregate", run_set)
-        refresh_catalog(store)
+    destination = out or store.root / "aggregate"
+    if run_set is not None:
+        result = compute(store, run_set, tier)  # reads whole table versions: needs no lock
+        with store.lock(wait=wait, command="aggregate"):
+            publish(store, result, destination, run_set)
+            refresh_catalog(store)
+    else:
+        check(store, tier)  # a failed aggregate creates no warehouse
+        with store.lock(wait=wait, command="aggregate"):
+            result = aggregate(store, destination, tier, full)
+            if result.plan.changed or result.plan.removed or store.catalog_stale or not (store.root / "loopmeter.duckdb").exists():
+                refresh_catalog(store)
     if json:
         print_json(result.as_dict(), 2)
         return Exit.OK
-    destination = out or store.root / "aggregate"
     unknown = sorted({s for docs in result.documents for s in docs.unknown_scenarios})
     if unknown:
         note(f"note: no scenario file for {', '.join(unknown)}: expectedProfile unknown, lightObjectives null")
@@ -95,7 +103,12 @@ def aggregate_command(
             f"claims allowed: {'yes' if docs.summary['claimsAllowed'] else 'no'} -> {destination / docs.run_set_id}"
         )
     if len(result.documents) > SHOWN_RUN_SETS:
-        print(f"... {len(result.documents)} run sets in all, {len(result.written)} documents -> {destination}")
+        print(f"... {len(result.documents)} run sets computed, {len(result.written)} documents -> {destination}")
+    plan = result.plan
+    if plan is not None and (plan.kept or plan.removed or not result.documents):
+        removed = f"; rows of {len(plan.removed)} run sets no longer ingested dropped" if plan.removed else ""
+        print(f"{len(result.documents)} run sets computed, {len(plan.kept)} unchanged since the last aggregate"
+              f"{removed} -> {destination} (--full computes all again)")
     return Exit.OK
 
 

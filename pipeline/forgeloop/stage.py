@@ -1,6 +1,7 @@
 """The `aggregate` stage: analyse the warehouse's runs, write ForgeLoop's documents, store the tables."""
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,28 +13,30 @@ from ..jsjson import dumps
 from ..warehouse import Warehouse, atomic_write_text
 from .aggregate import RunSetDocuments, build_documents
 from .analysis import Analysis, analyse
+from . import incremental
 from .contract import TIERS
 from .ingest import RUNS, SCENARIOS
 
 
-
 @dataclass
 class Aggregated:
-    analysis: Analysis
-    documents: list[RunSetDocuments]
+    analysis: Analysis | None  # None when nothing had to be computed
+    documents: list[RunSetDocuments]  # of the run sets computed
     written: list[Path] = field(default_factory=list)
+    tier: str | None = None
+    profiles: dict[str, str] = field(default_factory=dict)
+    identities: dict[str, str] = field(default_factory=dict)  # of the runs partitions read (all run sets only)
+    plan: incremental.Plan | None = None  # set by `aggregate`
 
     def as_dict(self) -> dict:
+        run_sets = [{"runSetId": docs.run_set_id, **incremental.facts(docs), "recomputed": True} for docs in self.documents]
+        kept = self.plan.kept if self.plan else {}
+        run_sets += [{"runSetId": run_set, **facts, "recomputed": False} for run_set, facts in kept.items()]
+        for entry in run_sets:
+            entry.pop("runCount")
         return {
-            "runSets": [
-                {
-                    "runSetId": docs.run_set_id,
-                    "scenarios": list(docs.scenarios),
-                    "claimsAllowed": docs.summary["claimsAllowed"],
-                    "scenariosWithoutFile": docs.unknown_scenarios,
-                }
-                for docs in self.documents
-            ],
+            "runSets": sorted(run_sets, key=lambda entry: entry["runSetId"]),
+            "removed": self.plan.removed if self.plan else [],
             "written": [str(path) for path in self.written],
         }
 
@@ -44,13 +47,27 @@ def expected_profiles(warehouse: Warehouse) -> dict[str, str]:
     return {} if frame is None else dict(frame.iter_rows())
 
 
-def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None = None) -> Aggregated:
-    """Analyse the runs (of one run set, or all) and assemble ForgeLoop's documents."""
+def check(warehouse: Warehouse, tier: str | None = None) -> None:
+    """The errors an aggregate can tell before it starts."""
     if not warehouse.has_table(RUNS):
         raise LoopmeterError(f"no runs in {warehouse.root}; run `loopmeter ingest forgeloop RESULTS` first")
     if tier is not None and tier not in TIERS:
         raise LoopmeterError(f"--tier must be one of {', '.join(TIERS)} (got {tier!r})")
-    runs = warehouse.read(RUNS) if run_set is None else warehouse.read_partition(RUNS, "run_set_id", run_set)
+
+
+def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None = None,
+            run_sets: Collection[str] | None = None, profiles: dict[str, str] | None = None) -> Aggregated:
+    """Analyse the runs (of one run set, of `run_sets`, or all) and assemble ForgeLoop's documents."""
+    check(warehouse, tier)
+    identities = incremental.run_set_identities(warehouse) if run_set is None and run_sets is None else {}
+    if run_set is not None:
+        runs = warehouse.read_partition(RUNS, "run_set_id", run_set)
+    elif run_sets is not None:
+        partitions = warehouse.partitions(RUNS, "run_set_id")
+        files = [str(path) for name in sorted(run_sets) for path in sorted(partitions[name].glob("*.parquet"))]
+        runs = pl.read_parquet(files, hive_partitioning=False) if files else None
+    else:
+        runs = warehouse.read(RUNS)
     if runs is None or runs.height == 0:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
     connection = duckdb.connect()
@@ -59,14 +76,41 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
         analysis = analyse(connection, run_set)
     finally:
         connection.close()
-    return Aggregated(analysis, build_documents(analysis, expected_profiles(warehouse), tier))
+    profiles = expected_profiles(warehouse) if profiles is None else profiles
+    return Aggregated(analysis, build_documents(analysis, profiles, tier), tier=tier, profiles=profiles, identities=identities)
 
 
 def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | None = None) -> None:
     """What `aggregate` produces from a computed result: the documents under `out` and the
-    forgeloop_* tables (the caller holds the warehouse lock)."""
+    forgeloop_* tables (the caller holds the warehouse lock). Having all run sets, it also
+    records them, so that the next `aggregate` computes only what changed."""
     write_documents(result, out)
-    store_tables(warehouse, result.analysis, run_set)
+    store_tables(warehouse, result.analysis, None if run_set is None else {run_set})
+    if run_set is None and result.identities:
+        incremental.record(warehouse, out, result.tier, result.profiles, result.documents, {}, result.identities)
+
+
+def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bool = False) -> Aggregated:
+    """The `aggregate` of all run sets into `out`: only the run sets that changed since the
+    last one (see `incremental.py`), or all with `full`. The caller holds the lock."""
+    check(warehouse, tier)
+    profiles = expected_profiles(warehouse)
+    plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
+    if plan.full:
+        result = compute(warehouse, tier=tier, profiles=profiles)
+        plan.changed, plan.identities = sorted(result.identities), result.identities
+        publish(warehouse, result, out)
+    else:
+        if plan.changed:
+            result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles)
+            write_documents(result, out)
+        else:
+            result = Aggregated(None, [], tier=tier, profiles=profiles)
+        if plan.changed or plan.removed:
+            store_tables(warehouse, result.analysis, {*plan.changed, *plan.removed})
+            incremental.record(warehouse, out, tier, profiles, result.documents, plan.kept, plan.identities)
+    result.plan = plan
+    return result
 
 
 def write_documents(result: Aggregated, out: Path) -> None:
@@ -82,21 +126,27 @@ def write_documents(result: Aggregated, out: Path) -> None:
         result.written.append(path)
 
 
-def store_tables(warehouse: Warehouse, analysis: Analysis, run_set: str | None) -> None:
+def store_tables(warehouse: Warehouse, analysis: Analysis | None, replace: Collection[str] | None) -> None:
     """The analysis as BI tables, one file each (they are small: one row per scenario and mode,
-    or per pair); with --run-set, the other run sets' rows are kept."""
-    tables = {
-        "forgeloop_mode_runs": analysis.mode_runs,
-        "forgeloop_mode_stats": analysis.mode_stats.rename({"outlierCount": "outlier_count"}),
-        "forgeloop_comparisons": analysis.comparisons,
-        "forgeloop_paired_runs": analysis.paired_runs,
-        "forgeloop_outliers": analysis.outliers,
-        "forgeloop_outlier_fences": analysis.outlier_modes,
-        "forgeloop_context_inflation": analysis.inflation,
-    }
-    for name, frame in tables.items():
-        current = warehouse.read(name) if run_set is not None else None
+    or per pair). With `replace`, only the rows of those run sets are replaced (by the
+    analysis's, which holds no others) and the other run sets' rows kept."""
+    for name in incremental.TABLES:
+        frame = None if analysis is None else _TABLE_FRAMES[name](analysis)
+        current = warehouse.read(name) if replace is not None else None
         if current is not None:
-            kept = current.filter(pl.col("run_set_id") != run_set)
-            frame = pl.concat([kept, frame.select(kept.columns).cast(kept.schema)]).sort("run_set_id", maintain_order=True)
-        warehouse.write_table(name, frame)
+            kept = current.filter(~pl.col("run_set_id").is_in(list(replace)))
+            frame = kept if frame is None else pl.concat([kept, frame.select(kept.columns).cast(kept.schema)])
+        if frame is not None:  # grouped by run set (stable), so any mix of run sets gives the same table
+            frame = frame.sort("run_set_id", maintain_order=True)
+            warehouse.write_table(name, frame)
+
+
+_TABLE_FRAMES = {
+    "forgeloop_mode_runs": lambda a: a.mode_runs,
+    "forgeloop_mode_stats": lambda a: a.mode_stats.rename({"outlierCount": "outlier_count"}),
+    "forgeloop_comparisons": lambda a: a.comparisons,
+    "forgeloop_paired_runs": lambda a: a.paired_runs,
+    "forgeloop_outliers": lambda a: a.outliers,
+    "forgeloop_outlier_fences": lambda a: a.outlier_modes,
+    "forgeloop_context_inflation": lambda a: a.inflation,
+}

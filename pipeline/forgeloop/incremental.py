@@ -1,0 +1,136 @@
+"""Aggregating only what changed since the last aggregate.
+
+A run set's documents and table rows depend on its runs, the scenario files' expected
+profiles and `--tier`, nothing else. After every aggregate of all run sets, the warehouse
+keeps a record (`.state/forgeloop-aggregate.json`): where the documents went, the tier, a
+digest of the profiles, the versions of the forgeloop_* tables written, and per run set
+the identity of its `runs` partition files (device, inode, size, mtime: a partition left
+unchanged by an ingest is the same hard-linked file) and of its documents.
+
+The next aggregate into the same place recomputes only the run sets whose partition
+changed or is new, or whose documents were touched, and drops the rows of run sets no
+longer in `runs`. Anything else that differs (out, tier, profiles, a table rewritten by
+another command, a missing or unreadable record) means a full aggregate.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import SCHEMA_VERSION, __version__
+from ..warehouse import Warehouse, atomic_write_text
+from .ingest import RUNS, STATE_DIR
+
+STATE = "forgeloop-aggregate.json"
+TABLES = (
+    "forgeloop_mode_runs", "forgeloop_mode_stats", "forgeloop_comparisons", "forgeloop_paired_runs",
+    "forgeloop_outliers", "forgeloop_outlier_fences", "forgeloop_context_inflation",
+)
+
+
+@dataclass
+class Plan:
+    full: bool  # everything is computed again
+    changed: list[str] = field(default_factory=list)  # run sets to compute
+    removed: list[str] = field(default_factory=list)  # run sets gone from `runs`: their rows go
+    kept: dict[str, dict] = field(default_factory=dict)  # run set -> the facts recorded for it
+    identities: dict[str, str] = field(default_factory=dict)  # of the partitions, taken before reading them
+
+
+def state_path(warehouse: Warehouse) -> Path:
+    return warehouse.root / STATE_DIR / STATE
+
+
+def run_set_identities(warehouse: Warehouse) -> dict[str, str]:
+    """Run set -> the identity of its partition files in `runs`."""
+    identities = {}
+    for run_set, directory in warehouse.partitions(RUNS, "run_set_id").items():
+        files = sorted(
+            (entry.name, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            for entry in os.scandir(directory)
+            if entry.name.endswith(".parquet") and (stat := entry.stat())
+        )
+        identities[run_set] = hashlib.blake2b(repr(files).encode(), digest_size=12).hexdigest()
+    return identities
+
+
+def _key(out: Path, tier: str | None, profiles: dict[str, str]) -> dict:
+    digest = hashlib.blake2b(json.dumps(sorted(profiles.items())).encode(), digest_size=12).hexdigest()
+    return {"loopmeter": __version__, "schema": SCHEMA_VERSION, "out": str(Path(out).resolve()), "tier": tier, "profiles": digest}
+
+
+def _table_versions(warehouse: Warehouse) -> dict[str, str | None]:
+    return {name: os.readlink(link) if (link := warehouse.table_dir(name)).is_symlink() else None for name in TABLES}
+
+
+def _document_identities(directory: Path, names: list[str]) -> dict[str, list[int]] | None:
+    identities = {}
+    for name in names:
+        try:
+            stat = os.stat(directory / name)
+        except OSError:
+            return None
+        identities[name] = [stat.st_size, stat.st_mtime_ns]
+    return identities
+
+
+def plan(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, str]) -> Plan:
+    """What an aggregate of all run sets into `out` has to compute."""
+    identities = run_set_identities(warehouse)
+    try:
+        state = json.loads(state_path(warehouse).read_text())
+    except (OSError, ValueError):
+        state = None
+    if (not isinstance(state, dict) or state.get("key") != _key(out, tier, profiles)
+            or state.get("tables") != _table_versions(warehouse)):
+        return Plan(full=True, changed=sorted(identities), identities=identities)
+    recorded: dict[str, dict] = state.get("runSets", {})
+    result = Plan(full=False, identities=identities)
+    for run_set, identity in sorted(identities.items()):
+        before = recorded.get(run_set)
+        documents = None if before is None else _document_identities(Path(out) / run_set, sorted(before["documents"]))
+        if before is None or before["runs"] != identity or documents != before["documents"]:
+            result.changed.append(run_set)
+        else:
+            result.kept[run_set] = before["facts"]
+    result.removed = sorted(set(recorded) - set(result.changed) - set(result.kept))
+    return result
+
+
+def facts(documents) -> dict:
+    """What `aggregate` says about a run set (kept for the run sets it does not compute again)."""
+    return {
+        "scenarios": list(documents.scenarios),
+        "runCount": documents.summary["runCount"],
+        "claimsAllowed": documents.summary["claimsAllowed"],
+        "scenariosWithoutFile": documents.unknown_scenarios,
+    }
+
+
+def record(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, str], computed: list,
+           kept: dict[str, dict], identities: dict[str, str]) -> None:
+    """Remember this aggregate (after its documents and tables are in place); `computed`
+    are the RunSetDocuments written now, `kept` the run sets left as they were, `identities`
+    those of the partitions as they were before the runs were read."""
+    previous = {}
+    if kept:
+        try:
+            previous = json.loads(state_path(warehouse).read_text()).get("runSets", {})
+        except (OSError, ValueError, AttributeError):
+            return  # cannot vouch for the kept run sets: the next aggregate is a full one
+    run_sets = {run_set: previous[run_set] for run_set in kept if run_set in previous}
+    for documents in computed:
+        names = [*(f"{scenario}.json" for scenario in documents.scenarios), "summary.json"]
+        identity = _document_identities(Path(out) / documents.run_set_id, names)
+        if documents.run_set_id not in identities or identity is None:
+            continue
+        run_sets[documents.run_set_id] = {"runs": identities[documents.run_set_id], "documents": identity, "facts": facts(documents)}
+    state = {"key": _key(out, tier, profiles), "tables": _table_versions(warehouse), "runSets": run_sets}
+    atomic_write_text(state_path(warehouse), json.dumps(state))
+
+
+def forget(warehouse: Warehouse) -> None:
+    state_path(warehouse).unlink(missing_ok=True)

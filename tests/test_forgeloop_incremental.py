@@ -1,0 +1,119 @@
+"""`aggregate` computes only the run sets that changed since the last one, and its result is
+exactly what a full aggregate gives: the same documents, byte for byte, and the same tables."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from pipeline.forgeloop.incremental import TABLES
+from pipeline.forgeloop.ingest import ingest_forgeloop
+from pipeline.forgeloop.samples import RunSetPlan, write_results
+from pipeline.forgeloop.stage import aggregate
+from pipeline.warehouse import Warehouse
+
+PLANS = [RunSetPlan(f"rs-{index}", 4, "1" if index == 2 else "2", ("api-feature", "small-bug-fix")) for index in range(4)]
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    results = tmp_path / "results"
+    write_results(results, PLANS, seed=3)
+    return results
+
+
+def ingest(warehouse: Warehouse, results: Path) -> None:
+    with warehouse.lock():
+        ingest_forgeloop(warehouse, results, results / "scenarios")
+
+
+def run_aggregate(warehouse: Warehouse, out: Path, **options):
+    with warehouse.lock():
+        return aggregate(warehouse, out, **options)
+
+
+def assert_same_as_full(warehouse: Warehouse, out: Path, tmp_path: Path) -> None:
+    """Documents and tables equal those of a full aggregate made afresh in another warehouse."""
+    tables = {name: warehouse.read(name) for name in TABLES}
+    fresh = Warehouse(tmp_path / "fresh")
+    shutil.rmtree(fresh.root, ignore_errors=True)
+    shutil.copytree(warehouse.root, fresh.root, symlinks=True)
+    shutil.rmtree(fresh.root / ".state")
+    run_aggregate(fresh, tmp_path / "full")
+    differences = subprocess.run(["diff", "-r", str(out), str(tmp_path / "full")], capture_output=True, text=True)
+    assert differences.returncode == 0, differences.stdout[:2000]
+    for name in TABLES:
+        assert tables[name].equals(fresh.read(name)), name
+
+
+def test_only_changed_run_sets_are_computed_and_the_result_equals_a_full_aggregate(tree, tmp_path):
+    warehouse, out = Warehouse(tmp_path / "w"), tmp_path / "out"
+    ingest(warehouse, tree)
+    first = run_aggregate(warehouse, out)
+    assert first.plan.full and [docs.run_set_id for docs in first.documents] == ["rs-0", "rs-1", "rs-2", "rs-3"]
+    versions = {name: os.readlink(warehouse.root / name) for name in TABLES}
+
+    again = run_aggregate(warehouse, out)
+    assert not again.plan.full and again.documents == [] and sorted(again.plan.kept) == ["rs-0", "rs-1", "rs-2", "rs-3"]
+    assert {name: os.readlink(warehouse.root / name) for name in TABLES} == versions  # nothing written
+
+    # one run changed in rs-1, a new run set rs-9, every run of rs-3 rejected (its rows go)
+    changed = tree / "raw" / "rs-1" / "api-feature" / "direct" / "run-002.json"
+    document = json.loads(changed.read_text())
+    document["usage"]["totalTokens"] += 12345
+    changed.write_text(json.dumps(document))
+    write_results(tmp_path / "more", [RunSetPlan("rs-9", 4, "2", ("api-feature", "docs-update"))], seed=5)
+    shutil.copytree(tmp_path / "more" / "raw" / "rs-9", tree / "raw" / "rs-9")
+    shutil.copy(tmp_path / "more" / "scenarios" / "api-feature.json", tree / "scenarios" / "api-feature.json")
+    for path in (tree / "raw" / "rs-3").rglob("*.json"):
+        path.write_text("{")
+    ingest(warehouse, tree)
+    third = run_aggregate(warehouse, out)
+    assert not third.plan.full
+    assert [docs.run_set_id for docs in third.documents] == ["rs-1", "rs-9"]
+    assert sorted(third.plan.kept) == ["rs-0", "rs-2"] and third.plan.removed == ["rs-3"]
+    shutil.rmtree(out / "rs-3")  # a full aggregate does not remove documents either; compare the rest
+    assert_same_as_full(warehouse, out, tmp_path)
+
+
+def test_touched_documents_other_options_and_other_writers_are_noticed(tree, tmp_path):
+    warehouse, out = Warehouse(tmp_path / "w"), tmp_path / "out"
+    ingest(warehouse, tree)
+    run_aggregate(warehouse, out)
+    (out / "rs-2" / "summary.json").unlink()
+    (out / "rs-0" / "api-feature.json").write_text("edited by hand\n")
+    touched = run_aggregate(warehouse, out)
+    assert [docs.run_set_id for docs in touched.documents] == ["rs-0", "rs-2"]
+    assert_same_as_full(warehouse, out, tmp_path)
+    assert run_aggregate(warehouse, out, tier="tail").plan.full  # the tier is in summary.json
+    assert run_aggregate(warehouse, tmp_path / "elsewhere", tier="tail").plan.full
+    assert run_aggregate(warehouse, tmp_path / "elsewhere", tier="tail").documents == []
+    assert run_aggregate(warehouse, out, tier="tail", full=True).plan.full
+    # another command rewrote the tables (an aggregate of one run set): all again
+    run_cli("aggregate", "--run-set", "rs-1", "--out", str(out), "--quiet", warehouse=warehouse.root)
+    assert run_aggregate(warehouse, out, tier="tail").plan.full
+    # a changed scenario profile changes lightObjectives: all again
+    scenario = tree / "scenarios" / "api-feature.json"
+    scenario.write_text(scenario.read_text().replace('"balanced"', '"light"'))
+    ingest(warehouse, tree)
+    assert run_aggregate(warehouse, out, tier="tail").plan.full
+
+
+def test_the_command_says_what_it_computed(tree, tmp_path):
+    warehouse = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"), warehouse=warehouse)
+    first = run_cli("aggregate", "--out", str(tmp_path / "out"), warehouse=warehouse)
+    assert "rs-0: 2 scenarios, 24 runs" in first.stdout and "unchanged" not in first.stdout
+    second = run_cli("aggregate", "--out", str(tmp_path / "out"), warehouse=warehouse)
+    assert "0 run sets computed, 4 unchanged since the last aggregate" in second.stdout
+    listed = json.loads(run_cli("aggregate", "--out", str(tmp_path / "out"), "--json", warehouse=warehouse).stdout)
+    assert [(entry["runSetId"], entry["recomputed"]) for entry in listed["runSets"]] == [
+        ("rs-0", False), ("rs-1", False), ("rs-2", False), ("rs-3", False)]
+    assert listed["runSets"][0]["scenarios"] == ["api-feature", "small-bug-fix"] and listed["written"] == []
+    full = json.loads(run_cli("aggregate", "--out", str(tmp_path / "out"), "--json", "--full", warehouse=warehouse).stdout)
+    assert all(entry["recomputed"] for entry in full["runSets"]) and len(full["written"]) == 12
