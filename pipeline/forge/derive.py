@@ -72,13 +72,12 @@ def typed_sql(table: str, source: str, present: set[str] | None = None) -> str:
 
 def copy_summaries(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, done=lambda: None) -> None:
     """Compute and store the summary tables from a session with a view per input of SUMMARIES; DuckDB
-    writes each table's Parquet file itself. Each is a table in the session afterwards (forge_tasks
-    reads forge_attempts and forge_decisions)."""
+    writes each table's Parquet file itself, straight from the query. Each is then a view of the
+    table as stored (forge_tasks reads forge_attempts and forge_decisions)."""
     for table, query, _ in SUMMARIES:
-        connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS {query_text(query)}')
         with warehouse.build_table(table) as builder:
-            builder.copy(connection, f'{typed_sql(table, f"SELECT * FROM {chr(34)}{table}{chr(34)}")} '
-                                     f"ORDER BY {SUMMARY_ORDER[table]}")
+            builder.copy(connection, f"{typed_sql(table, query_text(query))} ORDER BY {SUMMARY_ORDER[table]}")
+        connection.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.view_sql(table, absolute=True)}')
         done()
 
 

@@ -59,6 +59,8 @@ PLAN_PARTS: dict[str, tuple[str, dict[str, str]]] = {
     "staged_route_entries": (t.ROUTE_ENTRIES, {"task_place": "task_node"}),
 }
 PLAN_TABLES = tuple(table for table, _ in PLAN_PARTS.values())
+# what DuckDB may hold in memory while it stages and stores (it spills the rest to the scratch directory)
+MEMORY_LIMIT = "384MB"
 
 
 @dataclass
@@ -153,19 +155,23 @@ def _prefetch(batches: Iterator[SourceBatch], depth: int = 2) -> Iterator[Source
 
 
 class Stage:
-    """The scratch area of one ingest: a DuckDB session keeping each checked batch in tables
-    of its own (`staged_<n>`, `staged_plan_tasks_<n>`, `staged_route_entries_<n>`, the rejected
-    rows deleted), seen together through the views `staged_events`, `staged_plan_tasks` and
-    `staged_route_entries`. DuckDB keeps them under `memory_limit` and spills the rest to the
-    scratch directory; a batch is copied once, when its typed rows are materialized."""
+    """The scratch area of one ingest. Each batch is checked in a DuckDB session (tables
+    `staged_<n>`, `staged_plan_tasks_<n>`, `staged_route_entries_<n>`), its rejected rows
+    deleted, and what is kept written to Parquet files in the scratch directory before the
+    next batch comes, so the session holds one batch at a time whatever the size of the store.
+    The views `staged_events`, `staged_plan_tasks` and `staged_route_entries` read the files of
+    every batch; DuckDB streams them and spills to the scratch directory under `memory_limit`."""
 
     PARTS = ("staged", "staged_plan_tasks", "staged_route_entries")
+    # what a part's file leaves out: the plan's tasks and a task's route are parsed already
+    DROPPED = {"staged": "tasks, problem_field, problem_rule", "staged_plan_tasks": "route, problem_field, problem_rule",
+               "staged_route_entries": "problem_field, problem_rule"}
 
-    def __init__(self, directory: Path, memory_limit: str = "1GB"):
+    def __init__(self, directory: Path, memory_limit: str = MEMORY_LIMIT):
         self.directory = directory
         self.connection = duckdb.connect()
         self.connection.execute("SET TimeZone = 'UTC'")
-        self.connection.execute(f"SET temp_directory = '{directory / 'spill'}'")
+        self.connection.execute(f"SET temp_directory = '{_sql_text(directory / 'spill')}'")
         self.connection.execute(f"SET memory_limit = '{memory_limit}'")
         self.connection.execute("SET preserve_insertion_order = false")
         for statement in _statements(query_text("forge_json_macros")):
@@ -173,10 +179,14 @@ class Stage:
         self.batches: list[int] = []
         self.rejections: list[tuple] = []  # (position, line, rid, field, rule)
 
+    def _file(self, part: str, number: int) -> Path:
+        return self.directory / f"{part}_{number}.parquet"
+
     def reset(self) -> None:
         for number in self.batches:
             for part in self.PARTS:
                 self.connection.execute(f"DROP TABLE IF EXISTS {part}_{number}")
+                self._file(part, number).unlink(missing_ok=True)
         self.batches.clear()
         self.rejections.clear()
 
@@ -237,28 +247,28 @@ class Stage:
             seen, repo_lines = c.sql(
                 "SELECT count(*), count(*) FILTER (WHERE repo_line AND problem_field IS NULL) FROM forge_envelopes"
             ).fetchall()[0]
+            for part in self.PARTS:  # out of the session: only one batch is ever held
+                c.execute(f"COPY (SELECT * EXCLUDE ({self.DROPPED[part]}) FROM {part}_{number}) "
+                          f"TO '{_sql_text(self._file(part, number))}' (FORMAT parquet)")
+                c.execute(f"DROP TABLE {part}_{number}")
         finally:
             for view in ("forge_envelopes", "forge_batch", "forge_raw_batch"):
                 c.execute(f"DROP VIEW IF EXISTS {view}")
             c.unregister("forge_batch_frame")
         return seen + len(batch.rejected), repo_lines
 
-    def _union(self, part: str, exclude: str = "") -> str:
-        columns = f"* EXCLUDE ({exclude})" if exclude else "*"
-        return " UNION ALL ".join(f"SELECT {columns} FROM {part}_{number}" for number in self.batches)
+    def _files(self, part: str) -> str:
+        return "read_parquet([" + ", ".join(f"'{_sql_text(self._file(part, n))}'" for n in self.batches) + "])"
 
     def classify(self, warehouse: Warehouse) -> None:
         """verdicts(position, line, rid, kind, verdict, other_source, other_line) of the staged events that
         are not new (duplicates and conflicts), and new_kinds(kind, events) of those that are."""
         c = self.connection
-        if not self.batches:  # nothing was read: empty staging tables of the right shape
+        if not self.batches:  # nothing was read: empty staging files of the right shape
             self.add(SourceBatch("sqlite", pl.DataFrame(schema=_EMPTY_SQLITE_BATCH)), {})
-        c.execute(f"CREATE OR REPLACE TEMP VIEW staged_events AS "
-                  f"{self._union('staged', 'tasks, problem_field, problem_rule')}")
-        c.execute(f"CREATE OR REPLACE TEMP VIEW staged_plan_tasks AS "
-                  f"{self._union('staged_plan_tasks', 'route, problem_field, problem_rule')}")
-        c.execute(f"CREATE OR REPLACE TEMP VIEW staged_route_entries AS "
-                  f"{self._union('staged_route_entries', 'problem_field, problem_rule')}")
+        for part in self.PARTS:
+            view = "staged_events" if part == "staged" else part
+            c.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {self._files(part)}")
         c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS SELECT * FROM staged_events")
         if warehouse.has_table(t.EVENTS):
             c.execute(f"CREATE OR REPLACE TEMP VIEW forge_stored AS {warehouse.view_sql(t.EVENTS, absolute=True)}")
@@ -273,6 +283,11 @@ class Stage:
 _EMPTY_SQLITE_BATCH = {"position": pl.Int64, "rid": pl.String, "kind": pl.String, "src": pl.String, "ts": pl.Float64,
                        "run": pl.String, "task": pl.String, "repo": pl.String, "mode": pl.String, "data": pl.String,
                        "ts_class": pl.String}
+
+
+def _sql_text(value: object) -> str:
+    """`value` as the inside of a SQL string literal."""
+    return str(value).replace("'", "''")
 
 
 def _statements(text: str) -> list[str]:

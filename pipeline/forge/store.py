@@ -25,6 +25,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 EVENT_FIELDS = ("rid", "kind", "src", "ts", "run", "task", "repo", "mode", "data")
 TEXT_FIELDS = ("rid", "kind", "src", "run", "task", "repo", "mode", "data")
 BATCH_ROWS = 200_000
+FETCH_ROWS = 20_000  # SQLite rows fetched as Python objects at a time
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 
 
@@ -171,19 +172,31 @@ def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: in
         name: (pl.Binary if binary and name != "ts" else dtype) for name, dtype in _SCHEMA.items()
     } | {"ts_class": pl.Binary if binary else pl.String}
     row_schema = {name: dtype for name, dtype in schema.items() if name != "position"}
+    frames: list[pl.DataFrame] = []
+    rejected: list = []
+    held = 0
     while True:
-        rows = cursor.fetchmany(batch_rows)
-        if not rows:
+        # Python holds one small chunk of rows at a time (a row as Python objects weighs several
+        # times its columnar form); the batch is built of their frames
+        rows = cursor.fetchmany(min(batch_rows, FETCH_ROWS))
+        more = bool(rows)
+        if more:
+            try:
+                frame = pl.DataFrame(rows, schema=row_schema, orient="row").with_row_index("position", offset=position)
+                frame = frame.with_columns(pl.col("position").cast(pl.Int64))
+            except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
+                good, bad = _split_bad_rows(rows, position, text)
+                frame = pl.DataFrame(good, schema=schema, orient="row")
+                rejected += bad
+            position += len(rows)
+            held += len(rows)
+            frames.append(frame)
+        rows = None
+        if held and (held >= batch_rows or not more):
+            yield SourceBatch("sqlite", pl.concat(frames, rechunk=False), binary, rejected)
+            frames, rejected, held = [], [], 0
+        if not more:
             break
-        rejected: list = []
-        try:
-            frame = pl.DataFrame(rows, schema=row_schema, orient="row").with_row_index("position", offset=position)
-            frame = frame.with_columns(pl.col("position").cast(pl.Int64))
-        except (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError):
-            good, rejected = _split_bad_rows(rows, position, text)
-            frame = pl.DataFrame(good, schema=schema, orient="row")
-        position += len(rows)
-        yield SourceBatch("sqlite", frame, binary, rejected)
 
 
 def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS) -> tuple[Container, Iterator[SourceBatch]]:
