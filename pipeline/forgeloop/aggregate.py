@@ -81,7 +81,10 @@ def _mode_aggregate(t: _Tables, key: tuple, legacy: bool, with_context: bool, wi
     info = t.mode_runs.get(key)
 
     def stat(metric: str) -> dict:
-        return _statistic(t.stats.get((*key, metric)), legacy)
+        row = t.stats.get((*key, metric))
+        if legacy or row is None or row["count"] == 0:
+            return _statistic(row, legacy)
+        return row  # made for this document alone: no copy
 
     document: dict[str, Any] = {
         "runCount": info["run_count"] if info else 0,

@@ -34,6 +34,7 @@ from .stats import metric_statistics, robust_statistics, rounded, statistics
 SCENARIO = ["run_set_id", "scenario_id"]
 MODE = [*SCENARIO, "mode"]
 round4 = js_round4_expr
+QUERIES = ("forgeloop_mode_runs", "forgeloop_run_metrics", "forgeloop_outlier_candidates", "forgeloop_pairs", "forgeloop_context_pairs")
 
 
 @dataclass

@@ -6,6 +6,7 @@ and each changed run set's partition written as its chunk completes.
 """
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -64,7 +65,7 @@ def ingest_runs(
             RunReader(str(results), max_file_bytes, PARALLEL_FROM, bar.advance) as reader, \
             warehouse.build_table(RUNS, partition_by="run_set_id") as runs_table:
         pending = None  # the chunk being read while the one before it is stored
-        for chunk in [*_chunks(files), None]:
+        for chunk in itertools.chain(_chunks(files), [None]):  # lazily: one chunk ahead
             started = None if chunk is None else _start_chunk(warehouse, results, chunk, previous_manifest, reader, now)
             if pending is None:
                 pending = started

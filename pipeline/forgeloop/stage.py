@@ -1,7 +1,9 @@
 """The `aggregate` stage: analyse the warehouse's runs, write ForgeLoop's documents, store the tables."""
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,10 +12,11 @@ import polars as pl
 
 from ..errors import LoopmeterError
 from ..jsjson import dumps
+from ..sql import query_text
 from ..warehouse import Warehouse, atomic_write_text
 from .aggregate import RunSetDocuments, build_documents
-from .analysis import Analysis, analyse
 from . import incremental
+from .analysis import QUERIES, Analysis, analyse
 from .contract import TIERS
 from .ingest import RUNS, SCENARIOS
 
@@ -60,24 +63,27 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     """Analyse the runs (of one run set, of `run_sets`, or all) and assemble ForgeLoop's documents."""
     check(warehouse, tier)
     identities = incremental.run_set_identities(warehouse) if run_set is None and run_sets is None else {}
-    if run_set is not None:
-        runs = warehouse.read_partition(RUNS, "run_set_id", run_set)
-    elif run_sets is not None:
-        partitions = warehouse.partitions(RUNS, "run_set_id")
-        files = [str(path) for name in sorted(run_sets) for path in sorted(partitions[name].glob("*.parquet"))]
-        runs = pl.read_parquet(files, hive_partitioning=False) if files else None
-    else:
-        runs = warehouse.read(RUNS)
-    if runs is None or runs.height == 0:
+    partitions = warehouse.partitions(RUNS, "run_set_id")
+    wanted = [run_set] if run_set is not None else sorted(run_sets) if run_sets is not None else sorted(partitions)
+    files = [str(path) for name in wanted if name in partitions for path in sorted(partitions[name].glob("*.parquet"))]
+    if not files:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
+    runs = pl.read_parquet(files, columns=_columns_used(files[0]), hive_partitioning=False)
     connection = duckdb.connect()
     try:
-        connection.register("runs", runs.to_arrow())  # read once; every query scans it in memory
+        # read once; every query scans it in memory (string views and all: no conversion)
+        connection.register("runs", runs.to_arrow(compat_level=pl.CompatLevel.newest()))
         analysis = analyse(connection, run_set)
     finally:
         connection.close()
     profiles = expected_profiles(warehouse) if profiles is None else profiles
     return Aggregated(analysis, build_documents(analysis, profiles, tier), tier=tier, profiles=profiles, identities=identities)
+
+
+def _columns_used(sample: str) -> list[str]:
+    """The columns of `runs` the analysis queries name (a file of the table says which exist)."""
+    text = " ".join(query_text(name) for name in QUERIES)
+    return [name for name in pl.read_parquet_schema(sample) if re.search(rf"\b{name}\b", text)]
 
 
 def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | None = None) -> None:
@@ -115,15 +121,21 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
 
 def write_documents(result: Aggregated, out: Path) -> None:
     """`out/<runSetId>/<scenarioId>.json` and `summary.json`, each replaced atomically."""
-    for docs in result.documents:
-        directory = Path(out) / docs.run_set_id
-        for scenario, document in docs.scenarios.items():
-            path = directory / f"{scenario}.json"
-            atomic_write_text(path, dumps(document, 2) + "\n")
+    def texts():
+        for docs in result.documents:
+            directory = Path(out) / docs.run_set_id
+            for scenario, document in docs.scenarios.items():
+                yield directory / f"{scenario}.json", dumps(document, 2) + "\n"
+            yield directory / "summary.json", dumps(docs.summary, 2) + "\n"
+
+    # encoding holds the interpreter, writing does not: files are written while the next encodes
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pending = []
+        for path, text in texts():
+            pending.append(pool.submit(atomic_write_text, path, text))
             result.written.append(path)
-        path = directory / "summary.json"
-        atomic_write_text(path, dumps(docs.summary, 2) + "\n")
-        result.written.append(path)
+        for future in pending:
+            future.result()
 
 
 def store_tables(warehouse: Warehouse, analysis: Analysis | None, replace: Collection[str] | None) -> None:
