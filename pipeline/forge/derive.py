@@ -70,13 +70,29 @@ def typed_sql(table: str, source: str, present: set[str] | None = None) -> str:
     return f"SELECT {columns} FROM ({source}) s"
 
 
+def store_query(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, table: str, query: str, *,
+                partition: str | None = None, params: dict | None = None) -> None:
+    """Replace `table` (or, with `partition`, that month partition of it, keeping the others) with the
+    rows of `query`, DuckDB writing the Parquet file itself. A query that runs out of the session's
+    memory (aggregates over many groups hold state per thread) is run again on one thread."""
+    for attempt in (1, 2):
+        try:
+            with warehouse.build_table(table, "month" if partition is not None else None) as builder:
+                builder.copy(connection, query, partition=partition, params=params)
+                builder.keep_others = partition is not None
+            return
+        except duckdb.OutOfMemoryException:
+            if attempt == 2:
+                raise
+            connection.execute("SET threads = 1")
+
+
 def copy_summaries(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, done=lambda: None) -> None:
     """Compute and store the summary tables from a session with a view per input of SUMMARIES; DuckDB
     writes each table's Parquet file itself, straight from the query. Each is then a view of the
     table as stored (forge_tasks reads forge_attempts and forge_decisions)."""
     for table, query, _ in SUMMARIES:
-        with warehouse.build_table(table) as builder:
-            builder.copy(connection, f"{typed_sql(table, query_text(query))} ORDER BY {SUMMARY_ORDER[table]}")
+        store_query(connection, warehouse, table, f"{typed_sql(table, query_text(query))} ORDER BY {SUMMARY_ORDER[table]}")
         connection.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.view_sql(table, absolute=True)}')
         done()
 

@@ -1,22 +1,25 @@
 """`loopmeter ingest forge STORE`: a Forge store -> `forge_events` and the flat `forge_*` tables.
 
-The flow, batch by batch so memory stays bounded:
+The flow, batch by batch so memory stays flat whatever the size of the store:
 
 1. `store.py` reads the container (SQLite read-only, or JSON Lines) in batches, in a
    thread of its own so reading overlaps the checking;
 2. DuckDB checks each batch and parses each event's data once
    (`forge_*_envelopes.sql`, `forge_stage_events.sql`, `forge_stage_plan_tasks.sql`,
-   `forge_stage_route_entries.sql`); the batch's typed rows stay in the staging session
-   (DuckDB, memory-limited, spilling to a scratch directory);
+   `forge_stage_route_entries.sql`); the batch's typed rows, rejected ones deleted, go to
+   Parquet files in the scratch directory, so the DuckDB session (memory-limited, spilling
+   to the scratch directory) holds one batch at a time;
 3. staged events are compared by rid with each other and with the events stored before
    (`forge_classify_staged.sql`): a repeated rid with the same content is a duplicate
-   (counted), with other content a rejection; the new ones are written into
-   `forge_events` one month partition at a time and added to the per-event tables
-   (plans, plan tasks, route entries, attempt events, dispatches, merges, integrations,
-   acceptances, outcomes);
-4. the tables that summarize several events (attempts, decisions, tasks) are rebuilt in
-   the same session from the stored and the new rows (`derive.py`), while two writer
-   threads store the tables.
+   (counted), with other content a rejection; the new ones are added to the per-event
+   tables (plans, plan tasks, route entries, attempt events, dispatches, merges,
+   integrations, acceptances, outcomes);
+4. the tables that summarize several events (attempts, decisions, tasks) are rebuilt from
+   the stored per-event tables (`derive.py`), then the new events are written into
+   `forge_events` one month partition at a time.
+
+Every table is written by DuckDB itself (`COPY ... TO` into the table's new version, see
+`Warehouse.build_table`): no table passes through Python, each write is atomic.
 
 Every line or row is accounted for: stored, duplicate, repo mapping, or rejected with
 its line (JSON Lines) or rid (SQLite), the field and the rule (`forge_rejections`).
@@ -40,7 +43,7 @@ from .. import progress
 from ..sql import query_text
 from ..warehouse import Warehouse
 from . import tables as t
-from .derive import KNOWN_KINDS, SUMMARIES, copy_summaries, rebuild_summaries, typed_frame, typed_sql
+from .derive import KNOWN_KINDS, SUMMARIES, copy_summaries, rebuild_summaries, store_query, typed_frame, typed_sql
 from .store import BATCH_ROWS, SourceBatch, open_store
 
 # per-event tables: which staged events each holds
@@ -408,8 +411,7 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
                 stored = (f"SELECT * FROM ({warehouse.view_sql(table, absolute=True)}) "
                           f"WHERE {rid} NOT IN (SELECT rid FROM new_rids)")
                 query = f"{typed_sql(table, stored)} UNION ALL {query}"
-            with warehouse.build_table(table) as builder:
-                builder.copy(c, query)
+            store_query(c, warehouse, table, query)
             # the summaries read the table as just stored
             c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.view_sql(table, absolute=True)}')
             bar.advance()
@@ -427,9 +429,8 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
                 location = str(previous / "*.parquet").replace("'", "''")
                 stored = f"SELECT * FROM read_parquet('{location}', hive_partitioning = false, union_by_name = true)"
                 query = f"{typed_sql(t.EVENTS, stored)} UNION ALL {query}"
-            with warehouse.build_table(t.EVENTS, partition_by="month") as builder:
-                builder.copy(c, query, partition=month, params={"source": source, "now": now, "month": month})
-                builder.keep_others = True
+            store_query(c, warehouse, t.EVENTS, query, partition=month,
+                        params={"source": source, "now": now, "month": month})
             bar.advance()
 
 

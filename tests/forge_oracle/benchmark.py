@@ -5,7 +5,9 @@
 
 routing: the seed's path is load rows, parse data, build task records in Python, then its
 observational and randomized; loopmeter's is `ingest forge` then `report routing` (and
-`report routing` alone on the ingested warehouse). The two documents must be equal.
+`report routing` alone on the ingested warehouse). The two documents must be equal. Each round
+prints both ratios with their targets; then the median round, and the peak RSS of `loopmeter
+ingest forge` run once more in a fresh process (the ingest's own memory).
 survival: git processes and time of the seed's harvest against loopmeter's, same outcomes.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import resource
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +39,21 @@ def seed_path(store: Path) -> tuple[dict, float]:
     records = oracle_routing.tasks(runs)
     document = dict(observational=oracle_routing.observational(records), randomized=oracle_routing.randomized(records))
     return document, time.perf_counter() - started
+
+
+# runs the CLI with the given arguments, then prints the process's peak RSS (VmHWM, KiB) on stderr
+_CLI_PEAK = """
+import sys
+from pipeline.cli import main
+sys.argv = ["loopmeter", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exit_:
+    if exit_.code not in (0, None):
+        raise
+finally:
+    print([l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0], file=sys.stderr)
+"""
 
 
 def routing(args) -> None:
@@ -68,7 +86,21 @@ def routing(args) -> None:
               f"{ {k: round(v, 2) for k, v in ingest.timings.items()} } | report {report_seconds:.2f} s | "
               f"report {seed_seconds / report_seconds:.1f}x faster (target >= 10x), "
               f"ingest + report {seed_seconds / total:.1f}x faster (target >= 3x)")
-    print(f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (this process, both paths)")
+    seeds, ingests, reports = (sorted(column)[len(column) // 2] for column in zip(*results))
+    print(f"median of {len(results)}: seed path {seeds:.2f} s | ingest {ingests:.2f} s | report {reports:.2f} s | "
+          f"report {seeds / reports:.1f}x faster (target >= 10x), "
+          f"ingest + report {seeds / (ingests + reports):.1f}x faster (target >= 3x)")
+    print(f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB (this process, both paths)")
+    # the ingest's own memory: `loopmeter ingest forge` in a fresh process, as a user runs it
+    shutil.rmtree(directory / "warehouse-cli", ignore_errors=True)
+    started = time.perf_counter()
+    child = subprocess.run([sys.executable, "-c", _CLI_PEAK, "ingest", "forge", str(store), "--quiet",
+                            "--warehouse", str(directory / "warehouse-cli")],
+                           check=True, cwd=HERE.parent.parent, capture_output=True, text=True)
+    cli_seconds = time.perf_counter() - started
+    peak = int(child.stderr.strip().splitlines()[-1]) / 1024  # VmHWM, KiB (getrusage of a child counts the fork)
+    print(f"ingest peak RSS {peak:.0f} MiB (`loopmeter ingest forge` in a fresh process, {cli_seconds:.2f} s "
+          f"with interpreter start; target: bounded, a few hundred MiB)")
 
 
 def survival(args) -> None:
@@ -103,7 +135,7 @@ def main() -> None:
     r = sub.add_parser("routing")
     r.add_argument("--runs", type=int, default=42000, help="routed runs (about 23 events each)")
     r.add_argument("--dir", default="/tmp/forge-bench")
-    r.add_argument("--rounds", type=int, default=2)
+    r.add_argument("--rounds", type=int, default=3)
     s = sub.add_parser("survival")
     s.add_argument("--extra-runs", type=int, default=20)
     s.add_argument("--tasks-per-run", type=int, default=5)
