@@ -284,3 +284,45 @@ def test_unchanged_tree_is_answered_from_the_last_ingest_without_the_dataframe_s
     # other options are another question, answered by a real ingest
     limited = subprocess.run([*command, "--max-file-mb", "8"], capture_output=True, text=True, cwd=ROOT)
     assert "0 accepted, 2 unchanged, 1 rejected" in limited.stdout and _heavy_imports(limited.stderr)
+
+
+def test_only_changed_run_set_folders_are_ingested_again_and_the_answer_covers_the_tree(tmp_path):
+    from pipeline.forgeloop.ingest import TreeState
+
+    results = write_tree(tmp_path / "results", [GOOD, run(index=2, tokens=2000), run(run_set="rs-two", tokens=3000),
+                                                edited(run(run_set="rs-three"), "usage.totalTokens", -1)])
+    warehouse = Warehouse(tmp_path / "w")
+    ingest_forgeloop(warehouse, results)
+    (results / "raw" / "rs-two" / "small-bug-fix" / "direct" / "run-001.json").write_text(json.dumps(run(run_set="rs-two", tokens=3500)))
+    write_tree(results, [run(run_set="rs-four", tokens=4000)])
+    (results / "raw" / "stray.json").write_text("{}")
+    tree = TreeState(warehouse, results, None, 16 << 20, None)
+    assert tree.scope() == ["", "rs-four", "rs-two"]  # rs-test and rs-three are as the last ingest saw them
+    partial = ingest_forgeloop(warehouse, results)
+    fresh = ingest_forgeloop(Warehouse(tmp_path / "fresh"), results)
+    assert (partial.accepted, partial.unchanged) == (2, 2) and (fresh.accepted, fresh.unchanged) == (4, 0)
+    assert partial.run_sets == fresh.run_sets == ["rs-four", "rs-test", "rs-three", "rs-two"]
+    assert partial.rejections == fresh.rejections == [
+        ("raw/rs-three/small-bug-fix/direct/run-001.json", "usage.totalTokens", "must be an integer >= 0 or null"),
+        ("raw/stray.json", "file", "lies directly in raw/, not in a run set folder"),
+    ]
+    assert stored_runs(tmp_path / "w").drop("content_hash").equals(stored_runs(tmp_path / "fresh").drop("content_hash"))
+    assert sorted(manifest(tmp_path / "w")) == sorted(manifest(tmp_path / "fresh"))  # every file has its row
+    again = ingest_forgeloop(warehouse, results)
+    assert (again.accepted, again.unchanged, again.rejections, again.wrote) == (0, 4, partial.rejections, False)
+    # a run set folder removed: its manifest rows go, its runs stay (run sets not given are left alone)
+    import shutil
+
+    shutil.rmtree(results / "raw" / "rs-four")
+    gone = ingest_forgeloop(warehouse, results)
+    assert gone.run_sets == ["rs-test", "rs-three", "rs-two"] and "rs-four" in set(stored_runs(tmp_path / "w")["run_set_id"])
+    assert not any(path.startswith("raw/rs-four/") for path in manifest(tmp_path / "w"))
+
+
+def test_ingesting_one_run_set_keeps_the_manifest_rows_of_the_others(tmp_path):
+    results = write_tree(tmp_path / "results", [GOOD, run(run_set="rs-two", tokens=3000)])
+    warehouse = Warehouse(tmp_path / "w")
+    ingest_forgeloop(warehouse, results)
+    ingest_forgeloop(warehouse, results, run_sets=["rs-two"])
+    assert sorted(manifest(tmp_path / "w")) == [
+        "raw/rs-test/small-bug-fix/direct/run-001.json", "raw/rs-two/small-bug-fix/direct/run-001.json"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -162,19 +162,36 @@ def ingest_forgeloop(
         if missing:
             raise LoopmeterError(f"no run set folder {', '.join(missing)} in {results / 'raw'}")
     tree = TreeState(warehouse, results, scenarios, max_file_bytes, run_sets)
-    answer = tree.last_answer()
-    if answer is not None:
-        return answer
+    if tree.unchanged():
+        return tree.answer()
     from .ingest_runs import ingest_runs
 
-    result = ingest_runs(warehouse, results, tree.files(), scenarios, max_file_bytes=max_file_bytes)
+    scope = tree.scope()
+    result = ingest_runs(warehouse, results, tree.files(), scenarios, max_file_bytes=max_file_bytes,
+                         only=scope if scope is not None else run_sets)
     tree.remember(result)
-    return result
+    return tree.answer(result)
+
+
+def _group(path: str) -> str:
+    """The entry of raw/ a file lies under: its run set folder, or "" for a file directly in raw/."""
+    parts = path.split("/", 2)
+    return parts[1] if len(parts) == 3 else ""
+
+
+def _rejection_group(path: str) -> str | None:
+    """A rejected run file's entry of raw/; None for a scenario file (an absolute path)."""
+    return _group(path) if path == "raw" or path.startswith("raw/") else None
 
 
 class TreeState:
-    """What one ingest of a RESULTS directory saw (every file's path, size and mtime, the
-    scenario files', the options, the versions of the tables it left) and answered."""
+    """What the last ingest of a RESULTS directory (with the same options) saw, per entry
+    of raw/ (the path, size and mtime of every file), and what it answered for each; the
+    scenario files it saw; the versions of the tables it left.
+
+    When those tables are still current, an entry of raw/ whose files all look the same is
+    not looked at again: its answer is the recorded one. Nothing changed at all: nothing is
+    written. Otherwise only the entries that changed (or appeared, or went) are ingested."""
 
     def __init__(self, warehouse: Warehouse, results: Path, scenarios: Path | None, max_file_bytes: int,
                  run_sets: list[str] | None):
@@ -190,27 +207,24 @@ class TreeState:
         }
         name = hashlib.blake2b(json.dumps(self.key, sort_keys=True).encode(), digest_size=10).hexdigest()
         self.path = warehouse.root / STATE_DIR / f"forgeloop-ingest-{name}.json"
-        self._seen: list[list[SeenFile]] | None = None  # kept from a walk that did not match, for the ingest
-        self._digest: str | None = None
+        self.state = self._load()
+        # the walk: files by entry of raw/, in path order, and each entry's digest
+        self.groups: dict[str, list[SeenFile]] = {}
+        for found in discover_by_run_set(results):
+            for seen in found:
+                if run_sets is None or seen.run_set_id in run_sets:
+                    self.groups.setdefault(_group(seen.path), []).append(seen)
+        self.digests = {group: _digest(files) for group, files in self.groups.items()}
+        self.scenario_listing = self._scenario_listing()
 
-    # ---- the walk ---------------------------------------------------------------------
-    def _walk(self) -> Iterator[list[SeenFile]]:
-        for found in discover_by_run_set(self.results):
-            if self.run_sets is not None:
-                found = [f for f in found if f.run_set_id in self.run_sets]
-            yield found
-
-    def _fingerprint(self, batches: Iterator[list[SeenFile]]) -> Iterator[SeenFile]:
-        """Pass the files on, and set `_digest` once all have passed."""
-        digest = hashlib.blake2b(digest_size=20)
-        for found in batches:
-            _add(digest, found)
-            yield from found
-        self._digest = self._finish(digest)
-
-    def _finish(self, digest) -> str:
-        digest.update(self._scenario_listing().encode())
-        return digest.hexdigest()
+    def _load(self) -> dict | None:
+        try:
+            state = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(state, dict) or state.get("key") != self.key or state.get("tables") != self._tables():
+            return None  # other options, or the tables changed since: it cannot vouch for them
+        return state
 
     def _scenario_listing(self) -> str:
         if self.scenarios is None:
@@ -224,11 +238,7 @@ class TreeState:
                         lines.append(f"{entry.name}\0{entry.is_file()}\0{stat.st_size}\0{stat.st_mtime_ns}")
                     except OSError as error:
                         lines.append(f"{entry.name}\0{error.strerror}")
-        return "scenarios\n" + "\n".join(sorted(lines))
-
-    def files(self) -> Iterator[SeenFile]:
-        """The files for a full ingest (from the walk already made, if one was made)."""
-        return self._fingerprint(iter(self._seen) if self._seen is not None else self._walk())
+        return "\n".join(sorted(lines))
 
     def _tables(self) -> dict[str, str | None]:
         versions = {}
@@ -237,44 +247,81 @@ class TreeState:
             versions[name] = os.readlink(link) if link.is_symlink() else None
         return versions
 
-    # ---- the record ---------------------------------------------------------------------
-    def last_answer(self) -> IngestResult | None:
-        """The last ingest's answer, when the tree, the options and the tables are as it left
-        them; None (and the walk kept for the ingest) otherwise."""
-        try:
-            state = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+    def _same(self, group: str) -> bool:
+        return self.state is not None and self.state["groups"].get(group, {}).get("digest") == self.digests[group]
+
+    def unchanged(self) -> bool:
+        return (self.state is not None and self.state["scenarioListing"] == self.scenario_listing
+                and set(self.state["groups"]) == set(self.groups) and all(map(self._same, self.groups)))
+
+    def scope(self) -> list[str] | None:
+        """The entries of raw/ to ingest (changed, new, or gone), or None for all."""
+        if self.state is None:
             return None
-        if not isinstance(state, dict) or state.get("key") != self.key or state.get("tables") != self._tables():
-            return None
-        digest = hashlib.blake2b(digest_size=20)
-        self._seen = []
-        for found in self._walk():
-            _add(digest, found)
-            self._seen.append(found)
-        if state.get("digest") != self._finish(digest):
-            return None
-        answer = state["answer"]
-        return IngestResult(
-            results=self.results.resolve(),
-            run_sets=list(answer["run_sets"]),
-            unchanged=answer["accepted"] + answer["unchanged"],
-            rejections=[tuple(rejection) for rejection in answer["rejections"]],
-            scenarios=answer["scenarios"],
-            wrote=False,
-        )
+        gone = set(self.state["groups"]) - set(self.groups)
+        return sorted({group for group in self.groups if not self._same(group)} | gone)
+
+    def files(self) -> Iterator[SeenFile]:
+        """The files of the entries to ingest, in path order."""
+        scope = self.scope()
+        for group, files in self.groups.items():
+            if scope is None or group in scope:
+                yield from files
+
+    def answer(self, result: IngestResult | None = None) -> IngestResult:
+        """The answer for the whole tree: `result` for the entries just ingested (none: an
+        unchanged tree), the recorded answers for the others, in path order."""
+        ingested = set(self.groups) if self.state is None else set(self.scope() or ())
+        outcome = IngestResult(results=self.results.resolve(), wrote=bool(result and result.wrote))
+        fresh_rejections: dict[str, list] = {}
+        if result is not None:
+            outcome.accepted, outcome.unchanged, outcome.scenarios = result.accepted, result.unchanged, result.scenarios
+            for rejection in result.rejections:
+                fresh_rejections.setdefault(_rejection_group(rejection[0]), []).append(rejection)
+        elif self.state is not None:
+            outcome.scenarios = self.state["scenarios"]
+        fresh_run_sets = set(result.run_sets) if result else set()
+        for group in self.groups:
+            if group in ingested:
+                outcome.rejections += fresh_rejections.get(group, [])
+                if group in fresh_run_sets:
+                    outcome.run_sets.append(group)
+            else:
+                recorded = self.state["groups"][group]
+                outcome.unchanged += recorded["stored"]
+                outcome.rejections += [tuple(rejection) for rejection in recorded["rejections"]]
+                if recorded["runSet"]:
+                    outcome.run_sets.append(group)
+        if result is not None:
+            outcome.rejections += fresh_rejections.get(None, [])  # the scenario files'
+        else:
+            outcome.rejections += [tuple(rejection) for rejection in self.state["scenarioRejections"]]
+        return outcome
 
     def remember(self, result: IngestResult) -> None:
-        """Record what this ingest saw and answered (written atomically; losing it only
-        costs the next ingest its shortcut)."""
-        if self._digest is None:  # the walk was not finished
-            return
-        answer = asdict(result)
-        answer.pop("results")
-        answer.pop("wrote")
-        state = {"key": self.key, "digest": self._digest, "tables": self._tables(), "answer": answer}
+        """Record what this ingest saw and answered, per entry of raw/ (written atomically;
+        losing it only costs the next ingest its shortcut)."""
+        whole = self.answer(result)
+        rejected: dict[str | None, list] = {}
+        for rejection in whole.rejections:
+            rejected.setdefault(_rejection_group(rejection[0]), []).append(rejection)
+        run_sets = set(whole.run_sets)
+        groups = {
+            group: {
+                "digest": self.digests[group],
+                "stored": len(files) - len(rejected.get(group, [])),
+                "rejections": rejected.get(group, []),
+                "runSet": group in run_sets,
+            }
+            for group, files in self.groups.items()
+        }
+        state = {
+            "key": self.key, "tables": self._tables(), "groups": groups, "scenarioListing": self.scenario_listing,
+            "scenarios": whole.scenarios, "scenarioRejections": rejected.get(None, []),
+        }
         atomic_write_text(self.path, json.dumps(state))
 
 
-def _add(digest, found: list[SeenFile]) -> None:
-    digest.update("".join([f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.problem}\n" for f in found]).encode())
+def _digest(files: list[SeenFile]) -> str:
+    text = "".join([f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.problem}\n" for f in files])
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()

@@ -50,8 +50,11 @@ def ingest_runs(
     scenarios: Path | None = None,
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    only: list[str] | None = None,
 ) -> IngestResult:
-    """Ingest the run files `files` (found under `results`) and optionally the scenario files."""
+    """Ingest the run files `files` (found under `results`) and optionally the scenario files.
+    With `only` (entries of raw/: run set folders, "" for files directly in raw/), `files`
+    are those entries' and the manifest rows of this results directory's other entries stay."""
     source_root = str(results.resolve())
     outcome = IngestResult(results=results.resolve())
     now = datetime.now(timezone.utc)
@@ -92,7 +95,7 @@ def ingest_runs(
         outcome.rejections += [(f"{row[1]}/{row[2]}", row[5], row[6]) for row in scenario_rows if row[4] == "rejected"]
         manifest = pl.concat([manifest, frame_from_rows(scenario_rows, MANIFEST_COLUMNS)])
     outcome.wrote = bool(changed) or scenarios is not None
-    outcome.wrote |= _write_manifest(warehouse, manifest, source_root, outcome.run_sets, scenarios, previous_manifest)
+    outcome.wrote |= _write_manifest(warehouse, manifest, source_root, outcome.run_sets, scenarios, previous_manifest, only)
     return outcome
 
 
@@ -271,17 +274,22 @@ def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest_rows: list
 def _write_manifest(
     warehouse: Warehouse, frame: pl.DataFrame, source_root: str, in_scope: list[str], scenarios: Path | None,
     previous: pl.DataFrame | None,
+    only: list[str] | None = None,
 ) -> bool:
-    """Replace this source's manifest rows; returns False when they are the same as before."""
+    """Replace this source's manifest rows (with `only`, those of these entries of raw/);
+    returns False when they are the same as before."""
     current = warehouse.read(MANIFEST)
-    if current is not None and scenarios is None and previous is not None:
+    if current is not None and scenarios is None and previous is not None and only is None:
         runs_now = frame.filter(pl.col("kind") == "run").sort("path")
         if previous.sort("path").equals(runs_now.select(previous.columns)):
             return False
     if current is not None:
-        replaced = (pl.col("kind") == "run") & (
-            pl.col("run_set_id").is_in(in_scope) | (pl.col("source_root") == source_root)
-        )
+        ours = pl.col("source_root") == source_root
+        if only is not None:
+            entry = pl.col("path").str.split("/").list.get(1, null_on_oob=True)
+            in_raw = pl.col("path").str.count_matches("/") >= 2
+            ours = ours & pl.when(in_raw).then(entry.is_in(only)).otherwise(pl.lit("" in only))
+        replaced = (pl.col("kind") == "run") & (pl.col("run_set_id").is_in(in_scope) | ours)
         if scenarios is not None:
             replaced = replaced | ((pl.col("kind") == "scenario") & (pl.col("source_root") == str(Path(scenarios).resolve())))
         kept = current.filter(~replaced.fill_null(False))
