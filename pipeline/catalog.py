@@ -5,16 +5,25 @@ moved or zipped; a client opening the database elsewhere sets
 `SET file_search_path = '<warehouse>'` (loopmeter does) or starts in the warehouse folder.
 Every view and column carries a `COMMENT ON` from the table registries of the areas.
 The file is rebuilt aside and renamed into place, so a reader never sees half of it.
+
+A view reads whatever version of its table is current, so the file is only rebuilt when
+the set of tables, or their documentation, differs from what it was built for (recorded
+in `.state/catalog.json`), or when it is missing or a killed writer left it half-built.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import secrets
 import sys
 from pathlib import Path
 
+from . import SCHEMA_VERSION, __version__
 from .faults import checkpoint
-from .warehouse import DATABASE, Warehouse
+from .warehouse import DATABASE, Warehouse, atomic_write_text
+
+STATE = Path(".state") / "catalog.json"
 
 Column = tuple[str, str, str]
 
@@ -37,12 +46,26 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def refresh_catalog(warehouse: Warehouse) -> Path:
-    """Rebuild loopmeter.duckdb with a view and comments for every table present."""
-    import duckdb
+def _built_for(warehouse: Warehouse, docs: dict) -> str:
+    """What the catalog depends on: the tables present and their documentation."""
+    content = json.dumps([__version__, SCHEMA_VERSION, warehouse.table_names(), sorted(docs.items())])
+    return hashlib.blake2b(content.encode(), digest_size=16).hexdigest()
 
+
+def refresh_catalog(warehouse: Warehouse, force: bool = False) -> Path:
+    """Make loopmeter.duckdb hold a view and comments for every table present (rebuilt only
+    when it is missing, stale, or was built for other tables)."""
     docs = table_docs()
     target = warehouse.root / DATABASE
+    signature = _built_for(warehouse, docs)
+    try:
+        recorded = (warehouse.root / STATE).read_text()
+    except OSError:
+        recorded = None
+    if not force and recorded == signature and target.exists() and not warehouse.catalog_stale:
+        return target
+    import duckdb
+
     temporary = warehouse.root / f".{DATABASE}.{secrets.token_hex(4)}.tmp"
     connection = duckdb.connect(str(temporary))
     try:
@@ -78,6 +101,8 @@ def refresh_catalog(warehouse: Warehouse) -> Path:
     wal = Path(str(temporary) + ".wal")
     if wal.exists():
         wal.unlink()
+    atomic_write_text(warehouse.root / STATE, signature)
+    warehouse.catalog_stale = False
     return target
 
 

@@ -108,3 +108,24 @@ def test_every_parquet_file_reads_on_its_own_in_duckdb_polars_and_pyarrow(demo_w
         assert connection.sql(f"SELECT count(*) FROM read_parquet('{file}')").fetchall()[0][0] == table.num_rows
         for field in table.schema:
             assert field.name == field.name.lower() and " " not in field.name, (file, field.name)
+
+
+def test_the_catalog_is_rebuilt_only_when_the_tables_it_shows_change(tmp_path):
+    from pipeline.catalog import refresh_catalog
+    from pipeline.warehouse import Warehouse
+    from runs import run, write_tree
+
+    results = write_tree(tmp_path / "results", [run()])
+    warehouse = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(results), warehouse=warehouse)
+    database = warehouse / "loopmeter.duckdb"
+    built = database.stat().st_ino
+    run_cli("ingest", "forgeloop", str(results / ".." / "results"), warehouse=warehouse)  # same tables
+    refresh_catalog(Warehouse(warehouse))
+    assert database.stat().st_ino == built
+    run_cli("aggregate", "--quiet", warehouse=warehouse)  # new tables: new views
+    assert database.stat().st_ino != built
+    assert "forgeloop_mode_stats" in run_cli("sql", "SELECT view_name FROM duckdb_views()", "--format", "csv", warehouse=warehouse).stdout
+    database.unlink()
+    refresh_catalog(Warehouse(warehouse))
+    assert database.exists()
