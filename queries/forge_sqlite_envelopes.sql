@@ -1,7 +1,8 @@
 -- forge_sqlite_envelopes: each row of a Forge SQLite store's events table as an event envelope, with the first container rule it breaks.
 -- Runs inside: loopmeter ingest forge, on the batch it stages (not against the warehouse).
--- Inputs: forge_batch(position, rid, kind, src, ts, run, task, repo, mode, data, ts_class, bad_text) —
--- rows as read (ts_class: SQLite's typeof(ts); bad_text: a column whose bytes are not UTF-8, else null).
+-- Inputs: forge_batch(position, rid, kind, src, ts, run, task, repo, mode, data, bad_text) — rows as read
+-- (ts a number or null: a row whose ts is text or a blob is rejected while reading; bad_text: a column
+-- whose bytes are not UTF-8, else null).
 -- Output: position, line (null), rid, kind, src, ts_unix, run, task, repo, mode, data (text, judged by
 -- forge_stage_events), repo_line (false), repo_path (null), problem_field, problem_rule.
 WITH judged AS (
@@ -10,7 +11,7 @@ WITH judged AS (
            WHEN bad_text IS NOT NULL THEN {'field': bad_text, 'rule': 'is not valid UTF-8'}
            WHEN rid = '' THEN {'field': 'rid', 'rule': 'must be a non-empty string'}
            WHEN kind = '' THEN {'field': 'kind', 'rule': 'must be a non-empty string'}
-           WHEN ts_class NOT IN ('integer', 'real') THEN {'field': 'ts', 'rule': 'must be unix seconds, a number (found ' || ts_class || ')'}
+           WHEN ts IS NULL THEN {'field': 'ts', 'rule': 'must be unix seconds, a number (found null)'}
            WHEN NOT isfinite(ts) OR ts < 0 OR ts >= 253402300800 THEN {'field': 'ts', 'rule': 'must be unix seconds between 1970 and 9999'}
          END AS problem
   FROM forge_batch

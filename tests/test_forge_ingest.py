@@ -179,6 +179,20 @@ def test_hostile_sqlite_rows_are_rejected_by_rid(tmp_path):
     assert sorted(Warehouse(tmp_path / "w").read(t.EVENTS)["rid"].to_list()) == ["ok1", "unknown"]
 
 
+def test_sqlite_ts_null_is_rejected_and_an_integer_ts_kept_exactly(tmp_path):
+    store = sqlite_store(tmp_path / "dataset.sqlite", [
+        ("int", "attempt", "forge", 1700000000, "r1", "t1", "api", "parallel", '{"n": 1}'),
+        ("fine", "attempt", "forge", 1700000000.1234567, "r1", "t1", "api", "parallel", '{"n": 1}'),
+        ("nots", "attempt", "forge", None, "r1", "t1", "api", "parallel", '{"n": 1}'),
+    ], events_sql="CREATE TABLE events(rid, kind, src, ts, run, task, repo, mode, data)")
+    result = cli("ingest", "forge", str(store), warehouse=tmp_path / "w")
+    assert result.exit_code == 3, result.stderr
+    assert f"rejected {store} rid nots: ts: must be unix seconds, a number (found null)" in result.stderr
+    stored = Warehouse(tmp_path / "w").read(t.EVENTS).sort("rid")
+    assert stored["rid"].to_list() == ["fine", "int"]
+    assert stored["ts_unix"].to_list() == [1700000000.1234567, 1700000000.0]
+
+
 def test_sqlite_text_that_is_not_utf8_rejects_only_its_row(tmp_path):
     store = sqlite_store(tmp_path / "dataset.sqlite", [
         ("ok1", "attempt", "forge", 100.0, "r1", "t1", "api", "parallel", '{"n": 1}'),

@@ -160,15 +160,27 @@ def _prefetch(batches: Iterator[SourceBatch], depth: int = 2) -> Iterator[Source
 class Stage:
     """The scratch area of one ingest. Each batch is checked in a DuckDB session (tables
     `staged_<n>`, `staged_plan_tasks_<n>`, `staged_route_entries_<n>`), its rejected rows
-    deleted, and what is kept written to Parquet files in the scratch directory before the
-    next batch comes, so the session holds one batch at a time whatever the size of the store.
-    The views `staged_events`, `staged_plan_tasks` and `staged_route_entries` read the files of
-    every batch; DuckDB streams them and spills to the scratch directory under `memory_limit`."""
+    deleted, and what is kept written to narrow Parquet files in the scratch directory (see
+    `files`) before the next batch comes, so the session holds one batch at a time whatever the
+    size of the store. A view per file name (`staged_events`, `staged_forge_dispatches`, ...,
+    `staged_plan_tasks`, `staged_route_entries`) reads the files of every batch; DuckDB streams
+    them and spills to the scratch directory under `memory_limit`."""
 
     PARTS = ("staged", "staged_plan_tasks", "staged_route_entries")
-    # what a part's file leaves out: the plan's tasks and a task's route are parsed already
-    DROPPED = {"staged": "tasks, problem_field, problem_rule", "staged_plan_tasks": "route, problem_field, problem_rule",
-               "staged_route_entries": "problem_field, problem_rule"}
+
+    @staticmethod
+    def files() -> dict[str, str]:
+        """Each scratch file of a batch -> the SELECT over the batch's tables (`{n}` its number) that
+        fills it: the envelopes of the kept events, the rows of each per-event table (narrow files:
+        a kind's fields only), the plans' tasks and routes (parsed already, so without their JSON)."""
+        events = ", ".join(name for name, _, _ in t.columns(t.EVENTS) if name not in ("source", "ingested_at"))
+        files = {"staged_events": f"SELECT position, {events} FROM staged_{{n}}"}
+        for table, where in EVENT_TABLES.items():
+            columns = ", ".join(name for name, _, _ in t.columns(table))
+            files[f"staged_{table}"] = f"SELECT position, {columns} FROM staged_{{n}} WHERE {where}"
+        files["staged_plan_tasks"] = "SELECT * EXCLUDE (route, problem_field, problem_rule) FROM staged_plan_tasks_{n}"
+        files["staged_route_entries"] = "SELECT * EXCLUDE (problem_field, problem_rule) FROM staged_route_entries_{n}"
+        return files
 
     def __init__(self, directory: Path, memory_limit: str = MEMORY_LIMIT):
         self.directory = directory
@@ -182,14 +194,15 @@ class Stage:
         self.batches: list[int] = []
         self.rejections: list[tuple] = []  # (position, line, rid, field, rule)
 
-    def _file(self, part: str, number: int) -> Path:
-        return self.directory / f"{part}_{number}.parquet"
+    def _file(self, name: str, number: int) -> Path:
+        return self.directory / f"{name}-{number}.parquet"
 
     def reset(self) -> None:
         for number in self.batches:
             for part in self.PARTS:
                 self.connection.execute(f"DROP TABLE IF EXISTS {part}_{number}")
-                self._file(part, number).unlink(missing_ok=True)
+            for name in self.files():
+                self._file(name, number).unlink(missing_ok=True)
         self.batches.clear()
         self.rejections.clear()
 
@@ -250,9 +263,9 @@ class Stage:
             seen, repo_lines = c.sql(
                 "SELECT count(*), count(*) FILTER (WHERE repo_line AND problem_field IS NULL) FROM forge_envelopes"
             ).fetchall()[0]
-            for part in self.PARTS:  # out of the session: only one batch is ever held
-                c.execute(f"COPY (SELECT * EXCLUDE ({self.DROPPED[part]}) FROM {part}_{number}) "
-                          f"TO '{_sql_text(self._file(part, number))}' (FORMAT parquet)")
+            for name, select in self.files().items():  # out of the session: only one batch is ever held
+                c.execute(f"COPY ({select.format(n=number)}) TO '{_sql_text(self._file(name, number))}' (FORMAT parquet)")
+            for part in self.PARTS:
                 c.execute(f"DROP TABLE {part}_{number}")
         finally:
             for view in ("forge_envelopes", "forge_batch", "forge_raw_batch"):
@@ -260,8 +273,8 @@ class Stage:
             c.unregister("forge_batch_frame")
         return seen + len(batch.rejected), repo_lines
 
-    def _files(self, part: str) -> str:
-        return "read_parquet([" + ", ".join(f"'{_sql_text(self._file(part, n))}'" for n in self.batches) + "])"
+    def _read(self, name: str) -> str:
+        return "read_parquet([" + ", ".join(f"'{_sql_text(self._file(name, n))}'" for n in self.batches) + "])"
 
     def classify(self, warehouse: Warehouse) -> None:
         """verdicts(position, line, rid, kind, verdict, other_source, other_line) of the staged events that
@@ -269,9 +282,8 @@ class Stage:
         c = self.connection
         if not self.batches:  # nothing was read: empty staging files of the right shape
             self.add(SourceBatch("sqlite", pl.DataFrame(schema=_EMPTY_SQLITE_BATCH)), {})
-        for part in self.PARTS:
-            view = "staged_events" if part == "staged" else part
-            c.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {self._files(part)}")
+        for name in self.files():
+            c.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {self._read(name)}')
         c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS SELECT * FROM staged_events")
         if warehouse.has_table(t.EVENTS):
             c.execute(f"CREATE OR REPLACE TEMP VIEW forge_stored AS {warehouse.view_sql(t.EVENTS, absolute=True)}")
@@ -284,8 +296,7 @@ class Stage:
 
 
 _EMPTY_SQLITE_BATCH = {"position": pl.Int64, "rid": pl.String, "kind": pl.String, "src": pl.String, "ts": pl.Float64,
-                       "run": pl.String, "task": pl.String, "repo": pl.String, "mode": pl.String, "data": pl.String,
-                       "ts_class": pl.String}
+                       "run": pl.String, "task": pl.String, "repo": pl.String, "mode": pl.String, "data": pl.String}
 
 
 def _sql_text(value: object) -> str:
@@ -393,8 +404,9 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
               "WHERE position NOT IN (SELECT position FROM not_new)")
     months = [m for (m,) in c.execute("SELECT DISTINCT month FROM forge_new ORDER BY month").fetchall()]
 
-    new_rows = {table: f"SELECT {', '.join(n for n, _, _ in t.columns(table))} FROM forge_new WHERE {where}"
-                for table, where in EVENT_TABLES.items()}
+    new_rows = {table: f"SELECT {', '.join(n for n, _, _ in t.columns(table))} FROM \"staged_{table}\" "
+                       "WHERE position NOT IN (SELECT position FROM not_new)"
+                for table in EVENT_TABLES}
     for staged, (table, renamed) in PLAN_PARTS.items():
         names = ", ".join(f"p.{renamed.get(name, name)} AS {name}" for name, _, _ in t.columns(table))
         new_rows[table] = f"SELECT {names} FROM {staged} p WHERE p.position NOT IN (SELECT position FROM not_new)"

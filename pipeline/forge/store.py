@@ -166,11 +166,12 @@ def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: in
     """Batches of typed rows; a batch whose rows do not all fit is sorted row by row."""
     text = bytes if binary else str
     connection.text_factory = text
-    cursor = connection.execute("SELECT rid, kind, src, ts, run, task, repo, mode, data, typeof(ts) FROM events")
+    # no typeof(ts): a ts that fits the Float64 column is a number or null (others are sorted row by row)
+    cursor = connection.execute("SELECT rid, kind, src, ts, run, task, repo, mode, data FROM events")
     position = 0
     schema = {"position": pl.Int64} | {
         name: (pl.Binary if binary and name != "ts" else dtype) for name, dtype in _SCHEMA.items()
-    } | {"ts_class": pl.Binary if binary else pl.String}
+    }
     row_schema = {name: dtype for name, dtype in schema.items() if name != "position"}
     frames: list[pl.DataFrame] = []
     rejected: list = []
