@@ -326,3 +326,17 @@ def test_ingesting_one_run_set_keeps_the_manifest_rows_of_the_others(tmp_path):
     ingest_forgeloop(warehouse, results, run_sets=["rs-two"])
     assert sorted(manifest(tmp_path / "w")) == [
         "raw/rs-test/small-bug-fix/direct/run-001.json", "raw/rs-two/small-bug-fix/direct/run-001.json"]
+
+
+def test_files_directly_in_raw_are_one_entry_however_they_lie(tmp_path):
+    results = write_tree(tmp_path / "results", [GOOD, run(run_set="rs-two")])
+    for name in ("a.json", "zz.json"):
+        (results / "raw" / name).write_text("{}")
+    warehouse = Warehouse(tmp_path / "w")
+    first = ingest_forgeloop(warehouse, results)
+    assert [path for path, _, _ in first.rejections] == ["raw/a.json", "raw/zz.json"]
+    (results / "raw" / "zz.json").unlink()
+    second = ingest_forgeloop(warehouse, results)
+    assert [path for path, _, _ in second.rejections] == ["raw/a.json"] and second.unchanged == 2
+    assert sorted(manifest(tmp_path / "w")) == ["raw/a.json", "raw/rs-test/small-bug-fix/direct/run-001.json",
+                                                "raw/rs-two/small-bug-fix/direct/run-001.json"]

@@ -208,14 +208,35 @@ class TreeState:
         name = hashlib.blake2b(json.dumps(self.key, sort_keys=True).encode(), digest_size=10).hexdigest()
         self.path = warehouse.root / STATE_DIR / f"forgeloop-ingest-{name}.json"
         self.state = self._load()
-        # the walk: files by entry of raw/, in path order, and each entry's digest
-        self.groups: dict[str, list[SeenFile]] = {}
-        for found in discover_by_run_set(results):
-            for seen in found:
-                if run_sets is None or seen.run_set_id in run_sets:
-                    self.groups.setdefault(_group(seen.path), []).append(seen)
-        self.digests = {group: _digest(files) for group, files in self.groups.items()}
+        # per entry of raw/, in path order: its digest and number of files; the files themselves
+        # are kept only for entries that changed since the recorded ingest (without a record,
+        # `files()` walks the tree as the ingest goes, and fills these in)
+        self.digests: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+        self.changed: dict[str, list[SeenFile]] = {}
+        if self.state is not None:
+            stray: list[SeenFile] = []  # files directly in raw/ come one by one, in path order
+            for group, files in self._walk():
+                self._note(group, files)
+                if group == "":
+                    stray += files
+                elif not self._same(group):
+                    self.changed[group] = files
+            if stray and not self._same(""):
+                self.changed[""] = stray
         self.scenario_listing = self._scenario_listing()
+
+    def _walk(self) -> Iterator[tuple[str, list[SeenFile]]]:
+        """(entry of raw/, its files), an entry at a time."""
+        for found in discover_by_run_set(self.results):
+            if self.run_sets is not None:
+                found = [seen for seen in found if seen.run_set_id in self.run_sets]
+            if found:
+                yield _group(found[0].path), found
+
+    def _note(self, group: str, files: list[SeenFile]) -> None:
+        self.digests[group] = _digest(files, self.digests.get(group, ""))
+        self.counts[group] = self.counts.get(group, 0) + len(files)
 
     def _load(self) -> dict | None:
         try:
@@ -252,26 +273,28 @@ class TreeState:
 
     def unchanged(self) -> bool:
         return (self.state is not None and self.state["scenarioListing"] == self.scenario_listing
-                and set(self.state["groups"]) == set(self.groups) and all(map(self._same, self.groups)))
+                and set(self.state["groups"]) == set(self.digests) and not self.changed)
 
     def scope(self) -> list[str] | None:
         """The entries of raw/ to ingest (changed, new, or gone), or None for all."""
         if self.state is None:
             return None
-        gone = set(self.state["groups"]) - set(self.groups)
-        return sorted({group for group in self.groups if not self._same(group)} | gone)
+        return sorted(set(self.changed) | (set(self.state["groups"]) - set(self.digests)))
 
     def files(self) -> Iterator[SeenFile]:
         """The files of the entries to ingest, in path order."""
-        scope = self.scope()
-        for group, files in self.groups.items():
-            if scope is None or group in scope:
+        if self.state is not None:
+            for files in self.changed.values():
                 yield from files
+            return
+        for group, files in self._walk():  # no record: the whole tree, walked as the ingest goes
+            self._note(group, files)
+            yield from files
 
     def answer(self, result: IngestResult | None = None) -> IngestResult:
         """The answer for the whole tree: `result` for the entries just ingested (none: an
         unchanged tree), the recorded answers for the others, in path order."""
-        ingested = set(self.groups) if self.state is None else set(self.scope() or ())
+        ingested = set(self.digests) if self.state is None else set(self.scope() or ())
         outcome = IngestResult(results=self.results.resolve(), wrote=bool(result and result.wrote))
         fresh_rejections: dict[str, list] = {}
         if result is not None:
@@ -281,7 +304,7 @@ class TreeState:
         elif self.state is not None:
             outcome.scenarios = self.state["scenarios"]
         fresh_run_sets = set(result.run_sets) if result else set()
-        for group in self.groups:
+        for group in self.digests:
             if group in ingested:
                 outcome.rejections += fresh_rejections.get(group, [])
                 if group in fresh_run_sets:
@@ -308,12 +331,12 @@ class TreeState:
         run_sets = set(whole.run_sets)
         groups = {
             group: {
-                "digest": self.digests[group],
-                "stored": len(files) - len(rejected.get(group, [])),
+                "digest": digest,
+                "stored": self.counts[group] - len(rejected.get(group, [])),
                 "rejections": rejected.get(group, []),
                 "runSet": group in run_sets,
             }
-            for group, files in self.groups.items()
+            for group, digest in self.digests.items()
         }
         state = {
             "key": self.key, "tables": self._tables(), "groups": groups, "scenarioListing": self.scenario_listing,
@@ -322,6 +345,6 @@ class TreeState:
         atomic_write_text(self.path, json.dumps(state))
 
 
-def _digest(files: list[SeenFile]) -> str:
-    text = "".join([f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.problem}\n" for f in files])
+def _digest(files: list[SeenFile], before: str = "") -> str:
+    text = before + "".join([f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.problem}\n" for f in files])
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()

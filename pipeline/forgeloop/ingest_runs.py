@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +25,8 @@ from .scenarios import SCENARIO_COLUMNS, read_scenarios
 from .tables import MANIFEST_COLUMNS
 from .reader import ALL_RUN_COLUMNS, PARALLEL_FROM, RunReader, ToRead
 
-from .ingest import MANIFEST, RUNS, SCENARIOS, IngestResult, SeenFile
+from .ingest import RUNS, SCENARIOS, IngestResult, SeenFile
+from .manifest import ManifestSpool
 
 RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]
 DUPLICATE = "duplicate"
@@ -56,27 +58,35 @@ def ingest_runs(
     With `only` (entries of raw/: run set folders, "" for files directly in raw/), `files`
     are those entries' and the manifest rows of this results directory's other entries stay."""
     source_root = str(results.resolve())
+    with tempfile.TemporaryDirectory(prefix="loopmeter-ingest-") as scratch:
+        spool = ManifestSpool(warehouse, source_root, Path(scratch))
+        try:
+            return _ingest(warehouse, results, files, scenarios, max_file_bytes, only, spool)
+        finally:
+            spool.close()
+
+
+def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scenarios: Path | None,
+            max_file_bytes: int, only: list[str] | None, spool: ManifestSpool) -> IngestResult:
     outcome = IngestResult(results=results.resolve())
     now = datetime.now(timezone.utc)
-    previous_manifest = _previous_manifest(warehouse, source_root)
-    manifest_chunks: list[pl.DataFrame] = []
     changed: list[str] = []
     # A chunk of run sets at a time: planned against the last ingest, read (in worker
-    # processes), their partitions written, their manifest rows kept as a frame. Memory
+    # processes), their partitions written, their manifest rows spooled to disk. Memory
     # holds one chunk of runs, whatever the size of the tree.
     with progress.bar("ingest forgeloop", None) as bar, \
             RunReader(str(results), max_file_bytes, PARALLEL_FROM, bar.advance) as reader, \
             warehouse.build_table(RUNS, partition_by="run_set_id") as runs_table:
         pending = None  # the chunk being read while the one before it is stored
         for chunk in itertools.chain(_chunks(files), [None]):  # lazily: one chunk ahead
-            started = None if chunk is None else _start_chunk(warehouse, results, chunk, previous_manifest, reader, now)
+            started = None if chunk is None else _start_chunk(warehouse, results, chunk, spool, reader, now)
             if pending is None:
                 pending = started
                 continue
             outcome.run_sets += pending.run_sets
             rows = _finish_chunk(warehouse, pending, runs_table, changed)
+            spool.add(frame_from_rows(rows, MANIFEST_COLUMNS), pending.previous)
             pending = started
-            manifest_chunks.append(frame_from_rows(rows, MANIFEST_COLUMNS))
             for row in rows:
                 if row[4] == "accepted":
                     outcome.accepted += 1
@@ -88,14 +98,14 @@ def ingest_runs(
         runs_table.write(empty_frame(ALL_RUN_COLUMNS))  # the columns, should nothing else be written
         runs_table.keep_others, runs_table.drop = True, set(changed)
         runs_table.cancelled = not changed and warehouse.has_table(RUNS)
-    manifest = pl.concat(manifest_chunks) if manifest_chunks else empty_frame(MANIFEST_COLUMNS)
     scenario_rows: list[list] = []
     if scenarios is not None:
         outcome.scenarios = _ingest_scenarios(warehouse, Path(scenarios), scenario_rows, now)
         outcome.rejections += [(f"{row[1]}/{row[2]}", row[5], row[6]) for row in scenario_rows if row[4] == "rejected"]
-        manifest = pl.concat([manifest, frame_from_rows(scenario_rows, MANIFEST_COLUMNS)])
+        spool.add(frame_from_rows(scenario_rows, MANIFEST_COLUMNS))
     outcome.wrote = bool(changed) or scenarios is not None
-    outcome.wrote |= _write_manifest(warehouse, manifest, source_root, outcome.run_sets, scenarios, previous_manifest, only)
+    scenarios_root = None if scenarios is None else str(Path(scenarios).resolve())
+    outcome.wrote |= spool.publish(outcome.run_sets, scenarios_root, only)
     return outcome
 
 
@@ -106,14 +116,17 @@ class _Chunk:
     by_run_set: dict[str | None, list[list]]
     todo: list[ToRead]
     stored: pl.DataFrame
+    previous: pl.DataFrame  # the last ingest's manifest rows for these files
     reading: Callable[[], tuple[list, list]]
 
 
-def _start_chunk(warehouse: Warehouse, results: Path, chunk: list[SeenFile], previous_manifest, reader: RunReader, now: datetime) -> _Chunk:
+def _start_chunk(warehouse: Warehouse, results: Path, chunk: list[SeenFile], spool: ManifestSpool, reader: RunReader,
+                 now: datetime) -> _Chunk:
     """Plan one chunk of files against the last ingest and start reading what must be read."""
     run_sets = sorted({f.run_set_id for f in chunk if f.run_set_id is not None and f.problem is None})
     stored = _stored(warehouse, run_sets)
-    plan = _plan(chunk, previous_manifest, stored)
+    previous = spool.previous_rows([f.path for f in chunk])
+    plan = _plan(chunk, previous, stored)
     source_root = str(results.resolve())
     rows: dict[str, list] = {}
     by_run_set: dict[str | None, list[list]] = {}
@@ -126,7 +139,7 @@ def _start_chunk(warehouse: Warehouse, results: Path, chunk: list[SeenFile], pre
         by_run_set.setdefault(seen.run_set_id, []).append(row)
         if action == "read":
             todo.append(ToRead(seen.path, seen.run_set_id, seen.size, stored_hash))
-    return _Chunk(run_sets, rows, by_run_set, todo, stored, reader.submit(todo))
+    return _Chunk(run_sets, rows, by_run_set, todo, stored, previous, reader.submit(todo))
 
 
 def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list[str]) -> list[list]:
@@ -218,13 +231,6 @@ def _reject_duplicates(runs: pl.DataFrame, manifest: dict) -> pl.DataFrame:
     return runs.filter(first)
 
 
-def _previous_manifest(warehouse: Warehouse, source_root: str) -> pl.DataFrame | None:
-    frame = warehouse.read(MANIFEST)
-    if frame is None:
-        return None
-    return frame.filter((pl.col("kind") == "run") & (pl.col("source_root") == source_root))
-
-
 STORED_COLUMNS = ["run_set_id", "source_path", "content_hash"]
 
 
@@ -269,30 +275,3 @@ def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest_rows: list
         frame = pl.concat([frame, kept.select(frame.columns).cast(frame.schema)]).sort("scenario_id")
     warehouse.write_table(SCENARIOS, frame)
     return len(rows)
-
-
-def _write_manifest(
-    warehouse: Warehouse, frame: pl.DataFrame, source_root: str, in_scope: list[str], scenarios: Path | None,
-    previous: pl.DataFrame | None,
-    only: list[str] | None = None,
-) -> bool:
-    """Replace this source's manifest rows (with `only`, those of these entries of raw/);
-    returns False when they are the same as before."""
-    current = warehouse.read(MANIFEST)
-    if current is not None and scenarios is None and previous is not None and only is None:
-        runs_now = frame.filter(pl.col("kind") == "run").sort("path")
-        if previous.sort("path").equals(runs_now.select(previous.columns)):
-            return False
-    if current is not None:
-        ours = pl.col("source_root") == source_root
-        if only is not None:
-            entry = pl.col("path").str.split("/").list.get(1, null_on_oob=True)
-            in_raw = pl.col("path").str.count_matches("/") >= 2
-            ours = ours & pl.when(in_raw).then(entry.is_in(only)).otherwise(pl.lit("" in only))
-        replaced = (pl.col("kind") == "run") & (pl.col("run_set_id").is_in(in_scope) | ours)
-        if scenarios is not None:
-            replaced = replaced | ((pl.col("kind") == "scenario") & (pl.col("source_root") == str(Path(scenarios).resolve())))
-        kept = current.filter(~replaced.fill_null(False))
-        frame = pl.concat([kept.select(frame.columns).cast(frame.schema), frame])
-    warehouse.write_table(MANIFEST, frame.sort("kind", "source_root", "path"))
-    return True

@@ -1,0 +1,103 @@
+"""`ingest_manifest` during an ingest, out of Python's memory whatever the number of files.
+
+The last ingest's rows for this results directory sit in a DuckDB session (which spills
+to a scratch directory beyond its memory limit) and are looked up a chunk of paths at a
+time. This ingest's rows are spooled to Parquet a chunk at a time. At the end DuckDB
+writes the new version of the table: the rows kept from other sources (or other run set
+folders), then this ingest's, sorted by kind, source and path.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from ..frames import empty_frame
+from ..warehouse import Warehouse
+from .ingest import MANIFEST
+from .tables import MANIFEST_COLUMNS
+
+COLUMNS = ", ".join(f'"{name}"' for name, _, _ in MANIFEST_COLUMNS)
+MEMORY_LIMIT = "64MB"  # beyond it DuckDB spills to the scratch directory: peak memory stays flat
+
+
+class ManifestSpool:
+    def __init__(self, warehouse: Warehouse, source_root: str, scratch: Path):
+        self.warehouse, self.source_root, self.scratch = warehouse, source_root, scratch
+        self.connection = duckdb.connect()
+        self.connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        self.connection.execute("SET temp_directory = ?", [str(scratch / "duckdb")])
+        self.current = warehouse.has_table(MANIFEST)
+        self.files: list[str] = []
+        self.rows = 0
+        self.same = self.current  # every chunk so far has the rows the last ingest wrote
+        if self.current:
+            self.connection.execute(
+                f"CREATE TEMP TABLE previous AS SELECT {COLUMNS} FROM read_parquet(?, hive_partitioning = false, union_by_name = true) "
+                "WHERE kind = 'run' AND source_root = ?",
+                [warehouse.table_glob(MANIFEST), source_root],
+            )
+            self.previous_count = self.connection.execute("SELECT count(*) FROM previous").fetchall()[0][0]
+        else:
+            self.previous_count = 0
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def previous_rows(self, paths: list[str]) -> pl.DataFrame:
+        """The last ingest's rows (of this results directory) for these paths."""
+        if not self.current:
+            return empty_frame(MANIFEST_COLUMNS)
+        wanted = pl.DataFrame({"path": paths}, schema={"path": pl.String}).to_arrow()
+        self.connection.register("wanted", wanted)
+        try:
+            return self.connection.sql(f"SELECT {', '.join('p.' + c for c in COLUMNS.split(', '))} FROM previous AS p "
+                                       "JOIN wanted USING (path)").pl()
+        finally:
+            self.connection.unregister("wanted")
+
+    def add(self, frame: pl.DataFrame, previous: pl.DataFrame | None = None) -> None:
+        """Spool a chunk of this ingest's rows; `previous`: the last ingest's rows for its paths."""
+        if previous is not None and self.same:
+            self.same = previous.height == frame.height and previous.sort("path").equals(
+                frame.select(previous.columns).cast(previous.schema).sort("path"))
+        elif previous is None:
+            self.same = False
+        path = self.scratch / f"manifest-{len(self.files):06d}.parquet"
+        frame.write_parquet(path)
+        self.files.append(str(path))
+        self.rows += frame.height
+
+    def publish(self, in_scope: list[str], scenarios_root: str | None, only: list[str] | None) -> bool:
+        """Write the new version of the table; False (nothing written) when this ingest's rows
+        are exactly the last one's. The run rows replaced: this results directory's (with
+        `only`, those under these entries of raw/) and those of the run sets ingested now."""
+        if self.same and scenarios_root is None and only is None and self.rows == self.previous_count:
+            return False
+        params: dict = {"root": self.source_root, "in_scope": in_scope, "new": self.files}
+        ours = "source_root = $root"
+        if only is not None:
+            params["only"] = only
+            ours += (" AND CASE WHEN length(path) - length(replace(path, '/', '')) >= 2"
+                     " THEN list_contains($only, split_part(path, '/', 2)) ELSE list_contains($only, '') END")
+        replaced = f"(kind = 'run' AND (list_contains($in_scope, run_set_id) OR ({ours})))"
+        if scenarios_root is not None:
+            params["scenarios"] = scenarios_root
+            replaced += " OR (kind = 'scenario' AND source_root = $scenarios)"
+        if not self.current and not self.files:
+            with self.warehouse.build_table(MANIFEST) as builder:
+                builder.write(empty_frame(MANIFEST_COLUMNS))
+            return True
+        parts = []
+        if self.current:
+            params["current"] = self.warehouse.table_glob(MANIFEST)
+            parts.append(f"SELECT {COLUMNS} FROM read_parquet($current, hive_partitioning = false, union_by_name = true) "
+                         f"WHERE NOT coalesce({replaced}, false)")
+        if self.files:
+            parts.append(f"SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true)")
+        query = f"SELECT * FROM ({' UNION ALL BY NAME '.join(parts)}) ORDER BY kind, source_root, path"
+        used = {name: value for name, value in params.items() if f"${name}" in query}
+        with self.warehouse.build_table(MANIFEST) as builder:
+            builder.copy(self.connection, query, params=used)
+        return True
