@@ -273,11 +273,18 @@ class Stage:
             c.unregister("forge_batch_frame")
         return seen + len(batch.rejected), repo_lines
 
+    def materialize(self, name: str, query: str) -> None:
+        """The rows of `query` as the view `name` over a scratch Parquet file: DuckDB holds no
+        table in memory however many rows it has."""
+        path = self.directory / f"{name}.parquet"
+        self.connection.execute(f"COPY ({query}) TO '{_sql_text(path)}' (FORMAT parquet)")
+        self.connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet('{_sql_text(path)}')")
+
     def _read(self, name: str) -> str:
         return "read_parquet([" + ", ".join(f"'{_sql_text(self._file(name, n))}'" for n in self.batches) + "])"
 
     def classify(self, warehouse: Warehouse) -> None:
-        """verdicts(position, line, rid, kind, verdict, other_source, other_line) of the staged events that
+        """verdicts(position, line, rid, kind, verdict, was_stored, other_line) of the staged events that
         are not new (duplicates and conflicts), and new_kinds(kind, events) of those that are."""
         c = self.connection
         if not self.batches:  # nothing was read: empty staging files of the right shape
@@ -290,7 +297,14 @@ class Stage:
         else:
             c.execute("CREATE OR REPLACE TEMP VIEW forge_stored AS "
                       "SELECT *, CAST(NULL AS VARCHAR) AS source FROM forge_staged WHERE false")
-        c.execute(f"CREATE OR REPLACE TEMP TABLE verdicts AS {query_text('forge_classify_staged')}")
+        if not warehouse.has_table(t.EVENTS) and not c.execute(
+                "SELECT count(*) FROM (SELECT rid FROM forge_staged GROUP BY rid HAVING count(*) > 1)").fetchall()[0][0]:
+            # a first ingest without a repeated rid: every event is new, nothing to compare
+            self.materialize("verdicts", "SELECT position, line, rid, kind, CAST(NULL AS VARCHAR) AS verdict, "
+                                         "false AS was_stored, line AS other_line FROM forge_staged WHERE false")
+        else:
+            # a file, not a table of the session: a second ingest of a large store repeats every event
+            self.materialize("verdicts", query_text("forge_classify_staged"))
         c.execute("CREATE OR REPLACE TEMP TABLE new_kinds AS SELECT kind, count(*) AS events FROM forge_staged "
                   "WHERE position NOT IN (SELECT position FROM verdicts) GROUP BY kind")
 
@@ -375,7 +389,11 @@ def ingest_forge(
 
 def _count(connection: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
     for line, rid, other_source, other_line in connection.sql(
-        "SELECT line, rid, other_source, other_line FROM verdicts WHERE verdict = 'conflict' ORDER BY position"
+        """WITH conflicts AS (SELECT * FROM verdicts WHERE verdict = 'conflict'),
+                sources AS (SELECT rid, any_value(source) AS source FROM forge_stored
+                            WHERE rid IN (SELECT rid FROM conflicts WHERE was_stored) GROUP BY rid)
+           SELECT c.line, c.rid, CASE WHEN c.was_stored THEN s.source END, c.other_line
+           FROM conflicts c LEFT JOIN sources s ON s.rid = c.rid ORDER BY c.position"""
     ).fetchall():
         if other_source is not None:
             first = other_source + (f":{other_line}" if other_line is not None else "")
@@ -399,7 +417,7 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
     no table passes through Python, and DuckDB keeps its memory under the session's limit."""
     c = stage.connection
     # only the new events (duplicates and conflicts are few)
-    c.execute("CREATE OR REPLACE TABLE not_new AS SELECT position FROM verdicts")
+    c.execute("CREATE OR REPLACE TEMP VIEW not_new AS SELECT position FROM verdicts")
     c.execute("CREATE OR REPLACE TEMP VIEW forge_new AS SELECT * FROM staged_events "
               "WHERE position NOT IN (SELECT position FROM not_new)")
     months = [m for (m,) in c.execute("SELECT DISTINCT month FROM forge_new ORDER BY month").fetchall()]
@@ -414,7 +432,7 @@ def _write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: date
     # the per-event tables but before forge_events (which is written last) sees those events
     # as new next time, and must not count them twice.
     if any(warehouse.has_table(table) for table in new_rows):
-        c.execute("CREATE OR REPLACE TABLE new_rids AS SELECT DISTINCT rid FROM forge_new WHERE rid IS NOT NULL")
+        stage.materialize("new_rids", "SELECT DISTINCT rid FROM forge_new WHERE rid IS NOT NULL")
     with progress.bar("store forge tables", len(new_rows) + len(SUMMARIES)) as bar:
         for table, select in new_rows.items():
             query = typed_sql(table, select)
