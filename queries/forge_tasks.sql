@@ -36,7 +36,8 @@ first_dwarf AS (
   GROUP BY f.run, f.task
 ),
 runtimes AS (
-  SELECT run, task, sum(duration_s) AS runtime_s FROM dwarf WHERE duration_s IS NOT NULL GROUP BY run, task
+  -- summed in event order, as the seed does: the same float whatever the threads did
+  SELECT run, task, sum(duration_s ORDER BY ts_unix, rid) AS runtime_s FROM dwarf WHERE duration_s IS NOT NULL GROUP BY run, task
 ),
 accepted AS (SELECT DISTINCT run, task FROM forge_acceptances),
 records AS (
