@@ -6,6 +6,8 @@ Layout of a warehouse directory:
     .versions/<table>/<id>/      one complete version of a table (Parquet files)
     loopmeter.duckdb             a DuckDB database with one documented view per table
     .lock                        held by the process that writes
+    .state/                      what the last ingests and aggregates saw
+    .scratch/                    scratch space of the stage running now
 
 A table is replaced as a whole: its new version is written aside, then the symlink is
 swapped with one atomic rename, so a reader (or a process killed half way) always sees
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 VERSIONS = ".versions"
 DATABASE = "loopmeter.duckdb"
 LOCK = ".lock"
+SCRATCH = ".scratch"  # stages' scratch directories
+STATE = ".state"  # what the last ingests and aggregates saw (to skip what did not change)
 
 
 class Warehouse:
@@ -215,15 +219,32 @@ class Warehouse:
         if previous is not None and previous != version.resolve():
             shutil.rmtree(previous, ignore_errors=True)
 
+    @contextmanager
+    def scratch(self) -> Iterator[Path]:
+        """A scratch directory for one stage, inside the warehouse (the same file system, not
+        a RAM-backed /tmp), removed when the block ends; one a killed writer left is removed
+        by the next writer that takes the lock."""
+        import tempfile
+
+        base = self.root / SCRATCH
+        base.mkdir(parents=True, exist_ok=True)
+        path = Path(tempfile.mkdtemp(dir=base))
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
     def _collect_garbage(self) -> None:
-        """Remove what a killed writer left: versions no table points to, stray links and
-        temporary files. A half-built catalog marks the catalog stale, to be rebuilt."""
+        """Remove what a killed writer left: versions no table points to, stray links,
+        temporary files and scratch directories. A half-built catalog marks the catalog
+        stale, to be rebuilt."""
         for stray in self.root.glob(".*.link"):
             stray.unlink(missing_ok=True)
-        for stray in self.root.glob(".*.tmp*"):
+        for stray in [*self.root.glob(".*.tmp*"), *self.root.glob(f"{STATE}/.*.tmp")]:
             if stray.name.startswith(f".{DATABASE}."):
                 self.catalog_stale = True
             stray.unlink(missing_ok=True)
+        shutil.rmtree(self.root / SCRATCH, ignore_errors=True)  # only the lock holder uses it
         versions = self.root / VERSIONS
         if not versions.is_dir():
             return

@@ -303,3 +303,13 @@ def test_a_jsonl_export_whose_first_line_is_broken_still_loads(tmp_path):
     outcome = json.loads(result.stdout)
     assert outcome["stored"] == len(events) and outcome["rejected"] == 1
     assert outcome["rejections"][0]["line"] == 1
+
+
+def test_a_killed_ingest_leaves_no_scratch_behind_the_next_writer(tmp_path, trees):
+    before = trees[0]
+    warehouse = tmp_path / "warehouse"
+    run_cli("ingest", "forgeloop", str(before), "--quiet", warehouse=warehouse, check=-9,
+            env={"LOOPMETER_CRASH_AT": "ingest:read"})
+    assert list((warehouse / ".scratch").iterdir())  # the killed ingest's spooled manifest
+    run_cli("ingest", "forgeloop", str(before), "--quiet", warehouse=warehouse)
+    assert list((warehouse / ".scratch").iterdir()) == []

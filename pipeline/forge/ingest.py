@@ -27,7 +27,6 @@ its line (JSON Lines) or rid (SQLite), the field and the rule (`forge_rejections
 from __future__ import annotations
 
 import queue
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -347,7 +346,7 @@ def ingest_forge(
         result.timings[name] = result.timings.get(name, 0.0) + now_ - clock
         clock = now_
 
-    with tempfile.TemporaryDirectory(prefix="loopmeter-forge-") as scratch:
+    with warehouse.scratch() as scratch:
         stage = Stage(Path(scratch))
         try:
             with progress.bar(f"ingest forge {store_path.name}", None) as bar:

@@ -24,13 +24,13 @@ from typing import Iterator
 from .. import SCHEMA_VERSION, __version__
 from ..config import DEFAULT_MAX_FILE_BYTES
 from ..errors import LoopmeterError
+from ..warehouse import STATE as STATE_DIR
 from ..warehouse import Warehouse, atomic_write_text
 from .contract import RUN_SET_ID, RUN_SET_RULE
 
 RUNS = "runs"
 MANIFEST = "ingest_manifest"
 SCENARIOS = "scenarios"
-STATE_DIR = ".state"  # in the warehouse: what the last ingest of each RESULTS saw
 
 
 @dataclass(slots=True)

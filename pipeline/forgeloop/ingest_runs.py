@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -58,8 +57,8 @@ def ingest_runs(
     With `only` (entries of raw/: run set folders, "" for files directly in raw/), `files`
     are those entries' and the manifest rows of this results directory's other entries stay."""
     source_root = str(results.resolve())
-    with tempfile.TemporaryDirectory(prefix="loopmeter-ingest-") as scratch:
-        spool = ManifestSpool(warehouse, source_root, Path(scratch))
+    with warehouse.scratch() as scratch:
+        spool = ManifestSpool(warehouse, source_root, scratch)
         try:
             return _ingest(warehouse, results, files, scenarios, max_file_bytes, only, spool)
         finally:
