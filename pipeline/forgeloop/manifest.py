@@ -19,7 +19,7 @@ from .ingest import MANIFEST
 from .tables import MANIFEST_COLUMNS
 
 COLUMNS = ", ".join(f'"{name}"' for name, _, _ in MANIFEST_COLUMNS)
-MEMORY_LIMIT = "64MB"  # beyond it DuckDB spills to the scratch directory: peak memory stays flat
+MEMORY_LIMIT = "128MB"  # beyond it DuckDB spills to the scratch directory: peak memory stays flat
 
 
 class ManifestSpool:
@@ -27,6 +27,7 @@ class ManifestSpool:
         self.warehouse, self.source_root, self.scratch = warehouse, source_root, scratch
         self.connection = duckdb.connect()
         self.connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        self.connection.execute("SET threads = 1")  # one Parquet row group in the making, not one per thread
         self.connection.execute("SET temp_directory = ?", [str(scratch / "duckdb")])
         self.current = warehouse.has_table(MANIFEST)
         self.files: list[str] = []
