@@ -107,7 +107,8 @@ def aggregate_command(
     plan = result.plan
     if plan is not None and (plan.kept or plan.removed or not result.documents):
         removed = f"; rows of {len(plan.removed)} run sets no longer ingested dropped" if plan.removed else ""
-        print(f"{len(result.documents)} run sets computed, {len(plan.kept)} unchanged since the last aggregate"
+        computed = len(result.documents)
+        print(f"{computed} run set{'' if computed == 1 else 's'} computed, {len(plan.kept)} unchanged since the last aggregate"
               f"{removed} -> {destination} (--full computes all again)")
     return Exit.OK
 
