@@ -56,6 +56,11 @@ class Warehouse:
     def has_table(self, name: str) -> bool:
         return self.table_dir(name).is_dir()
 
+    def table_version(self, name: str) -> str | None:
+        """Which version of table `name` is current (None: no table); any write changes it."""
+        link = self.table_dir(name)
+        return os.readlink(link) if link.is_symlink() else None
+
     def table_glob(self, name: str) -> str:
         return str(self.table_dir(name) / "**" / "*.parquet")
 

@@ -41,8 +41,7 @@ def ingest_forgeloop_command(
     store = open_warehouse(warehouse)
     with store.lock(wait=wait, command="ingest forgeloop"):
         result = ingest_forgeloop(store, results, scenarios, max_file_bytes=int(max_file_mb * 1024 * 1024), run_sets=run_set or None)
-        if result.wrote or store.catalog_stale or not (store.root / "loopmeter.duckdb").exists():
-            refresh_catalog(store)
+        refresh_catalog(store)  # rebuilt only if the tables it shows changed
     if json:
         print_json(result.as_dict(), 2)
     else:
@@ -89,8 +88,7 @@ def aggregate_command(
         check(store, tier)  # a failed aggregate creates no warehouse
         with store.lock(wait=wait, command="aggregate"):
             result = aggregate(store, destination, tier, full)
-            if result.plan.changed or result.plan.removed or store.catalog_stale or not (store.root / "loopmeter.duckdb").exists():
-                refresh_catalog(store)
+            refresh_catalog(store)
     if json:
         print_json(result.as_dict(), 2)
         return Exit.OK

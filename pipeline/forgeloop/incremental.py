@@ -63,7 +63,7 @@ def _key(out: Path, tier: str | None, profiles: dict[str, str]) -> dict:
 
 
 def _table_versions(warehouse: Warehouse) -> dict[str, str | None]:
-    return {name: os.readlink(link) if (link := warehouse.table_dir(name)).is_symlink() else None for name in TABLES}
+    return {name: warehouse.table_version(name) for name in TABLES}
 
 
 def _document_identities(directory: Path, names: list[str]) -> dict[str, list[int]] | None:

@@ -262,11 +262,7 @@ class TreeState:
         return "\n".join(sorted(lines))
 
     def _tables(self) -> dict[str, str | None]:
-        versions = {}
-        for name in (RUNS, MANIFEST, SCENARIOS):
-            link = self.warehouse.table_dir(name)
-            versions[name] = os.readlink(link) if link.is_symlink() else None
-        return versions
+        return {name: self.warehouse.table_version(name) for name in (RUNS, MANIFEST, SCENARIOS)}
 
     def _same(self, group: str) -> bool:
         return self.state is not None and self.state["groups"].get(group, {}).get("digest") == self.digests[group]
