@@ -36,7 +36,7 @@ class Plan:
     full: bool  # everything is computed again
     changed: list[str] = field(default_factory=list)  # run sets to compute
     removed: list[str] = field(default_factory=list)  # run sets gone from `runs`: their rows go
-    kept: dict[str, dict] = field(default_factory=dict)  # run set -> the facts recorded for it
+    kept: dict[str, dict] = field(default_factory=dict)  # run set -> what the last aggregate recorded for it
     identities: dict[str, str] = field(default_factory=dict)  # of the partitions, taken before reading them
 
 
@@ -95,7 +95,7 @@ def plan(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, 
         if before is None or before["runs"] != identity or documents != before["documents"]:
             result.changed.append(run_set)
         else:
-            result.kept[run_set] = before["facts"]
+            result.kept[run_set] = before
     result.removed = sorted(set(recorded) - set(result.changed) - set(result.kept))
     return result
 
@@ -113,15 +113,9 @@ def facts(documents) -> dict:
 def record(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, str], computed: list,
            kept: dict[str, dict], identities: dict[str, str]) -> None:
     """Remember this aggregate (after its documents and tables are in place); `computed`
-    are the RunSetDocuments written now, `kept` the run sets left as they were, `identities`
-    those of the partitions as they were before the runs were read."""
-    previous = {}
-    if kept:
-        try:
-            previous = json.loads(state_path(warehouse).read_text()).get("runSets", {})
-        except (OSError, ValueError, AttributeError):
-            return  # cannot vouch for the kept run sets: the next aggregate is a full one
-    run_sets = {run_set: previous[run_set] for run_set in kept if run_set in previous}
+    are the RunSetDocuments written now, `kept` the records of the run sets left as they
+    were (`Plan.kept`), `identities` those of the partitions before the runs were read."""
+    run_sets = dict(kept)
     for documents in computed:
         names = [*(f"{scenario}.json" for scenario in documents.scenarios), "summary.json"]
         identity = _document_identities(Path(out) / documents.run_set_id, names)
@@ -130,7 +124,3 @@ def record(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str
         run_sets[documents.run_set_id] = {"runs": identities[documents.run_set_id], "documents": identity, "facts": facts(documents)}
     state = {"key": _key(out, tier, profiles), "tables": _table_versions(warehouse), "runSets": run_sets}
     atomic_write_text(state_path(warehouse), json.dumps(state))
-
-
-def forget(warehouse: Warehouse) -> None:
-    state_path(warehouse).unlink(missing_ok=True)

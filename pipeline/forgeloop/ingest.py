@@ -169,8 +169,9 @@ def ingest_forgeloop(
     scope = tree.scope()
     result = ingest_runs(warehouse, results, tree.files(), scenarios, max_file_bytes=max_file_bytes,
                          only=scope if scope is not None else run_sets)
-    tree.remember(result)
-    return tree.answer(result)
+    whole = tree.answer(result)
+    tree.remember(whole)
+    return whole
 
 
 def _group(path: str) -> str:
@@ -317,10 +318,9 @@ class TreeState:
             outcome.rejections += [tuple(rejection) for rejection in self.state["scenarioRejections"]]
         return outcome
 
-    def remember(self, result: IngestResult) -> None:
-        """Record what this ingest saw and answered, per entry of raw/ (written atomically;
-        losing it only costs the next ingest its shortcut)."""
-        whole = self.answer(result)
+    def remember(self, whole: IngestResult) -> None:
+        """Record what this ingest saw and `whole`, its answer for the whole tree, per entry of
+        raw/ (written atomically; losing it only costs the next ingest its shortcut)."""
         rejected: dict[str | None, list] = {}
         for rejection in whole.rejections:
             rejected.setdefault(_rejection_group(rejection[0]), []).append(rejection)

@@ -34,7 +34,7 @@ class Aggregated:
     def as_dict(self) -> dict:
         run_sets = [{"runSetId": docs.run_set_id, **incremental.facts(docs), "recomputed": True} for docs in self.documents]
         kept = self.plan.kept if self.plan else {}
-        run_sets += [{"runSetId": run_set, **facts, "recomputed": False} for run_set, facts in kept.items()]
+        run_sets += [{"runSetId": run_set, **entry["facts"], "recomputed": False} for run_set, entry in kept.items()]
         for entry in run_sets:
             entry.pop("runCount")
         return {
