@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from . import SCHEMA_VERSION
 from .errors import LoopmeterError, WarehouseBusy
@@ -74,6 +74,11 @@ class Warehouse:
             for entry in sorted(self.table_dir(name).iterdir())
             if entry.is_dir() and entry.name.startswith(prefix)
         }
+
+    def partition_files(self, name: str, column: str, values: Iterable[str]) -> list[str]:
+        """The Parquet files of these partitions (those that exist), in the order given."""
+        partitions = self.partitions(name, column)
+        return [str(path) for value in values if value in partitions for path in sorted(partitions[value].glob("*.parquet"))]
 
     def read(self, name: str, columns: list[str] | None = None) -> "pl.DataFrame | None":
         import polars as pl

@@ -236,8 +236,7 @@ STORED_COLUMNS = ["run_set_id", "source_path", "content_hash"]
 def _stored(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame:
     """(run set, source path, content hash) of the stored runs of these run sets — three
     columns only, so an unchanged tree is checked without reading the runs themselves."""
-    partitions = warehouse.partitions(RUNS, "run_set_id")
-    files = [str(path) for run_set in run_sets if run_set in partitions for path in sorted(partitions[run_set].glob("*.parquet"))]
+    files = warehouse.partition_files(RUNS, "run_set_id", run_sets)
     if not files:
         return pl.DataFrame(schema={name: pl.String for name in STORED_COLUMNS})
     return pl.read_parquet(files, columns=STORED_COLUMNS, hive_partitioning=False)

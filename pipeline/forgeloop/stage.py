@@ -63,9 +63,8 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     """Analyse the runs (of one run set, of `run_sets`, or all) and assemble ForgeLoop's documents."""
     check(warehouse, tier)
     identities = incremental.run_set_identities(warehouse) if run_set is None and run_sets is None else {}
-    partitions = warehouse.partitions(RUNS, "run_set_id")
-    wanted = [run_set] if run_set is not None else sorted(run_sets) if run_sets is not None else sorted(partitions)
-    files = [str(path) for name in wanted if name in partitions for path in sorted(partitions[name].glob("*.parquet"))]
+    wanted = [run_set] if run_set is not None else run_sets if run_sets is not None else warehouse.partitions(RUNS, "run_set_id")
+    files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
     if not files:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
     runs = pl.read_parquet(files, columns=_columns_used(files[0]), hive_partitioning=False)
