@@ -12,6 +12,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))  # the per-run port of ForgeLoop's aggregator: the oracle
 
 
+def imported_packages(importtime_stderr: str) -> set[str]:
+    """Top-level packages a `python -X importtime` run imported, from what it printed."""
+    return {line.split("|")[-1].strip().split(".")[0] for line in importtime_stderr.splitlines() if "|" in line}
+
+
 def corpus_dir() -> Path:
     configured = os.environ.get("LOOPMETER_CORPUS")
     return Path(configured) if configured else ROOT.parent / "shared" / "corpus" / "forgeloop"

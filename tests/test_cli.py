@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, imported_packages, run_cli
 
 
 def test_help_does_not_import_the_heavy_libraries():
@@ -12,7 +12,7 @@ def test_help_does_not_import_the_heavy_libraries():
         [sys.executable, "-X", "importtime", "-m", "pipeline", "--help"], capture_output=True, text=True, cwd=ROOT
     )
     assert result.returncode == 0 and "ingest" in result.stdout
-    imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    imported = imported_packages(result.stderr)
     assert imported.isdisjoint({"polars", "duckdb", "pyarrow"}), imported & {"polars", "duckdb", "pyarrow"}
 
 
@@ -22,7 +22,7 @@ def test_argument_errors_exit_2_without_heavy_imports():
     )
     assert result.returncode == 2
     assert "No such option" in result.stderr
-    assert "polars" not in {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    assert "polars" not in imported_packages(result.stderr)
 
 
 def test_exit_codes_are_documented_in_help():

@@ -9,7 +9,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import run_cli
+from conftest import imported_packages, run_cli
 from pipeline.forgeloop.ingest import ingest_forgeloop
 from pipeline.warehouse import Warehouse
 from runs import DELETE, context, edited, run, write_tree
@@ -244,8 +244,7 @@ def test_ingest_can_be_limited_to_some_run_sets(tmp_path):
 
 
 def _heavy_imports(stderr: str) -> set[str]:
-    imported = {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines() if "|" in line}
-    return imported & {"polars", "duckdb", "pyarrow"}
+    return imported_packages(stderr) & {"polars", "duckdb", "pyarrow"}
 
 
 def test_unchanged_tree_is_answered_from_the_last_ingest_without_the_dataframe_stack(tmp_path):

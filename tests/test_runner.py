@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, imported_packages, run_cli
 from pipeline.forgeloop import run_document, runner
 from pipeline.forgeloop.schema import RunRejected
 from pipeline.jsjson import dumps
@@ -243,7 +243,7 @@ def test_execute_help_and_usage_errors_do_not_import_the_heavy_libraries(tmp_pat
     for args, code in ((["execute", "--help"], 0), (["execute", "--adapter", "x", "--scenarios", str(scenarios), "--tier", "huge"], 2)):
         result = subprocess.run([sys.executable, "-X", "importtime", "-m", "pipeline", *args], capture_output=True, text=True, cwd=ROOT)
         assert result.returncode == code
-        imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+        imported = imported_packages(result.stderr)
         assert imported.isdisjoint({"polars", "duckdb", "pyarrow"})
 
 
