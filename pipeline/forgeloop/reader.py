@@ -54,14 +54,28 @@ def _parse(content: bytes, expected_run_set: str) -> tuple:
     return row
 
 
+def _read_file(path: str, size: int, limit: int) -> bytes:
+    """The file's bytes, or the first `limit` + 1 of them. os.open/os.read: three system calls,
+    where open() adds an fstat, an ioctl and a buffer (4 of the 10 µs a file costs)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        content = os.read(descriptor, size + 1)  # a buffer of the file's size, not of the limit
+        if len(content) == size:
+            return content
+        parts, total = [content], len(content)  # it grew or shrank since it was listed: read to the end
+        while total <= limit and (more := os.read(descriptor, limit + 1 - total)):
+            parts.append(more)
+            total += len(more)
+        return b"".join(parts)
+    finally:
+        os.close(descriptor)
+
+
 def _read_one(results: str, item: ToRead, max_file_bytes: int, rows: list) -> Verdict:
     if item.size > max_file_bytes:
         return ("rejected", "file", f"is larger than the {max_file_bytes}-byte limit ({item.size} bytes)", None)
     try:
-        with open(os.path.join(results, item.path), "rb") as handle:
-            content = handle.read(item.size + 1)  # a buffer of the file's size, not of the limit
-            if len(content) > item.size:  # it grew since it was listed
-                content += handle.read(max_file_bytes + 1 - len(content))
+        content = _read_file(os.path.join(results, item.path), item.size, max_file_bytes)
     except OSError as error:
         return ("rejected", "file", f"cannot be read ({error.strerror})", None)
     if len(content) > max_file_bytes:

@@ -37,6 +37,10 @@ from .contract import (
 )
 
 MAX_SAFE_INTEGER = 2**53 - 1
+# field names as messages name them, made once (not per run)
+_USAGE_FIELDS = tuple(f"usage.{name}" for name in USAGE_COUNTS)
+_DIAGNOSTIC_FIELDS = tuple(f"diagnostics.{name}" for name in DIAGNOSTIC_COUNTS)
+_CONTEXT_FIELDS = tuple(f"contextUsage.items.{name}" for name in CONTEXT_ITEMS)
 
 
 class RunRejected(Exception):
@@ -133,6 +137,21 @@ def _count(value: Any, field: str) -> int | None:
     raise RunRejected(field, "must be an integer >= 0 or null")
 
 
+def _counts(source: dict, names: tuple[str, ...], fields: tuple[str, ...], blank_is_null: bool = False) -> list:
+    """`_count` of each of `names` in `source` (`fields`: their names in messages), the
+    common case (null or a safe integer) without a call; with `blank_is_null`, "" is null."""
+    values = []
+    for name, field in zip(names, fields):
+        value = source.get(name)
+        if value is None or (type(value) is int and 0 <= value <= MAX_SAFE_INTEGER):
+            values.append(value)
+        elif blank_is_null and value == "":
+            values.append(None)
+        else:
+            values.append(_count(value, field))
+    return values
+
+
 def _finite(value: Any, field: str) -> float | None:
     if value is None:
         return None
@@ -191,10 +210,7 @@ def _usage(run: dict) -> tuple:
     _object(usage, "usage")
     source = usage.get("source")
     source = "UNKNOWN" if source is None else _choice(source, "usage.source", USAGE_SOURCES)
-    counts = []
-    for name in USAGE_COUNTS:
-        value = usage.get(name)
-        counts.append(None if value == "" else _count(value, f"usage.{name}"))
+    counts = _counts(usage, USAGE_COUNTS, _USAGE_FIELDS, blank_is_null=True)
     cost = usage.get("costUsd")
     cost = None if cost == "" else _finite(cost, "usage.costUsd")
     identity = []
@@ -211,7 +227,8 @@ def _usage(run: dict) -> tuple:
     return (*counts, cost, *identity, source)
 
 
-def _metadata(run: dict) -> dict:
+def _metadata(run: dict, counts: dict) -> dict:
+    """`counts`: the run's verificationCycles and comparableSteps, as validated."""
     metadata = _object(run.get("metadata"), "metadata")
     _identifier(metadata.get("scenarioId"), "metadata.scenarioId", SCENARIO_ID, SCENARIO_RULE)
     _choice(metadata.get("mode"), "metadata.mode", MODES)
@@ -245,8 +262,8 @@ def _metadata(run: dict) -> dict:
         if name not in metadata:
             raise RunRejected(f"metadata.{name}", "is required (an integer >= 0 or null)")
         value = _count(metadata[name], f"metadata.{name}")
-        if value != run[name]:
-            raise RunRejected(f"metadata.{name}", f"must equal the run's {name} ({_shown(run[name])})")
+        if value != counts[name]:
+            raise RunRejected(f"metadata.{name}", f"must equal the run's {name} ({_shown(counts[name])})")
     for name in ("nodeVersion", "os", "arch"):
         if name in metadata:
             _text(metadata[name], f"metadata.{name}")
@@ -263,7 +280,7 @@ def _diagnostics(run: dict) -> tuple:
     profile = diagnostics.get("executionProfile")
     if profile is not None:
         _choice(profile, "diagnostics.executionProfile", PROFILES)
-    counts = [_count(diagnostics.get(name), f"diagnostics.{name}") for name in DIAGNOSTIC_COUNTS]
+    counts = _counts(diagnostics, DIAGNOSTIC_COUNTS, _DIAGNOSTIC_FIELDS)
     guide_count = _count(diagnostics.get("guideCount"), "diagnostics.guideCount")
     guide_ids = _strings(diagnostics.get("guideIds"), "diagnostics.guideIds")
     warnings = _strings(diagnostics.get("hostWarnings"), "diagnostics.hostWarnings")
@@ -293,7 +310,7 @@ def _context_usage(run: dict, resolved: str | None) -> tuple:
     for key in items:
         if key not in CONTEXT_ITEMS:
             raise RunRejected(f"contextUsage.items.{key}", "is not a context item")
-    values = [_count(items.get(name), f"contextUsage.items.{name}") for name in CONTEXT_ITEMS]
+    values = _counts(items, CONTEXT_ITEMS, _CONTEXT_FIELDS)
     if source == "UNKNOWN" and any(v is not None for v in values):
         raise RunRejected("contextUsage.items", "UNKNOWN context usage must keep every item null")
     total = sum(values) if source == "HOST_REPORTED" and all(v is not None for v in values) else None
@@ -347,8 +364,7 @@ def flatten_run(run: Any) -> tuple:
     verification = _choice(run.get("verification"), "verification", VERIFICATION_RESULTS)
     cycles = _count(run.get("verificationCycles"), "verificationCycles")
     steps = _count(run.get("comparableSteps"), "comparableSteps")
-    normalized = {**run, "verificationCycles": cycles, "comparableSteps": steps}
-    metadata = _metadata(normalized)
+    metadata = _metadata(run, {"verificationCycles": cycles, "comparableSteps": steps})
     diagnostics = _diagnostics(run)
     context = _context_usage(run, metadata.get("resolvedProfile"))
     quality = _quality(run)
