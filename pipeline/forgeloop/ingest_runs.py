@@ -22,13 +22,14 @@ from ..frames import empty_frame, frame_from_rows
 from ..warehouse import Warehouse
 from .scenarios import SCENARIO_COLUMNS, read_scenarios
 from .tables import MANIFEST_COLUMNS
-from .reader import ALL_RUN_COLUMNS, PARALLEL_FROM, RunReader, ToRead
+from .reader import ALL_RUN_COLUMNS, PARALLEL_FROM, RunReader, ToRead, Verdicts
 
 from .ingest import RUNS, SCENARIOS, IngestResult, SeenFile
 from .manifest import ManifestSpool
 
 RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]
 DUPLICATE = "duplicate"
+MANIFEST_NAMES = [name for name, _, _ in MANIFEST_COLUMNS]
 CHUNK = 8000  # files taken at a time: whole run sets, about this many files
 
 
@@ -83,16 +84,13 @@ def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scen
                 pending = started
                 continue
             outcome.run_sets += pending.run_sets
-            rows = _finish_chunk(warehouse, pending, runs_table, changed)
-            spool.add(frame_from_rows(rows, MANIFEST_COLUMNS), pending.previous)
+            manifest = _finish_chunk(warehouse, pending, runs_table, changed)
+            spool.add(manifest, pending.previous)
             pending = started
-            for row in rows:
-                if row[4] == "accepted":
-                    outcome.accepted += 1
-                elif row[4] == "unchanged":
-                    outcome.unchanged += 1
-                else:
-                    outcome.rejections.append((row[2], row[5], row[6]))
+            counts = dict(manifest.group_by("status").len().iter_rows())
+            outcome.accepted += counts.get("accepted", 0)
+            outcome.unchanged += counts.get("unchanged", 0)
+            outcome.rejections += manifest.filter(pl.col("status") == "rejected").select("path", "field", "reason").rows()
         checkpoint("ingest:read")
         runs_table.write(empty_frame(ALL_RUN_COLUMNS))  # the columns, should nothing else be written
         runs_table.keep_others, runs_table.drop = True, set(changed)
@@ -111,12 +109,11 @@ def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scen
 @dataclass
 class _Chunk:
     run_sets: list[str]
-    rows: dict[str, list]  # path -> manifest row
-    by_run_set: dict[str | None, list[list]]
-    todo: list[ToRead]
+    plan: pl.DataFrame  # the manifest rows, the files to read with status "read" until they are read
+    todo: ToRead
     stored: pl.DataFrame
     previous: pl.DataFrame  # the last ingest's manifest rows for these files
-    reading: Callable[[], tuple[list, list]]
+    reading: Callable[[], tuple[Verdicts, list]]
 
 
 def _start_chunk(warehouse: Warehouse, results: Path, chunk: list[SeenFile], spool: ManifestSpool, reader: RunReader,
@@ -125,61 +122,70 @@ def _start_chunk(warehouse: Warehouse, results: Path, chunk: list[SeenFile], spo
     run_sets = sorted({f.run_set_id for f in chunk if f.run_set_id is not None and f.problem is None})
     stored = _stored(warehouse, run_sets)
     previous = spool.previous_rows([f.path for f in chunk])
-    plan = _plan(chunk, previous, stored)
-    source_root = str(results.resolve())
-    rows: dict[str, list] = {}
-    by_run_set: dict[str | None, list[list]] = {}
-    todo: list[ToRead] = []
-    for seen, action, field_name, reason, digest, stored_hash, since in zip(
-        chunk, plan["action"], plan["field"], plan["reason"], plan["content_hash"], plan["stored_hash"], plan["since"]
-    ):
-        row = ["run", source_root, seen.path, seen.run_set_id, action, field_name, reason, seen.size, seen.mtime_ns, digest, since or now]
-        rows[seen.path] = row
-        by_run_set.setdefault(seen.run_set_id, []).append(row)
-        if action == "read":
-            todo.append(ToRead(seen.path, seen.run_set_id, seen.size, stored_hash))
-    return _Chunk(run_sets, rows, by_run_set, todo, stored, previous, reader.submit(todo))
+    plan = _plan(chunk, previous, stored, str(results.resolve()), now)
+    read = plan.filter(pl.col("status") == "read")
+    todo = ToRead(read["path"].to_list(), read["run_set_id"].to_list(), read["size_bytes"].to_list(),
+                  read["stored_hash"].to_list())
+    return _Chunk(run_sets, plan, todo, stored, previous, reader.submit(todo))
 
 
-def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list[str]) -> list[list]:
+def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list[str]) -> pl.DataFrame:
     """Take one chunk's verdicts and write its changed run sets; returns its manifest rows."""
-    verdicts, tables = chunk.reading()
-    rows = chunk.rows
-    for item, (status, field_name, reason, digest) in zip(chunk.todo, verdicts):
-        rows[item.path][4:7] = [status, field_name, reason]
-        rows[item.path][9] = digest
-    stored_pairs = {
-        run_set: set(zip(frame["source_path"], frame["content_hash"]))
-        for (run_set,), frame in chunk.stored.partition_by("run_set_id", as_dict=True).items()
-    }
-    rewritten = []
-    for run_set in chunk.run_sets:
-        wanted = {(row[2], row[9]) for row in chunk.by_run_set.get(run_set, []) if row[4] in ("accepted", "unchanged")}
-        if wanted != stored_pairs.get(run_set, set()):
-            rewritten.append(run_set)
+    (statuses, fields, reasons, digests), tables = chunk.reading()
+    verdicts = pl.DataFrame(
+        {"path": chunk.todo.paths, "v_status": statuses, "v_field": fields, "v_reason": reasons, "v_hash": digests},
+        schema={"path": pl.String, "v_status": pl.String, "v_field": pl.String, "v_reason": pl.String, "v_hash": pl.String},
+    )
+    was_read = pl.col("v_status").is_not_null()
+    manifest = chunk.plan.join(verdicts, on="path", how="left", maintain_order="left").select(
+        *[pl.when(was_read).then(f"v_{name}").otherwise(name).alias(name) if name in ("status", "field", "reason")
+          else pl.when(was_read).then("v_hash").otherwise(name).alias(name) if name == "content_hash"
+          else pl.col(name) for name in MANIFEST_NAMES]
+    )
+    # a run set is written again when the runs it should hold are not (path for path, hash
+    # for hash) the ones it holds
+    wanted = manifest.filter(pl.col("status").is_in(["accepted", "unchanged"]) & pl.col("run_set_id").is_in(chunk.run_sets))
+    wanted = wanted.select("run_set_id", "path", "content_hash")
+    stored = chunk.stored.select("run_set_id", pl.col("source_path").alias("path"), "content_hash")
+    differ = pl.concat([wanted.join(stored, on=wanted.columns, how="anti"), stored.join(wanted, on=wanted.columns, how="anti")])
+    rewritten = sorted(set(differ["run_set_id"].to_list()))
     if rewritten:
         new = pl.concat([pl.from_arrow(table) for table in tables]) if tables else empty_frame(ALL_RUN_COLUMNS)
-        runs_table.write(_rebuilt_run_sets(warehouse, rewritten, new, chunk.by_run_set, rows))
+        runs, duplicates = _rebuilt_run_sets(warehouse, rewritten, new, manifest)
+        runs_table.write(runs)
         changed += rewritten
-    return list(rows.values())
+        if duplicates.height:
+            manifest = manifest.join(duplicates, on="path", how="left", maintain_order="left").with_columns(
+                pl.when(pl.col("first_path").is_not_null()).then(pl.lit("rejected")).otherwise("status").alias("status"),
+                pl.when(pl.col("first_path").is_not_null()).then(pl.lit(DUPLICATE)).otherwise("field").alias("field"),
+                pl.when(pl.col("first_path").is_not_null())
+                .then(pl.format("repeats the run set, scenario, mode and runIndex of {} (the first in path order is kept)",
+                                "first_path"))
+                .otherwise("reason").alias("reason"),
+            ).drop("first_path")
+    return manifest
 
 
-def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataFrame) -> pl.DataFrame:
-    """What to do with each file, decided for all files at once against the last ingest.
+def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataFrame, source_root: str,
+          now: datetime) -> pl.DataFrame:
+    """The manifest rows of `files`, decided for all files at once against the last ingest,
+    with the content hash of the run stored for each path (stored_hash).
 
-    action: rejected (a problem of place, or the same bytes were rejected before for a
+    status: rejected (a problem of place, or the same bytes were rejected before for a
     reason of their own), unchanged (same size and mtime as an accepted file whose run is
-    stored), or read.
+    stored), or read (to be read; the verdict comes from reading it).
     """
     seen = pl.DataFrame(
         {
             "path": [f.path for f in files],
+            "run_set_id": [f.run_set_id for f in files],
             "size_bytes": [f.size for f in files],
             "mtime_ns": [f.mtime_ns for f in files],
             "problem_field": [f.problem[0] if f.problem else None for f in files],
             "problem_reason": [f.problem[1] if f.problem else None for f in files],
         },
-        schema={"path": pl.String, "size_bytes": pl.Int64, "mtime_ns": pl.Int64, "problem_field": pl.String, "problem_reason": pl.String},
+        schema={"path": pl.String, "run_set_id": pl.String, "size_bytes": pl.Int64, "mtime_ns": pl.Int64,
+                "problem_field": pl.String, "problem_reason": pl.String},
     )
     if previous is None:
         previous = empty_frame(MANIFEST_COLUMNS)
@@ -191,43 +197,48 @@ def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataF
         pl.col("size_bytes").alias("before_size"),
         pl.col("mtime_ns").alias("before_mtime"),
         pl.col("content_hash").alias("before_hash"),
-        pl.col("ingested_at").alias("before_ingested_at"),
+        pl.col("ingested_at").dt.convert_time_zone("UTC").alias("before_ingested_at"),  # DuckDB says Etc/UTC
     )
     stored_hash = stored.select(pl.col("source_path").alias("path"), pl.col("content_hash").alias("stored_hash"))
     joined = seen.join(before, on="path", how="left", maintain_order="left").join(
         stored_hash, on="path", how="left", maintain_order="left"
     )
     same_stat = (pl.col("before_size") == pl.col("size_bytes")) & (pl.col("before_mtime") == pl.col("mtime_ns"))
-    unchanged = same_stat & pl.col("before_status").is_in(["accepted", "unchanged"]) & (pl.col("stored_hash") == pl.col("before_hash"))
-    still_rejected = same_stat & (pl.col("before_status") == "rejected") & (pl.col("before_field") != DUPLICATE)
+    unchanged = (same_stat & pl.col("before_status").is_in(["accepted", "unchanged"])
+                 & (pl.col("stored_hash") == pl.col("before_hash"))).fill_null(False)
+    still_rejected = (same_stat & (pl.col("before_status") == "rejected") & (pl.col("before_field") != DUPLICATE)).fill_null(False)
     has_problem = pl.col("problem_field").is_not_null()
     return joined.select(
+        pl.lit("run").alias("kind"),
+        pl.lit(source_root).alias("source_root"),
+        "path",
+        "run_set_id",
         pl.when(has_problem).then(pl.lit("rejected"))
-        .when(unchanged.fill_null(False)).then(pl.lit("unchanged"))
-        .when(still_rejected.fill_null(False)).then(pl.lit("rejected"))
-        .otherwise(pl.lit("read")).alias("action"),
-        pl.when(has_problem).then("problem_field").when(still_rejected.fill_null(False)).then("before_field").alias("field"),
-        pl.when(has_problem).then("problem_reason").when(still_rejected.fill_null(False)).then("before_reason").alias("reason"),
-        pl.when(unchanged.fill_null(False) | still_rejected.fill_null(False)).then("before_hash").alias("content_hash"),
-        pl.col("stored_hash"),
+        .when(unchanged).then(pl.lit("unchanged"))
+        .when(still_rejected).then(pl.lit("rejected"))
+        .otherwise(pl.lit("read")).alias("status"),
+        pl.when(has_problem).then("problem_field").when(still_rejected).then("before_field").alias("field"),
+        pl.when(has_problem).then("problem_reason").when(still_rejected).then("before_reason").alias("reason"),
+        "size_bytes",
+        "mtime_ns",
+        pl.when(unchanged | still_rejected).then("before_hash").alias("content_hash"),
         # a verdict that stands keeps the time it was first given
         pl.when((unchanged & (pl.col("before_status") == "unchanged")) | still_rejected)
-        .then("before_ingested_at").alias("since"),
+        .then("before_ingested_at").otherwise(pl.lit(now)).cast(pl.Datetime("us", "UTC")).alias("ingested_at"),
+        "stored_hash",
     )
 
 
-def _reject_duplicates(runs: pl.DataFrame, manifest: dict) -> pl.DataFrame:
-    """Keep the first run (in path order) of each run set, scenario, mode and runIndex."""
+def _reject_duplicates(runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Keep the first run (in path order) of each run set, scenario, mode and runIndex; the
+    others' paths with the path of the first (path, first_path)."""
     first = pl.struct(RUN_KEY).is_first_distinct()
     duplicates = runs.filter(~first)
     if duplicates.height == 0:
-        return runs
+        return runs, pl.DataFrame(schema={"path": pl.String, "first_path": pl.String})
     firsts = runs.filter(first).select(*RUN_KEY, pl.col("source_path").alias("first_path"))
-    for path, first_path in duplicates.join(firsts, on=RUN_KEY).select("source_path", "first_path").iter_rows():
-        row = manifest[path]
-        row[4], row[5] = "rejected", DUPLICATE
-        row[6] = f"repeats the run set, scenario, mode and runIndex of {first_path} (the first in path order is kept)"
-    return runs.filter(first)
+    paths = duplicates.join(firsts, on=RUN_KEY).select(pl.col("source_path").alias("path"), "first_path")
+    return runs.filter(first), paths
 
 
 STORED_COLUMNS = ["run_set_id", "source_path", "content_hash"]
@@ -242,18 +253,19 @@ def _stored(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame:
     return pl.read_parquet(files, columns=STORED_COLUMNS, hive_partitioning=False)
 
 
-def _rebuilt_run_sets(
-    warehouse: Warehouse, run_sets: list[str], new: pl.DataFrame, by_run_set: dict, manifest: dict
-) -> pl.DataFrame:
+def _rebuilt_run_sets(warehouse: Warehouse, run_sets: list[str], new: pl.DataFrame,
+                      manifest: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The changed run sets' runs: their new rows, plus the stored rows of their unchanged
-    files, duplicates resolved in path order — for a whole chunk at once."""
+    files, duplicates resolved in path order — for a whole chunk at once; and the duplicates
+    (see `_reject_duplicates`)."""
     frames = [new.filter(pl.col("run_set_id").is_in(run_sets))]
-    for run_set in run_sets:
-        unchanged = [row[2] for row in by_run_set[run_set] if row[4] == "unchanged"]
-        previous = warehouse.read_partition(RUNS, "run_set_id", run_set) if unchanged else None
+    unchanged = manifest.filter((pl.col("status") == "unchanged") & pl.col("run_set_id").is_in(run_sets))
+    for (run_set,), paths in unchanged.partition_by("run_set_id", as_dict=True, maintain_order=True).items():
+        previous = warehouse.read_partition(RUNS, "run_set_id", run_set)
         if previous is not None:
-            frames.append(previous.filter(pl.col("source_path").is_in(unchanged)).select(new.columns).cast(new.schema))
-    return _reject_duplicates(pl.concat(frames).sort("source_path"), manifest)
+            frames.append(previous.filter(pl.col("source_path").is_in(paths["path"].implode()))
+                          .select(new.columns).cast(new.schema))
+    return _reject_duplicates(pl.concat(frames).sort("source_path"))
 
 
 def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest_rows: list[list], now: datetime) -> int:

@@ -27,13 +27,26 @@ PARALLEL_FROM = 4000  # fewer files than this are read in the calling process
 
 @dataclass(frozen=True)
 class ToRead:
-    path: str  # relative to the results directory
-    run_set_id: str
-    size: int
-    stored_hash: str | None  # content hash of the run stored for this path, if any
+    """The files to read, as columns: paths relative to the results directory, the run set
+    folder each lies in, its size when listed, and the content hash of the run stored for
+    that path (None: none)."""
+    paths: list[str]
+    run_sets: list[str]
+    sizes: list[int]
+    stored_hashes: list[str | None]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def batches(self) -> Iterator["ToRead"]:
+        for start in range(0, len(self.paths), BATCH):
+            end = start + BATCH
+            yield ToRead(self.paths[start:end], self.run_sets[start:end], self.sizes[start:end], self.stored_hashes[start:end])
 
 
 Verdict = tuple[str, str | None, str | None, str | None]  # status, field, reason, content hash
+# the verdicts of a list of files, as columns: status, field, reason, content hash
+Verdicts = tuple[list[str], list[str | None], list[str | None], list[str | None]]
 
 
 def _parse(content: bytes, expected_run_set: str) -> tuple:
@@ -71,20 +84,21 @@ def _read_file(path: str, size: int, limit: int) -> bytes:
         os.close(descriptor)
 
 
-def _read_one(results: str, item: ToRead, max_file_bytes: int, rows: list) -> Verdict:
-    if item.size > max_file_bytes:
-        return ("rejected", "file", f"is larger than the {max_file_bytes}-byte limit ({item.size} bytes)", None)
+def _read_one(results: str, path: str, run_set: str, size: int, stored_hash: str | None, max_file_bytes: int,
+              rows: list) -> Verdict:
+    if size > max_file_bytes:
+        return ("rejected", "file", f"is larger than the {max_file_bytes}-byte limit ({size} bytes)", None)
     try:
-        content = _read_file(os.path.join(results, item.path), item.size, max_file_bytes)
+        content = _read_file(os.path.join(results, path), size, max_file_bytes)
     except OSError as error:
         return ("rejected", "file", f"cannot be read ({error.strerror})", None)
     if len(content) > max_file_bytes:
         return ("rejected", "file", f"is larger than the {max_file_bytes}-byte limit", None)
     digest = hashlib.sha256(content).hexdigest()
-    if digest == item.stored_hash:  # the stored run has these very bytes
+    if digest == stored_hash:  # the stored run has these very bytes
         return ("unchanged", None, None, digest)
     try:
-        rows.append((*_parse(content, item.run_set_id), item.path, digest))
+        rows.append((*_parse(content, run_set), path, digest))
     except RunRejected as error:
         return ("rejected", error.field, error.rule, digest)
     return ("accepted", None, None, digest)
@@ -98,16 +112,13 @@ def _table(rows: list[tuple]) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def read_batch(results: str, batch: list[ToRead], max_file_bytes: int) -> tuple[list[Verdict], pa.Table]:
-    """Read one batch of files: a verdict per file and the accepted rows."""
+def read_batch(results: str, batch: ToRead, max_file_bytes: int) -> tuple[Verdicts, pa.Table]:
+    """Read one batch of files: their verdicts (as columns) and the accepted rows."""
     rows: list[tuple] = []
-    verdicts = [_read_one(results, item, max_file_bytes, rows) for item in batch]
-    return verdicts, _table(rows)
-
-
-def _batches(todo: list[ToRead]) -> Iterator[list[ToRead]]:
-    for start in range(0, len(todo), BATCH):
-        yield todo[start : start + BATCH]
+    verdicts = [_read_one(results, *item, max_file_bytes, rows)
+                for item in zip(batch.paths, batch.run_sets, batch.sizes, batch.stored_hashes)]
+    columns = tuple(map(list, zip(*verdicts))) if verdicts else ([], [], [], [])
+    return columns, _table(rows)
 
 
 class RunReader:
@@ -129,12 +140,12 @@ class RunReader:
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
 
-    def submit(self, todo: list[ToRead]) -> Callable[[], tuple[list[Verdict], list[pa.Table]]]:
+    def submit(self, todo: ToRead) -> Callable[[], tuple[Verdicts, list[pa.Table]]]:
         """Start reading `todo` (in the workers, when parallel); call the result to wait for
         the verdicts, in the order of `todo`, and the accepted rows as Arrow tables."""
-        batches = list(_batches(todo))
+        batches = list(todo.batches())
         if not self.parallel or len(batches) < 2:
-            def local() -> tuple[list[Verdict], list[pa.Table]]:
+            def local() -> tuple[Verdicts, list[pa.Table]]:
                 return self._collect(batches, (read_batch(self.results, batch, self.max_file_bytes) for batch in batches))
             return local
         if self.pool is None:
@@ -142,14 +153,15 @@ class RunReader:
         futures = [self.pool.submit(read_batch, self.results, batch, self.max_file_bytes) for batch in batches]
         return lambda: self._collect(batches, (future.result() for future in futures))
 
-    def _collect(self, batches, results) -> tuple[list[Verdict], list[pa.Table]]:
-        verdicts: list[Verdict] = []
+    def _collect(self, batches, results) -> tuple[Verdicts, list[pa.Table]]:
+        verdicts: Verdicts = ([], [], [], [])
         tables: list[pa.Table] = []
         for batch, (batch_verdicts, table) in zip(batches, results):
-            verdicts += batch_verdicts
+            for column, values in zip(verdicts, batch_verdicts):
+                column += values
             tables.append(table)
             self.advance(len(batch))
         return verdicts, tables
 
-    def read(self, todo: list[ToRead]) -> tuple[list[Verdict], list[pa.Table]]:
+    def read(self, todo: ToRead) -> tuple[Verdicts, list[pa.Table]]:
         return self.submit(todo)()
