@@ -204,17 +204,28 @@ class Warehouse:
         checkpoint(f"wrote-file:{table}")
 
     def _copy_file(self, connection: "duckdb.DuckDBPyConnection", query: str, path: Path, table: str,
-                   params: dict | None = None) -> None:
+                   params: dict | None = None) -> int:
         """DuckDB writes the rows of `query` to the Parquet file `path` itself (streaming, multi-threaded,
         under its memory limit): no row passes through Python. Same compression and metadata as
-        `_write_file`."""
+        `_write_file`. Returns the number of rows written."""
         path.parent.mkdir(parents=True, exist_ok=True)
         metadata = {"loopmeter.table": table, "loopmeter.schema_version": str(SCHEMA_VERSION)}
         pairs = ", ".join(f"'{key}': '{value.replace(chr(39), chr(39) * 2)}'" for key, value in metadata.items())
         location = str(path).replace("'", "''")
-        connection.execute(f"COPY ({query}) TO '{location}' (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{pairs}}})",
-                           params or {})
+        (rows,) = connection.execute(
+            f"COPY ({query}) TO '{location}' (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{pairs}}})", params or {}
+        ).fetchone()
         checkpoint(f"wrote-file:{table}")
+        return rows
+
+    def copy_table_file(self, connection: "duckdb.DuckDBPyConnection", query: str, path: Path, table: str,
+                        params: dict | None = None) -> int:
+        """Write the rows of `query` as a file of table `table` (its columns, compression and metadata) to
+        `path` in the warehouse's scratch space, to be taken into a new version whole by
+        `TableBuilder.adopt`. Returns the number of rows written."""
+        if self.root / SCRATCH not in Path(path).parents:
+            raise ValueError(f"{path}: a table file is written in the warehouse's scratch space ({self.root / SCRATCH})")
+        return self._copy_file(connection, query, Path(path), table, params)
 
     def _publish(self, name: str, version: Path) -> None:
         link = self.table_dir(name)
@@ -313,6 +324,18 @@ class TableBuilder:
         if key in self.written:
             raise ValueError(f"partition written twice in {self.name}: {key!r}")
         self.warehouse._copy_file(connection, query, path, self.name, params)
+        self.written.add(key)
+
+    def adopt(self, file: Path, *, partition: str | None = None) -> None:
+        """Take a file written by `Warehouse.copy_table_file` for this table into the new version as it
+        is (hard-linked, the scratch space being on the same file system: not rewritten). Several files
+        may make up the table, or a partition."""
+        if (partition is None) != (self.partition_by is None):
+            raise ValueError(f"{self.name}: a partition value is needed exactly when the table is partitioned")
+        key = "" if partition is None else str(partition)
+        directory = self.version if partition is None else self.version / f"{self.partition_by}={key}"
+        directory.mkdir(parents=True, exist_ok=True)
+        os.link(file, directory / Path(file).name)
         self.written.add(key)
 
     def publish(self) -> None:

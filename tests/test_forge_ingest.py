@@ -275,6 +275,42 @@ def test_ingest_streams_in_batches_with_the_same_result(sample, tmp_path):
     assert small.read(t.EVENTS).drop("ingested_at").sort("rid").equals(whole.read(t.EVENTS).drop("ingested_at").sort("rid"))
 
 
+def test_a_first_ingest_takes_the_staged_files_and_stores_what_the_comparing_path_stores(sample, tmp_path):
+    # a first ingest writes the tables' files as it stages; a warehouse holding Forge tables already
+    # compares the staged events with the stored ones and adds the new rows: the same tables
+    tmp, store, _, events = sample
+    first = Warehouse(tmp_path / "first")
+    assert ingest_forge(first, store, batch_rows=97).stored == len(events)
+    attempt_files = list(first.table_dir(t.ATTEMPT_EVENTS).glob("*.parquet"))
+    assert len(attempt_files) > 1  # one file per batch, taken as written
+    compared = Warehouse(tmp_path / "compared")
+    assert ingest_forge(compared, write_store(tmp_path / "empty.sqlite", [])).stored == 0
+    assert ingest_forge(compared, store, batch_rows=97).stored == len(events)
+    assert len(list(compared.table_dir(t.ATTEMPT_EVENTS).glob("*.parquet"))) == 1
+    for name in (*t.FORGE_TABLES,):
+        if name in (t.REPOS, t.REJECTIONS) or not first.has_table(name):
+            continue
+        left, right = first.read(name), compared.read(name)
+        assert left.schema == right.schema, name
+        left, right = (frame.drop([c for c in ("ingested_at", "source") if c in frame.columns]) for frame in (left, right))
+        keys = [column for column, dtype in left.schema.items() if not dtype.is_nested()]
+        assert left.sort(keys, nulls_last=True).equals(right.sort(keys, nulls_last=True)), name
+
+
+def test_a_first_ingest_of_a_store_repeating_a_rid_compares_its_events(tmp_path):
+    repeated = [event("a1", "attempt", 100, task="t1", data={"n": 1, "status": "started"}),
+                event("a2", "attempt", 101, task="t1", data={"n": 1, "status": "passed"}),
+                event("a1", "attempt", 100, task="t1", data={"n": 1, "status": "started"}),
+                event("a2", "attempt", 102, task="t1", data={"n": 1, "status": "failed"})]
+    export = samples.write_jsonl(tmp_path / "export.jsonl", [("api", "/repos/api")], repeated)
+    warehouse = Warehouse(tmp_path / "w")
+    result = ingest_forge(warehouse, export, batch_rows=2)
+    assert (result.stored, result.duplicates, result.rejected) == (2, 1, 1)
+    assert result.rejections[0].rid == "a2" and result.rejections[0].field == "rid"
+    assert sorted(warehouse.read(t.ATTEMPT_EVENTS)["rid"].to_list()) == ["a1", "a2"]
+    assert warehouse.read(t.ATTEMPTS)["passed"].to_list() == [True]
+
+
 def test_a_second_writer_waits_or_leaves(sample, tmp_path):
     _, store, _, _ = sample
     warehouse = Warehouse(tmp_path / "w")

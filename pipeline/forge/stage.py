@@ -1,0 +1,338 @@
+"""The staging of a Forge ingest: each batch of the store checked in DuckDB, what is kept written out.
+
+`Stage` checks one batch at a time (`forge_*_envelopes.sql`, `forge_stage_events.sql`,
+`forge_stage_plan_tasks.sql`, `forge_stage_route_entries.sql`), deletes the rejected rows and
+writes what is kept to Parquet files in the scratch directory before the next batch comes, so
+the DuckDB session (memory-limited, spilling to the scratch directory) holds one batch at a time
+whatever the size of the store. It writes either
+
+- narrow staging files (a `position` per event) that `forge_classify_staged.sql` compares with
+  the stored events, the new rows then written into the tables (`write.py`); or
+- on a first ingest (`DirectWrite`: no Forge table stored yet), each batch's rows as files of the
+  tables themselves, typed and compressed as the warehouse stores them, which the tables' new
+  versions then take as they are (hard links, no second encoding). Should the store repeat a rid,
+  that stage is dropped and the ingest staged again the first way (`Repeated`).
+"""
+from __future__ import annotations
+
+import queue
+import shutil
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+import polars as pl
+
+from ..sql import query_text
+from ..warehouse import Warehouse
+from . import tables as t
+from .derive import typed_sql
+from .store import SourceBatch
+
+# per-event tables: which staged events each holds
+EVENT_TABLES: dict[str, str] = {
+    t.PLANS: "kind = 'plan'",
+    t.ATTEMPT_EVENTS: "kind = 'attempt'",
+    t.DISPATCHES: "kind = 'dispatch'",
+    t.MERGES: "kind = 'event' AND name = 'merge'",
+    t.INTEGRATIONS: "kind = 'event' AND name = 'integrate_advanced'",
+    t.ACCEPTANCES: "kind = 'event' AND name = 'accepted'",
+    t.OUTCOMES: "kind = 'outcome'",
+}
+# per-event tables staged from plans: staged table -> (table, {column: staged column})
+PLAN_PARTS: dict[str, tuple[str, dict[str, str]]] = {
+    "staged_plan_tasks": (t.PLAN_TASKS, {"place": "node"}),
+    "staged_route_entries": (t.ROUTE_ENTRIES, {"task_place": "task_node"}),
+}
+PLAN_TABLES = tuple(table for table, _ in PLAN_PARTS.values())
+# what DuckDB may hold in memory while it stages and stores (it spills the rest to the scratch directory)
+MEMORY_LIMIT = "384MB"
+
+
+class Repeated(Exception):
+    """A first ingest's store repeats a rid: its events must be compared (staged again, narrow)."""
+
+
+def prefetch(batches: Iterator[SourceBatch], depth: int = 2) -> Iterator[SourceBatch]:
+    """Read the next batches in a thread while the current one is checked."""
+    items: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                while not stop.is_set():
+                    try:
+                        items.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            items.put(done)
+        except BaseException as error:  # handed to the consumer, raised there
+            items.put(error)
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None and stop.is_set():
+                close()
+
+    worker = threading.Thread(target=produce, name="forge-store-reader", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = items.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join(timeout=5)
+
+
+def plan_part_columns(table: str, renamed: dict[str, str], alias: str = "") -> str:
+    """The columns of a per-event table staged from plans, as the SELECT list over its staged table."""
+    return ", ".join(f"{alias}{renamed.get(name, name)} AS {name}" for name, _, _ in t.columns(table))
+
+
+class DirectWrite:
+    """The files of the tables a first ingest writes, batch by batch: each per-event table's rows
+    of batch n in `<table>/part-<n>.parquet`, forge_events in `forge_events/month=<m>/part-<n>.parquet`,
+    all written as the warehouse stores a table (`Warehouse.copy_table_file`), to be taken whole into
+    the tables' new versions (`publish`)."""
+
+    def __init__(self, warehouse: Warehouse, directory: Path, source: str, now: datetime):
+        self.warehouse, self.directory, self.source, self.now = warehouse, directory, source, now
+        self.files: dict[str, list[tuple[str | None, Path, int]]] = {}  # table -> (month, file, rows)
+
+    def reset(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.files.clear()
+
+    def _write(self, c: duckdb.DuckDBPyConnection, table: str, number: int, query: str,
+               month: str | None = None, params: dict | None = None) -> None:
+        folder = self.directory / table / (f"month={month}" if month is not None else "")
+        path = folder / f"part-{number}.parquet"
+        rows = self.warehouse.copy_table_file(c, typed_sql(table, query), path, table, params)
+        self.files.setdefault(table, []).append((month, path, rows))
+
+    def write_batch(self, c: duckdb.DuckDBPyConnection, number: int) -> None:
+        """The kept rows of batch `number` (tables staged_<n>, staged_plan_tasks_<n>, staged_route_entries_<n>)."""
+        staged = f"staged_{number}"
+        for table, where in EVENT_TABLES.items():
+            self._write(c, table, number, f"SELECT * FROM {staged} WHERE {where}")
+        for part, (table, renamed) in PLAN_PARTS.items():
+            self._write(c, table, number, f"SELECT {plan_part_columns(table, renamed)} FROM {part}_{number}")
+        events = "SELECT *, $source AS source, $now::TIMESTAMPTZ AS ingested_at FROM {staged} WHERE month = $month"
+        for (month,) in c.execute(f"SELECT DISTINCT month FROM {staged} ORDER BY month").fetchall():
+            self._write(c, t.EVENTS, number, events.format(staged=staged), month,
+                        {"source": self.source, "now": self.now, "month": month})
+
+    def event_files(self) -> list[Path]:
+        return [path for _, path, _ in self.files.get(t.EVENTS, [])]
+
+    def publish(self, table: str) -> None:
+        """Publish the new version of `table` made of its files (those holding rows; one empty file
+        carries the columns of a table without rows)."""
+        files = self.files.get(table, [])
+        kept = [(month, path) for month, path, rows in files if rows] or [(month, path) for month, path, _ in files[:1]]
+        with self.warehouse.build_table(table, "month" if table == t.EVENTS else None) as builder:
+            for month, path in kept:
+                builder.adopt(path, partition=month)
+
+
+class Stage:
+    """The scratch area of one ingest. Each batch is checked in a DuckDB session (tables
+    `staged_<n>`, `staged_plan_tasks_<n>`, `staged_route_entries_<n>`), its rejected rows
+    deleted, and what is kept written to Parquet files in the scratch directory before the next
+    batch comes: the narrow files of `files` (a view per file name, `staged_events`,
+    `staged_forge_dispatches`, ..., `staged_plan_tasks`, `staged_route_entries`, reads the files
+    of every batch; DuckDB streams them and spills to the scratch directory under
+    `memory_limit`), or, with `direct`, the files of the tables themselves."""
+
+    PARTS = ("staged", "staged_plan_tasks", "staged_route_entries")
+
+    @staticmethod
+    def files() -> dict[str, str]:
+        """Each scratch file of a batch -> the SELECT over the batch's tables (`{n}` its number) that
+        fills it: the envelopes of the kept events, the rows of each per-event table (narrow files:
+        a kind's fields only), the plans' tasks and routes (parsed already, so without their JSON)."""
+        events = ", ".join(name for name, _, _ in t.columns(t.EVENTS) if name not in ("source", "ingested_at"))
+        files = {"staged_events": f"SELECT position, {events} FROM staged_{{n}}"}
+        for table, where in EVENT_TABLES.items():
+            columns = ", ".join(name for name, _, _ in t.columns(table))
+            files[f"staged_{table}"] = f"SELECT position, {columns} FROM staged_{{n}} WHERE {where}"
+        files["staged_plan_tasks"] = "SELECT * EXCLUDE (route, problem_field, problem_rule) FROM staged_plan_tasks_{n}"
+        files["staged_route_entries"] = "SELECT * EXCLUDE (problem_field, problem_rule) FROM staged_route_entries_{n}"
+        return files
+
+    def __init__(self, directory: Path, memory_limit: str = MEMORY_LIMIT, direct: DirectWrite | None = None):
+        self.directory = directory
+        self.direct = direct
+        self.connection = duckdb.connect()
+        self.connection.execute("SET TimeZone = 'UTC'")
+        self.connection.execute(f"SET temp_directory = '{sql_text(directory / 'spill')}'")
+        self.connection.execute(f"SET memory_limit = '{memory_limit}'")
+        self.connection.execute("SET preserve_insertion_order = false")
+        for statement in _statements(query_text("forge_json_macros")):
+            self.connection.execute(statement)
+        self.batches: list[int] = []
+        self.rejections: list[tuple] = []  # (position, line, rid, field, rule)
+
+    def _file(self, name: str, number: int) -> Path:
+        return self.directory / f"{name}-{number}.parquet"
+
+    def reset(self) -> None:
+        for number in self.batches:
+            for part in self.PARTS:
+                self.connection.execute(f"DROP TABLE IF EXISTS {part}_{number}")
+            for name in self.files():
+                self._file(name, number).unlink(missing_ok=True)
+        if self.direct is not None:
+            self.direct.reset()
+        self.batches.clear()
+        self.rejections.clear()
+
+    def add(self, batch: SourceBatch, repos: dict[str, str]) -> tuple[int, int]:
+        """Check one batch and stage it; returns (rows seen, repo lines)."""
+        c = self.connection
+        number = len(self.batches) and self.batches[-1] + 1
+        c.register("forge_batch_frame", batch.frame)
+        try:
+            if batch.kind == "sqlite" and not batch.binary:
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_batch AS "
+                          "SELECT *, CAST(NULL AS VARCHAR) AS bad_text FROM forge_batch_frame")
+                c.execute(f"CREATE OR REPLACE TEMP VIEW forge_envelopes AS {query_text('forge_sqlite_envelopes')}")
+            elif batch.kind == "sqlite":
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_raw_batch AS SELECT * FROM forge_batch_frame")
+                c.execute(f"CREATE OR REPLACE TEMP TABLE forge_batch_decoded AS {query_text('forge_decode_sqlite_batch')}")
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_batch AS SELECT * FROM forge_batch_decoded")
+                c.execute(f"CREATE OR REPLACE TEMP VIEW forge_envelopes AS {query_text('forge_sqlite_envelopes')}")
+            else:
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_batch AS SELECT * FROM forge_batch_frame")
+                c.execute(f"CREATE OR REPLACE TEMP TABLE forge_jsonl_envelopes AS {query_text('forge_jsonl_envelopes')}")
+                c.execute("CREATE OR REPLACE TEMP VIEW forge_envelopes AS SELECT * FROM forge_jsonl_envelopes")
+            staged, plan_tasks, routes = (f"{part}_{number}" for part in self.PARTS)
+            c.execute(f"CREATE TEMP TABLE {staged} AS {query_text('forge_stage_events')}")
+            c.execute("CREATE OR REPLACE TEMP VIEW forge_staged_plans AS SELECT position, rid, run, ts_unix, revision, "
+                      f"tasks FROM {staged} WHERE kind = 'plan' AND problem_field IS NULL AND tasks IS NOT NULL")
+            c.execute(f"CREATE TEMP TABLE {plan_tasks} AS {query_text('forge_stage_plan_tasks')}")
+            c.execute("CREATE OR REPLACE TEMP VIEW forge_staged_plan_tasks AS SELECT * FROM "
+                      f"{plan_tasks} WHERE problem_field IS NULL AND route IS NOT NULL")
+            c.execute(f"CREATE TEMP TABLE {routes} AS {query_text('forge_stage_route_entries')}")
+            self.batches.append(number)
+            # a plan is rejected for the first problem among its tasks (document order), then its routes
+            c.execute(
+                f"""CREATE OR REPLACE TEMP TABLE plan_problems AS
+                SELECT position, arg_min(problem_field, (node, step, entry)) AS problem_field,
+                       arg_min(problem_rule, (node, step, entry)) AS problem_rule
+                FROM (SELECT position, node, 0 AS step, 0 AS entry, problem_field, problem_rule
+                      FROM {plan_tasks} WHERE problem_field IS NOT NULL
+                      UNION ALL
+                      SELECT position, task_node, 1, entry, problem_field, problem_rule
+                      FROM {routes} WHERE problem_field IS NOT NULL)
+                GROUP BY position"""
+            )
+            self.rejections += c.sql(
+                f"""SELECT position, line, rid, problem_field, problem_rule FROM forge_envelopes WHERE problem_field IS NOT NULL
+                UNION ALL SELECT position, line, rid, problem_field, problem_rule FROM {staged} WHERE problem_field IS NOT NULL
+                UNION ALL SELECT s.position, s.line, s.rid, p.problem_field, p.problem_rule
+                          FROM {staged} s JOIN plan_problems p USING (position)"""
+            ).fetchall()
+            rejected = ("position IN (SELECT position FROM plan_problems) "
+                        f"OR position IN (SELECT position FROM {staged} WHERE problem_field IS NOT NULL)")
+            for table in (plan_tasks, routes, staged):
+                c.execute(f"DELETE FROM {table} WHERE {rejected}")
+            for repo, path in c.sql(
+                "SELECT repo, repo_path FROM forge_envelopes WHERE repo_line AND problem_field IS NULL ORDER BY position"
+            ).fetchall():
+                repos[repo] = path
+            seen, repo_lines = c.sql(
+                "SELECT count(*), count(*) FILTER (WHERE repo_line AND problem_field IS NULL) FROM forge_envelopes"
+            ).fetchall()[0]
+            # out of the session: only one batch is ever held
+            if self.direct is not None:
+                self.direct.write_batch(c, number)
+            else:
+                for name, select in self.files().items():
+                    c.execute(f"COPY ({select.format(n=number)}) TO '{sql_text(self._file(name, number))}' (FORMAT parquet)")
+            for part in self.PARTS:
+                c.execute(f"DROP TABLE {part}_{number}")
+        finally:
+            for view in ("forge_envelopes", "forge_batch", "forge_raw_batch"):
+                c.execute(f"DROP VIEW IF EXISTS {view}")
+            c.unregister("forge_batch_frame")
+        return seen + len(batch.rejected), repo_lines
+
+    def materialize(self, name: str, query: str) -> None:
+        """The rows of `query` as the view `name` over a scratch Parquet file: DuckDB holds no
+        table in memory however many rows it has."""
+        path = self.directory / f"{name}.parquet"
+        self.connection.execute(f"COPY ({query}) TO '{sql_text(path)}' (FORMAT parquet)")
+        self.connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet('{sql_text(path)}')")
+
+    def _read(self, name: str) -> str:
+        return "read_parquet([" + ", ".join(f"'{sql_text(self._file(name, n))}'" for n in self.batches) + "])"
+
+    def classify(self, warehouse: Warehouse) -> None:
+        """verdicts(position, line, rid, kind, verdict, was_stored, other_line) of the staged events that
+        are not new (duplicates and conflicts), and new_kinds(kind, events) of those that are. A direct
+        stage whose events repeat a rid raises `Repeated`."""
+        c = self.connection
+        if not self.batches:  # nothing was read: empty staging files of the right shape
+            self.add(SourceBatch("sqlite", pl.DataFrame(schema=_EMPTY_SQLITE_BATCH)), {})
+        if self.direct is not None:
+            files = ", ".join(f"'{sql_text(path)}'" for path in self.direct.event_files())
+            c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS " + (
+                f"SELECT rid, kind FROM read_parquet([{files}], hive_partitioning = false)" if files
+                else "SELECT CAST(NULL AS VARCHAR) AS rid, CAST(NULL AS VARCHAR) AS kind WHERE false"))
+            if c.execute("SELECT count(*) FROM (SELECT rid FROM forge_staged GROUP BY rid HAVING count(*) > 1)"
+                         ).fetchall()[0][0]:
+                raise Repeated()
+            c.execute("CREATE OR REPLACE TEMP VIEW forge_stored AS SELECT CAST(NULL AS VARCHAR) AS rid, "
+                      "CAST(NULL AS VARCHAR) AS source WHERE false")
+            c.execute("CREATE OR REPLACE TEMP VIEW verdicts AS SELECT CAST(NULL AS BIGINT) AS position, "
+                      "CAST(NULL AS BIGINT) AS line, CAST(NULL AS VARCHAR) AS rid, CAST(NULL AS VARCHAR) AS kind, "
+                      "CAST(NULL AS VARCHAR) AS verdict, false AS was_stored, CAST(NULL AS BIGINT) AS other_line "
+                      "WHERE false")
+            c.execute("CREATE OR REPLACE TEMP TABLE new_kinds AS SELECT kind, count(*) AS events FROM forge_staged "
+                      "GROUP BY kind")
+            return
+        for name in self.files():
+            c.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {self._read(name)}')
+        c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS SELECT * FROM staged_events")
+        if warehouse.has_table(t.EVENTS):
+            c.execute(f"CREATE OR REPLACE TEMP VIEW forge_stored AS {warehouse.view_sql(t.EVENTS, absolute=True)}")
+        else:
+            c.execute("CREATE OR REPLACE TEMP VIEW forge_stored AS "
+                      "SELECT *, CAST(NULL AS VARCHAR) AS source FROM forge_staged WHERE false")
+        if not warehouse.has_table(t.EVENTS) and not c.execute(
+                "SELECT count(*) FROM (SELECT rid FROM forge_staged GROUP BY rid HAVING count(*) > 1)").fetchall()[0][0]:
+            # a first ingest without a repeated rid: every event is new, nothing to compare
+            self.materialize("verdicts", "SELECT position, line, rid, kind, CAST(NULL AS VARCHAR) AS verdict, "
+                                         "false AS was_stored, line AS other_line FROM forge_staged WHERE false")
+        else:
+            # a file, not a table of the session: a second ingest of a large store repeats every event
+            self.materialize("verdicts", query_text("forge_classify_staged"))
+        c.execute("CREATE OR REPLACE TEMP TABLE new_kinds AS SELECT kind, count(*) AS events FROM forge_staged "
+                  "WHERE position NOT IN (SELECT position FROM verdicts) GROUP BY kind")
+
+
+_EMPTY_SQLITE_BATCH = {"position": pl.Int64, "rid": pl.String, "kind": pl.String, "src": pl.String, "ts": pl.Float64,
+                       "run": pl.String, "task": pl.String, "repo": pl.String, "mode": pl.String, "data": pl.String}
+
+
+def sql_text(value: object) -> str:
+    """`value` as the inside of a SQL string literal."""
+    return str(value).replace("'", "''")
+
+
+def _statements(text: str) -> list[str]:
+    """The statements of a SQL file of definitions (split at semicolons ending a line)."""
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    return [part.strip() for part in body.split(";\n") if part.strip().rstrip(";")]
