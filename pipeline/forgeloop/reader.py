@@ -8,6 +8,7 @@ Arrow table, never a list of Python rows.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -115,8 +116,14 @@ def _table(rows: list[tuple]) -> pa.Table:
 def read_batch(results: str, batch: ToRead, max_file_bytes: int) -> tuple[Verdicts, pa.Table]:
     """Read one batch of files: their verdicts (as columns) and the accepted rows."""
     rows: list[tuple] = []
-    verdicts = [_read_one(results, *item, max_file_bytes, rows)
-                for item in zip(batch.paths, batch.run_sets, batch.sizes, batch.stored_hashes)]
+    collecting = gc.isenabled()
+    gc.disable()  # the batch makes no cycles; collections would walk every object for nothing
+    try:
+        verdicts = [_read_one(results, *item, max_file_bytes, rows)
+                    for item in zip(batch.paths, batch.run_sets, batch.sizes, batch.stored_hashes)]
+    finally:
+        if collecting:
+            gc.enable()
     columns = tuple(map(list, zip(*verdicts))) if verdicts else ([], [], [], [])
     return columns, _table(rows)
 
@@ -148,9 +155,17 @@ class RunReader:
             def local() -> tuple[Verdicts, list[pa.Table]]:
                 return self._collect(batches, (read_batch(self.results, batch, self.max_file_bytes) for batch in batches))
             return local
-        if self.pool is None:
+        starting = self.pool is None
+        if starting:
             self.pool = ProcessPoolExecutor(max_workers=self.workers)
-        futures = [self.pool.submit(read_batch, self.results, batch, self.max_file_bytes) for batch in batches]
+            # the workers fork on the first submit: frozen, the objects they inherit are left
+            # out of their collections (which would walk them, and copy their pages)
+            gc.freeze()
+        try:
+            futures = [self.pool.submit(read_batch, self.results, batch, self.max_file_bytes) for batch in batches]
+        finally:
+            if starting:
+                gc.unfreeze()
         return lambda: self._collect(batches, (future.result() for future in futures))
 
     def _collect(self, batches, results) -> tuple[Verdicts, list[pa.Table]]:
