@@ -14,16 +14,14 @@ that ingest's verdicts again and writes nothing. Otherwise `ingest_runs.py` does
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .. import SCHEMA_VERSION, __version__
+from .. import SCHEMA_VERSION, __version__, collector
 from ..config import DEFAULT_MAX_FILE_BYTES
 from ..errors import LoopmeterError
 from ..warehouse import STATE as STATE_DIR
@@ -163,7 +161,7 @@ def ingest_forgeloop(
         missing = sorted(set(run_sets) - present)
         if missing:
             raise LoopmeterError(f"no run set folder {', '.join(missing)} in {results / 'raw'}")
-    with _no_collections():
+    with collector.paused():  # about 1 s of CPU in 100k files
         tree = TreeState(warehouse, results, scenarios, max_file_bytes, run_sets)
         if tree.unchanged():
             return tree.answer()
@@ -175,20 +173,6 @@ def ingest_forgeloop(
         whole = tree.answer(result)
         tree.remember(whole)
         return whole
-
-
-@contextmanager
-def _no_collections() -> Iterator[None]:
-    """The garbage collector paused: an ingest makes about one object a file per step and
-    almost no cycles, and the collections, each walking every object (the tables' and the
-    libraries' too), cost about 10 µs a file (1 s in 100k files)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _group(path: str) -> str:

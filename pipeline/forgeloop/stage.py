@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from .. import collector
 from ..errors import LoopmeterError
 from ..jsjson import dumps
 from ..sql import query_text
@@ -98,22 +99,23 @@ def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | 
 def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bool = False) -> Aggregated:
     """The `aggregate` of all run sets into `out`: only the run sets that changed since the
     last one (see `incremental.py`), or all with `full`. The caller holds the lock."""
-    check(warehouse, tier)
-    profiles = expected_profiles(warehouse)
-    plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
-    if plan.full:
-        result = compute(warehouse, tier=tier, profiles=profiles)
-        plan.changed, plan.identities = sorted(result.identities), result.identities
-        publish(warehouse, result, out)
-    else:
-        if plan.changed:
-            result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles)
-            write_documents(result, out)
+    with collector.paused():  # the documents are many small objects and no cycles
+        check(warehouse, tier)
+        profiles = expected_profiles(warehouse)
+        plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
+        if plan.full:
+            result = compute(warehouse, tier=tier, profiles=profiles)
+            plan.changed, plan.identities = sorted(result.identities), result.identities
+            publish(warehouse, result, out)
         else:
-            result = Aggregated(None, [], tier=tier, profiles=profiles)
-        if plan.changed or plan.removed:
-            store_tables(warehouse, result.analysis, {*plan.changed, *plan.removed})
-            incremental.record(warehouse, out, tier, profiles, result.documents, plan.kept, plan.identities)
+            if plan.changed:
+                result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles)
+                write_documents(result, out)
+            else:
+                result = Aggregated(None, [], tier=tier, profiles=profiles)
+            if plan.changed or plan.removed:
+                store_tables(warehouse, result.analysis, {*plan.changed, *plan.removed})
+                incremental.record(warehouse, out, tier, profiles, result.documents, plan.kept, plan.identities)
     result.plan = plan
     return result
 
