@@ -23,7 +23,8 @@ its line (JSON Lines) or rid (SQLite), the field and the rule (`forge_rejections
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +39,10 @@ from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
 from .stage import EVENT_TABLES, PLAN_TABLES, DirectWrite, Repeated, Stage, prefetch
 from .store import BATCH_ROWS, open_store
 from .write import write_new_events, write_rejections, write_repos
+
+# batches checked at once: a batch is one task for DuckDB (too few rows to share among its
+# threads), so two sessions keep two cores busy; memory holds two batches, not one
+STAGE_WORKERS = 2
 
 
 @dataclass
@@ -133,6 +138,7 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
     """Stage every batch, classify the staged events, store the new ones (raises `Repeated` when a
     direct stage finds a repeated rid: nothing is stored then)."""
     source = str(result.source)
+    container_repos = dict(repos)
     early: list[Rejection] = []
     clock = time.perf_counter()
 
@@ -146,20 +152,38 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
         scratch = Path(scratch)
         stage = Stage(scratch, direct=DirectWrite(warehouse, scratch / "tables", source, now) if direct else None)
         try:
-            with progress.bar(f"ingest forge {store_path.name}", None) as bar:
-                for batch in prefetch(batches):
+            with progress.bar(f"ingest forge {store_path.name}", None) as bar, \
+                    ThreadPoolExecutor(max_workers=STAGE_WORKERS, thread_name_prefix="forge-stage") as pool:
+                checking: deque = deque()  # (batch, future of its check), in source order
+
+                def accept_oldest() -> None:
+                    batch, checked = checking.popleft()
+                    staged = checked.result()
+                    early.extend(Rejection(*row) for row in batch.rejected)
+                    stage.accept(staged, repos)
+                    result.read += staged.seen
+                    result.repo_lines += staged.repo_lines
+                    bar.advance(staged.seen)
+
+                for batch in prefetch(batches, depth=1):
                     lap("read")
                     if batch.kind == "restart":  # the SQLite text was not all UTF-8: read again as bytes
+                        for _, checked in checking:
+                            checked.exception()  # wait; what it found is dropped
+                        checking.clear()
                         stage.reset()
                         early.clear()
+                        repos.clear()
+                        repos.update(container_repos)
                         result.read = result.repo_lines = 0
                         continue
-                    early += [Rejection(*row) for row in batch.rejected]
-                    seen, repo_lines = stage.add(batch, repos)
-                    result.read += seen
-                    result.repo_lines += repo_lines
-                    bar.advance(seen)
+                    checking.append((batch, pool.submit(stage.check, batch, stage.take_number())))
+                    while len(checking) >= STAGE_WORKERS:
+                        accept_oldest()
                     lap("check")
+                while checking:
+                    accept_oldest()
+                lap("check")
             result.rejections = early + [Rejection(line, rid, f, rule) for _, line, rid, f, rule in sorted(
                 stage.rejections, key=lambda row: row[0])]
             stage.classify(warehouse)
@@ -169,7 +193,7 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
                 write_new_events(stage, warehouse, source, now)
             lap("store events")
         finally:
-            stage.connection.close()
+            stage.close()
 
 
 def _count(connection: duckdb.DuckDBPyConnection, result: IngestResult) -> None:

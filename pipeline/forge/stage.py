@@ -18,6 +18,7 @@ from __future__ import annotations
 import queue
 import shutil
 import threading
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Iterator
@@ -115,23 +116,29 @@ class DirectWrite:
         self.files.clear()
 
     def _write(self, c: duckdb.DuckDBPyConnection, table: str, number: int, query: str,
-               month: str | None = None, params: dict | None = None) -> None:
+               month: str | None = None, params: dict | None = None) -> tuple[str, str | None, Path, int]:
         folder = self.directory / table / (f"month={month}" if month is not None else "")
         path = folder / f"part-{number}.parquet"
         rows = self.warehouse.copy_table_file(c, typed_sql(table, query), path, table, params)
-        self.files.setdefault(table, []).append((month, path, rows))
+        return table, month, path, rows
 
-    def write_batch(self, c: duckdb.DuckDBPyConnection, number: int) -> None:
-        """The kept rows of batch `number` (tables staged_<n>, staged_plan_tasks_<n>, staged_route_entries_<n>)."""
+    def write_batch(self, c: duckdb.DuckDBPyConnection, number: int) -> list[tuple[str, str | None, Path, int]]:
+        """Write the kept rows of batch `number` (tables staged_<n>, staged_plan_tasks_<n>,
+        staged_route_entries_<n> of the session `c`); returns the files, to be `add`ed in batch order."""
         staged = f"staged_{number}"
-        for table, where in EVENT_TABLES.items():
-            self._write(c, table, number, f"SELECT * FROM {staged} WHERE {where}")
-        for part, (table, renamed) in PLAN_PARTS.items():
-            self._write(c, table, number, f"SELECT {plan_part_columns(table, renamed)} FROM {part}_{number}")
+        written = [self._write(c, table, number, f"SELECT * FROM {staged} WHERE {where}")
+                   for table, where in EVENT_TABLES.items()]
+        written += [self._write(c, table, number, f"SELECT {plan_part_columns(table, renamed)} FROM {part}_{number}")
+                    for part, (table, renamed) in PLAN_PARTS.items()]
         events = "SELECT *, $source AS source, $now::TIMESTAMPTZ AS ingested_at FROM {staged} WHERE month = $month"
         for (month,) in c.execute(f"SELECT DISTINCT month FROM {staged} ORDER BY month").fetchall():
-            self._write(c, t.EVENTS, number, events.format(staged=staged), month,
-                        {"source": self.source, "now": self.now, "month": month})
+            written.append(self._write(c, t.EVENTS, number, events.format(staged=staged), month,
+                                       {"source": self.source, "now": self.now, "month": month}))
+        return written
+
+    def add(self, written: list[tuple[str, str | None, Path, int]]) -> None:
+        for table, month, path, rows in written:
+            self.files.setdefault(table, []).append((month, path, rows))
 
     def event_files(self) -> list[Path]:
         return [path for _, path, _ in self.files.get(t.EVENTS, [])]
@@ -146,13 +153,27 @@ class DirectWrite:
                 builder.adopt(path, partition=month)
 
 
+@dataclass
+class StagedBatch:
+    """What checking one batch found, merged into the stage in batch order (`Stage.accept`)."""
+
+    number: int
+    seen: int  # rows or lines read
+    repo_lines: int
+    rejections: list[tuple]  # (position, line, rid, field, rule)
+    repos: list[tuple[str, str]]  # (repo, path) in source order
+    written: list[tuple[str, str | None, Path, int]] = field(default_factory=list)  # DirectWrite files
+
+
 class Stage:
-    """The scratch area of one ingest. Each batch is checked in a DuckDB session (tables
-    `staged_<n>`, `staged_plan_tasks_<n>`, `staged_route_entries_<n>`), its rejected rows
-    deleted, and what is kept written to Parquet files in the scratch directory before the next
-    batch comes: the narrow files of `files` (a view per file name, `staged_events`,
-    `staged_forge_dispatches`, ..., `staged_plan_tasks`, `staged_route_entries`, reads the files
-    of every batch; DuckDB streams them and spills to the scratch directory under
+    """The scratch area of one ingest. Each batch is checked in a DuckDB session of its own
+    (a cursor of the stage's database, per thread: `check` runs for up to `WORKERS` batches at
+    once, a batch being smaller than what DuckDB splits among its threads), in tables
+    `staged_<n>`, `staged_plan_tasks_<n>`, `staged_route_entries_<n>`; its rejected rows are
+    deleted, and what is kept written to Parquet files in the scratch directory before the
+    session takes another batch: the narrow files of `files` (a view per file name,
+    `staged_events`, `staged_forge_dispatches`, ..., `staged_plan_tasks`, `staged_route_entries`,
+    reads the files of every batch; DuckDB streams them and spills to the scratch directory under
     `memory_limit`), or, with `direct`, the files of the tables themselves."""
 
     PARTS = ("staged", "staged_plan_tasks", "staged_route_entries")
@@ -175,33 +196,76 @@ class Stage:
         self.directory = directory
         self.direct = direct
         self.connection = duckdb.connect()
-        self.connection.execute("SET TimeZone = 'UTC'")
         self.connection.execute(f"SET temp_directory = '{sql_text(directory / 'spill')}'")
         self.connection.execute(f"SET memory_limit = '{memory_limit}'")
         self.connection.execute("SET preserve_insertion_order = false")
-        for statement in _statements(query_text("forge_json_macros")):
-            self.connection.execute(statement)
+        self._session(self.connection)
+        self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []
+        self._cursors_lock = threading.Lock()
         self.batches: list[int] = []
         self.rejections: list[tuple] = []  # (position, line, rid, field, rule)
+        self.next_number = 0
+
+    @staticmethod
+    def _session(c: duckdb.DuckDBPyConnection) -> None:
+        """What each session needs (temporary objects and the time zone belong to a session)."""
+        c.execute("SET TimeZone = 'UTC'")
+        for statement in _statements(query_text("forge_json_macros")):
+            c.execute(statement)
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's session of the stage's database (same memory limit and spill directory)."""
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self.connection.cursor()
+            self._session(cursor)
+            self._local.cursor = cursor
+            with self._cursors_lock:
+                self._cursors.append(cursor)
+        return cursor
+
+    def close(self) -> None:
+        for cursor in self._cursors:
+            cursor.close()
+        self.connection.close()
 
     def _file(self, name: str, number: int) -> Path:
         return self.directory / f"{name}-{number}.parquet"
 
     def reset(self) -> None:
-        for number in self.batches:
-            for part in self.PARTS:
-                self.connection.execute(f"DROP TABLE IF EXISTS {part}_{number}")
+        """Forget every batch (none may be being checked)."""
+        for number in range(self.next_number):
             for name in self.files():
                 self._file(name, number).unlink(missing_ok=True)
         if self.direct is not None:
             self.direct.reset()
         self.batches.clear()
         self.rejections.clear()
+        self.next_number = 0
 
     def add(self, batch: SourceBatch, repos: dict[str, str]) -> tuple[int, int]:
         """Check one batch and stage it; returns (rows seen, repo lines)."""
-        c = self.connection
-        number = len(self.batches) and self.batches[-1] + 1
+        staged = self.check(batch, self.take_number())
+        self.accept(staged, repos)
+        return staged.seen, staged.repo_lines
+
+    def take_number(self) -> int:
+        """The number of the next batch (batches are numbered in source order)."""
+        self.next_number += 1
+        return self.next_number - 1
+
+    def accept(self, staged: StagedBatch, repos: dict[str, str]) -> None:
+        """Merge what checking a batch found; called in batch order."""
+        self.batches.append(staged.number)
+        self.rejections += staged.rejections
+        repos.update(staged.repos)
+        if self.direct is not None:
+            self.direct.add(staged.written)
+
+    def check(self, batch: SourceBatch, number: int) -> StagedBatch:
+        """Check batch `number` and write what it keeps (thread-safe: a session per thread)."""
+        c = self._cursor()
         c.register("forge_batch_frame", batch.frame)
         try:
             if batch.kind == "sqlite" and not batch.binary:
@@ -225,7 +289,6 @@ class Stage:
             c.execute("CREATE OR REPLACE TEMP VIEW forge_staged_plan_tasks AS SELECT * FROM "
                       f"{plan_tasks} WHERE problem_field IS NULL AND route IS NOT NULL")
             c.execute(f"CREATE TEMP TABLE {routes} AS {query_text('forge_stage_route_entries')}")
-            self.batches.append(number)
             # a plan is rejected for the first problem among its tasks (document order), then its routes
             c.execute(
                 f"""CREATE OR REPLACE TEMP TABLE plan_problems AS
@@ -238,7 +301,7 @@ class Stage:
                       FROM {routes} WHERE problem_field IS NOT NULL)
                 GROUP BY position"""
             )
-            self.rejections += c.sql(
+            rejections = c.sql(
                 f"""SELECT position, line, rid, problem_field, problem_rule FROM forge_envelopes WHERE problem_field IS NOT NULL
                 UNION ALL SELECT position, line, rid, problem_field, problem_rule FROM {staged} WHERE problem_field IS NOT NULL
                 UNION ALL SELECT s.position, s.line, s.rid, p.problem_field, p.problem_rule
@@ -248,26 +311,26 @@ class Stage:
                         f"OR position IN (SELECT position FROM {staged} WHERE problem_field IS NOT NULL)")
             for table in (plan_tasks, routes, staged):
                 c.execute(f"DELETE FROM {table} WHERE {rejected}")
-            for repo, path in c.sql(
+            repos = c.sql(
                 "SELECT repo, repo_path FROM forge_envelopes WHERE repo_line AND problem_field IS NULL ORDER BY position"
-            ).fetchall():
-                repos[repo] = path
+            ).fetchall()
             seen, repo_lines = c.sql(
                 "SELECT count(*), count(*) FILTER (WHERE repo_line AND problem_field IS NULL) FROM forge_envelopes"
             ).fetchall()[0]
-            # out of the session: only one batch is ever held
+            staged_batch = StagedBatch(number, seen + len(batch.rejected), repo_lines, rejections, repos)
+            # out of the session: it holds one batch at a time
             if self.direct is not None:
-                self.direct.write_batch(c, number)
+                staged_batch.written = self.direct.write_batch(c, number)
             else:
                 for name, select in self.files().items():
                     c.execute(f"COPY ({select.format(n=number)}) TO '{sql_text(self._file(name, number))}' (FORMAT parquet)")
-            for part in self.PARTS:
-                c.execute(f"DROP TABLE {part}_{number}")
         finally:
+            for part in self.PARTS:
+                c.execute(f"DROP TABLE IF EXISTS {part}_{number}")
             for view in ("forge_envelopes", "forge_batch", "forge_raw_batch"):
                 c.execute(f"DROP VIEW IF EXISTS {view}")
             c.unregister("forge_batch_frame")
-        return seen + len(batch.rejected), repo_lines
+        return staged_batch
 
     def materialize(self, name: str, query: str) -> None:
         """The rows of `query` as the view `name` over a scratch Parquet file: DuckDB holds no

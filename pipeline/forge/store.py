@@ -24,7 +24,7 @@ from ..errors import LoopmeterError
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EVENT_FIELDS = ("rid", "kind", "src", "ts", "run", "task", "repo", "mode", "data")
 TEXT_FIELDS = ("rid", "kind", "src", "run", "task", "repo", "mode", "data")
-BATCH_ROWS = 100_000  # rows checked together (DuckDB holds one batch, memory stays flat)
+BATCH_ROWS = 75_000  # rows checked together (DuckDB holds a batch per stage worker, memory stays flat)
 FETCH_ROWS = 20_000  # SQLite rows fetched as Python objects at a time
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 
