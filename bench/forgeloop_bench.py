@@ -51,17 +51,19 @@ done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess
 elapsed = time.perf_counter() - start
 if done.returncode not in (0, 3):
     sys.stderr.write(done.stderr.decode()); sys.exit(done.returncode)
-print(elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(elapsed, usage.ru_maxrss, usage.ru_utime + usage.ru_stime)
 """
 
 
-def measure(command: list[str], repeat: int) -> tuple[float, float]:
-    """Best wall time (s) over `repeat` fresh processes, and its peak RSS in MiB."""
+def measure(command: list[str], repeat: int) -> tuple[float, float, float]:
+    """Best wall time (s) over `repeat` fresh processes, with its peak RSS in MiB and its CPU
+    time (s, user + system, worker processes included: steadier than wall time on a busy machine)."""
     best = None
     for _ in range(repeat):
         output = subprocess.run([PYTHON, "-c", MEASURE, *command], capture_output=True, text=True, check=True)
-        seconds, rss_kib = output.stdout.split()
-        sample = (float(seconds), int(rss_kib) / 1024)
+        seconds, rss_kib, cpu = output.stdout.split()
+        sample = (float(seconds), int(rss_kib) / 1024, float(cpu))
         best = sample if best is None or sample[0] < best[0] else best
     return best
 
@@ -122,8 +124,8 @@ def report(results: dict) -> list[str]:
     runs = results["runs"]
     lines = [f"{runs} runs"]
     for name in ("read+parse", "ingest", "re-ingest", "aggregate", "port", "ingest +1", "aggregate +1"):
-        seconds, rss = results[name]
-        lines.append(f"  {name:<12} {seconds:8.2f} s   peak {rss:7.0f} MiB")
+        seconds, rss, cpu = results[name]
+        lines.append(f"  {name:<12} {seconds:8.2f} s   cpu {cpu:7.2f} s   peak {rss:7.0f} MiB")
     ratio_ingest = results["ingest"][0] / results["read+parse"][0]
     ratio_reingest = results["re-ingest"][0] / results["ingest"][0]
     speedup = results["port"][0] / results["aggregate"][0]
@@ -134,6 +136,11 @@ def report(results: dict) -> list[str]:
         f"  port / aggregate       {speedup:6.1f}x   target >= 10x    {'ok' if speedup >= 10 else 'MISSED'}",
         f"  port / aggregate +1    {incremental:6.1f}x   (the aggregate after one new run set; no target)",
         f"  documents identical to the port's: {'yes' if results['same_documents'] else 'NO'}",
+        # CPU time, worker processes included: the targets are about wall time, but on a shared
+        # machine CPU time says more steadily what each path costs
+        f"  cpu: ingest / read+parse {results['ingest'][2] / results['read+parse'][2]:.2f}x, "
+        f"re-ingest / ingest {results['re-ingest'][2] / results['ingest'][2]:.1%}, "
+        f"port / aggregate {results['port'][2] / results['aggregate'][2]:.1f}x",
     ]
     return lines
 
