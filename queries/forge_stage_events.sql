@@ -92,7 +92,11 @@ events AS (
                                                            '$.target'])) AS VARCHAR[]) AS f
                     FROM base WHERE kind = 'event')))
 ),
-outcomes AS (
+outcomes AS (  -- the files' lists computed here, for outcomes only
+  SELECT * EXCLUDE (file_map), map_keys(file_map) AS file_paths,
+         list_transform(map_values(file_map), lambda v: v[1]) AS file_added,
+         list_transform(map_values(file_map), lambda v: v[2]) AS file_surviving
+  FROM (
   SELECT * EXCLUDE (f), f[1] AS name_json, f IS NULL AS unparsable,
     CASE
       WHEN NOT j_text_or_null(f[1]) THEN {'field': 'data.name', 'rule': 'must be a string or null'}
@@ -126,7 +130,7 @@ outcomes AS (
   FROM (SELECT *, CAST(try(json_extract(data, ['$.name', '$.status', '$.candidate', '$.reviewed', '$.base_ref', '$.branch',
                                                '$.horizon_rev', '$.integrate_run', '$.horizon_days', '$.added', '$.surviving',
                                                '$.integrated_ts', '$.horizon_ts', '$.reverted_by', '$.files'])) AS VARCHAR[]) AS f
-        FROM base WHERE kind = 'outcome')
+        FROM base WHERE kind = 'outcome'))
 ),
 plans AS (
   SELECT * EXCLUDE (f), f[1] AS name_json, f IS NULL AS unparsable,
@@ -169,7 +173,7 @@ judged AS (
 )
 SELECT position, line, rid, kind, src, to_timestamp(ts_unix) AS ts, ts_unix, run, task, repo, mode,
        j_text(name_json) AS name, data,
-       strftime(to_timestamp(ts_unix), '%Y-%m') AS month,
+       left(CAST(CAST(to_timestamp(ts_unix) AS DATE) AS VARCHAR), 7) AS month,  -- YYYY-MM (ts is within 1970-9999)
        problem.field AS problem_field, problem.rule AS problem_rule,
        attempt, dwarf, status, reason, reviewed_commit, base_ref,
        role, spec, model, effort, harness,
@@ -180,9 +184,7 @@ SELECT position, line, rid, kind, src, to_timestamp(ts_unix) AS ts, ts_unix, run
        horizon_rev,
        CASE WHEN problem IS NULL THEN to_timestamp(horizon_unix) END AS horizon,
        integrate_run, added, surviving,
-       map_keys(file_map) AS file_paths,
-       list_transform(map_values(file_map), lambda v: v[1]) AS file_added,
-       list_transform(map_values(file_map), lambda v: v[2]) AS file_surviving,
+       file_paths, file_added, file_surviving,
        reverted_by,
        to_timestamp(ts_unix) AS recorded,
        revision, fractal, task_count, tasks

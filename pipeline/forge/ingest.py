@@ -32,7 +32,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from .. import progress
+from .. import collector, progress
 from ..warehouse import Warehouse
 from . import tables as t
 from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
@@ -110,15 +110,17 @@ def ingest_forge(
     # a first ingest writes the tables' files as it stages (nothing stored to compare with)
     direct = not any(warehouse.has_table(name) for name in (t.EVENTS, *EVENT_TABLES, *PLAN_TABLES))
     timings: dict[str, float] = {}
-    while True:
-        container, batches = open_store(store_path, busy_timeout=busy_timeout, batch_rows=batch_rows)
-        result = IngestResult(source=source, format=container.format, timings=timings)
-        repos: dict[str, str] = dict(container.repos)
-        try:
-            _stage_and_store(warehouse, store_path, batches, result, repos, now, direct)
-            break
-        except Repeated:  # the store repeats a rid: stage it again, comparing events
-            direct = False
+    # the rows read are many small objects and no cycles: the collector's walks are pure cost
+    with collector.paused():
+        while True:
+            container, batches = open_store(store_path, busy_timeout=busy_timeout, batch_rows=batch_rows)
+            result = IngestResult(source=source, format=container.format, timings=timings)
+            repos: dict[str, str] = dict(container.repos)
+            try:
+                _stage_and_store(warehouse, store_path, batches, result, repos, now, direct)
+                break
+            except Repeated:  # the store repeats a rid: stage it again, comparing events
+                direct = False
     clock = time.perf_counter()
     result.repos = write_repos(warehouse, repos, str(source), now)
     write_rejections(warehouse, result.rejections, str(source), now)
