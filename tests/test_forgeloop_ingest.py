@@ -1,6 +1,7 @@
 """Ingest: every file accounted for, bad runs rejected with file, field and rule, re-ingest idempotent."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -11,6 +12,7 @@ import pytest
 
 from conftest import imported_packages, run_cli
 from pipeline.forgeloop.ingest import ingest_forgeloop
+from pipeline.forgeloop.reader import ToRead, read_batch
 from pipeline.warehouse import Warehouse
 from runs import DELETE, context, edited, run, write_tree
 
@@ -154,6 +156,28 @@ def test_duplicates_keep_the_first_in_path_order(tmp_path):
         "repeats the run set, scenario, mode and runIndex of raw/rs-test/aa-copy.json (the first in path order is kept)"
     )
     assert stored_runs(tmp_path / "w")["total_tokens"].to_list() == [7]
+
+
+def test_a_file_that_changed_size_after_it_was_listed_is_read_whole_or_rejected(tmp_path):
+    """The reader asks for the listed size plus one byte; a file that grew or shrank since the
+    walk is read to its end (or past the limit), never cut at the listed size."""
+    document = json.dumps(GOOD).encode()
+    padded, oversized = document + b" " * 50, document + b" " * 500  # the same run, longer
+    results = tmp_path / "results"
+    (results / "raw" / "rs-test").mkdir(parents=True)
+    for name, content in (("grew.json", padded), ("shrank.json", document), ("over.json", oversized)):
+        (results / "raw" / "rs-test" / name).write_bytes(content)
+    listed = ToRead(
+        ["raw/rs-test/grew.json", "raw/rs-test/shrank.json", "raw/rs-test/over.json"],
+        ["rs-test"] * 3,
+        [len(document), len(padded), len(document)],  # what the walk saw
+        [None] * 3,
+    )
+    (statuses, fields, reasons, digests), table = read_batch(str(results), listed, len(document) + 100)
+    assert statuses == ["accepted", "accepted", "rejected"]
+    assert digests[:2] == [hashlib.sha256(padded).hexdigest(), hashlib.sha256(document).hexdigest()]
+    assert (fields[2], reasons[2]) == ("file", f"is larger than the {len(document) + 100}-byte limit")
+    assert table.column("source_path").to_pylist() == ["raw/rs-test/grew.json", "raw/rs-test/shrank.json"]
 
 
 def test_a_run_naming_another_run_set_than_its_folder(tmp_path):
