@@ -136,12 +136,11 @@ def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list
         {"path": chunk.todo.paths, "v_status": statuses, "v_field": fields, "v_reason": reasons, "v_hash": digests},
         schema={"path": pl.String, "v_status": pl.String, "v_field": pl.String, "v_reason": pl.String, "v_hash": pl.String},
     )
-    was_read = pl.col("v_status").is_not_null()
-    manifest = chunk.plan.join(verdicts, on="path", how="left", maintain_order="left").select(
-        *[pl.when(was_read).then(f"v_{name}").otherwise(name).alias(name) if name in ("status", "field", "reason")
-          else pl.when(was_read).then("v_hash").otherwise(name).alias(name) if name == "content_hash"
-          else pl.col(name) for name in MANIFEST_NAMES]
-    )
+    read = pl.col("v_status").is_not_null()
+    manifest = chunk.plan.join(verdicts, on="path", how="left", maintain_order="left").with_columns(
+        *[pl.when(read).then(f"v_{name}").otherwise(name).alias(name) for name in ("status", "field", "reason")],
+        pl.when(read).then("v_hash").otherwise("content_hash").alias("content_hash"),
+    ).select(MANIFEST_NAMES)
     # a run set is written again when the runs it should hold are not (path for path, hash
     # for hash) the ones it holds
     wanted = manifest.filter(pl.col("status").is_in(["accepted", "unchanged"]) & pl.col("run_set_id").is_in(chunk.run_sets))
@@ -155,13 +154,13 @@ def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list
         runs_table.write(runs)
         changed += rewritten
         if duplicates.height:
+            duplicate = pl.col("first_path").is_not_null()
+            rule = pl.format("repeats the run set, scenario, mode and runIndex of {} (the first in path order is kept)",
+                             "first_path")
             manifest = manifest.join(duplicates, on="path", how="left", maintain_order="left").with_columns(
-                pl.when(pl.col("first_path").is_not_null()).then(pl.lit("rejected")).otherwise("status").alias("status"),
-                pl.when(pl.col("first_path").is_not_null()).then(pl.lit(DUPLICATE)).otherwise("field").alias("field"),
-                pl.when(pl.col("first_path").is_not_null())
-                .then(pl.format("repeats the run set, scenario, mode and runIndex of {} (the first in path order is kept)",
-                                "first_path"))
-                .otherwise("reason").alias("reason"),
+                pl.when(duplicate).then(pl.lit("rejected")).otherwise("status").alias("status"),
+                pl.when(duplicate).then(pl.lit(DUPLICATE)).otherwise("field").alias("field"),
+                pl.when(duplicate).then(rule).otherwise("reason").alias("reason"),
             ).drop("first_path")
     return manifest
 
