@@ -7,7 +7,10 @@ what the container itself says: a SQLite row whose columns have the wrong storag
 
 The SQLite file is opened with `mode=ro` and read in one transaction (one snapshot);
 it is never migrated, never written, and a writer holding it is waited for only
-`busy_timeout` seconds.
+`busy_timeout` seconds. Its events are read straight into Arrow (ADBC's SQLite driver,
+no Python object per value) as long as every row is plain: text or null in the text columns,
+a number or null in ts, valid UTF-8. The first row that is not makes the reader start again
+with Python's sqlite3, which sorts such rows one by one (`restart`).
 """
 from __future__ import annotations
 
@@ -15,9 +18,12 @@ import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import polars as pl
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from ..errors import LoopmeterError
 
@@ -40,10 +46,12 @@ class SourceBatch:
     `kind` says which named query reads `frame`: `sqlite` frames hold the event columns
     (text decoded already, or binary when `binary`), `jsonl` frames hold `line` and the
     raw `text` of each line (binary: decoded in SQL, so bad UTF-8 is one rejected line).
+    `restart`: forget the batches so far, the rows come again. A frame is a polars frame or,
+    from the Arrow reader, an Arrow table (DuckDB reads either).
     """
 
     kind: str
-    frame: pl.DataFrame
+    frame: "pl.DataFrame | pa.Table"
     binary: bool = False
     rejected: list = field(default_factory=list)  # (line, rid, field, rule) found by the container
 
@@ -200,7 +208,68 @@ def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: in
             break
 
 
-def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS) -> tuple[Container, Iterator[SourceBatch]]:
+class _NotPlain(Exception):
+    """The Arrow reader met a row it cannot take as it is: the rows are read again by `_sqlite_batches`."""
+
+
+# rows the Arrow reader takes as they are: what `_sqlite_batches` puts in its typed frame without a question
+_PLAIN = " AND ".join([f"typeof({name}) IN ('text', 'null')" for name in TEXT_FIELDS]
+                      + ["typeof(ts) IN ('integer', 'real', 'null')"])
+# a first row of the right types, so the driver gives every column its type (it infers them from the
+# first batch: a column null all through it would be typed as integers, and text later a mismatch)
+_ARROW_QUERY = ("SELECT '' AS rid, '' AS kind, '' AS src, 0.0 AS ts, '' AS run, '' AS task, '' AS repo, '' AS mode, "
+                f"'' AS data, 1 AS plain UNION ALL SELECT {', '.join(EVENT_FIELDS)}, {_PLAIN} FROM events")
+
+
+def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int) -> Iterator[SourceBatch]:
+    """The events as Arrow tables straight from SQLite (ADBC's driver: no Python object per value),
+    typed as `_sqlite_batches` types them. Raises `_NotPlain` at the first row that is not plain
+    (or any driver error): the caller reads again the exact way, which judges such rows one by one."""
+    import adbc_driver_manager
+    import adbc_driver_sqlite.dbapi as adbc
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+    try:
+        connection = adbc.connect(uri)
+    except (adbc_driver_manager.Error, OSError) as error:
+        raise _NotPlain(str(error)) from None
+    try:
+        cursor = connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
+        cursor.execute(_ARROW_QUERY)
+        position, first = 0, True
+        for batch in cursor.fetch_record_batch():
+            if first:  # the typing row
+                batch, first = batch.slice(1), False
+            rows = batch.num_rows
+            if not rows:
+                continue
+            if pc.min(batch.column("plain")).as_py() != 1:
+                raise _NotPlain("a value of another storage class")
+            columns = {"position": pl.int_range(position, position + rows, dtype=pl.Int64, eager=True).to_arrow()}
+            for name in EVENT_FIELDS:
+                column = batch.column(name)
+                wanted = pa.float64() if name == "ts" else pa.string()
+                if column.null_count == rows:
+                    column = pa.nulls(rows, wanted)
+                elif column.type != wanted:
+                    raise _NotPlain(f"{name} read as {column.type}")
+                elif name != "ts":
+                    column.validate(full=True)  # valid UTF-8, else ArrowInvalid
+                columns[name] = column
+            position += rows
+            yield SourceBatch("sqlite", pa.table(columns))
+    except (adbc_driver_manager.Error, OSError, pa.ArrowException) as error:
+        raise _NotPlain(str(error)) from None
+    finally:
+        connection.close()
+
+
+def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS,
+                arrow: bool = True) -> tuple[Container, Iterator[SourceBatch]]:
     """Open the store and return its container facts and a generator of batches.
 
     The generator holds one read transaction until exhausted (or closed)."""
@@ -222,6 +291,15 @@ def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATC
 
     def batches() -> Iterator[SourceBatch]:
         try:
+            if arrow:
+                # a second connection; the first one's read transaction (it has read repos) keeps writers
+                # out of a rollback-journal store meanwhile (in WAL mode, events a writer commits meanwhile
+                # may be read too)
+                try:
+                    yield from _arrow_batches(path, busy_timeout, batch_rows)
+                    return
+                except _NotPlain:
+                    yield SourceBatch("restart", pl.DataFrame())
             try:
                 yield from _sqlite_batches(connection, False, batch_rows)
                 return
