@@ -140,12 +140,27 @@ def dumps(value: Any, indent: int | None = None) -> str:
     """`JSON.stringify(value, null, indent)`; `indent=None` is the compact form.
 
     Containers are normalised in place (integral floats become equal ints)."""
+    fast = _fast(value, indent)
+    return _slow(value, indent) if fast is None else fast.decode()
+
+
+def dumps_bytes(value: Any, indent: int | None = None) -> bytes:
+    """`dumps` as UTF-8 bytes, as a file takes them (orjson's bytes, never made a str)."""
+    fast = _fast(value, indent)
+    return _slow(value, indent).encode() if fast is None else fast
+
+
+def _fast(value: Any, indent: int | None) -> bytes | None:
     if indent in (None, 2) and type(value) in (dict, list):
         try:
             _normalize(value)  # in place: integral floats become ints, which changes no value
-            return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent == 2 else 0).decode()
+            return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent == 2 else 0)
         except (_NeedsSlowPath, TypeError, orjson.JSONEncodeError):
             pass
+    return None
+
+
+def _slow(value: Any, indent: int | None) -> str:
     parts: list[str] = []
     _encode(value, " " * indent if indent else "", 0, parts)
     return "".join(parts)

@@ -368,13 +368,18 @@ def _fsync_dir(path: Path) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write `path` (UTF-8) through a temporary file in the same directory and a rename."""
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `path` through a temporary file in the same directory and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with open(temporary, "wb") as handle:
+            handle.write(data)
         os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

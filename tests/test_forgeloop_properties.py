@@ -162,9 +162,10 @@ def test_fast_json_text_equals_the_reference_encoder(value):
     """dumps() uses orjson where it prints what JSON.stringify prints; the slow encoder is the reference."""
     from copy import deepcopy
 
-    from pipeline.jsjson import _encode
+    from pipeline.jsjson import _encode, dumps_bytes
 
     for indent in (None, 2):
         parts: list[str] = []
         _encode(value, " " * indent if indent else "", 0, parts)
         assert dumps(deepcopy(value), indent) == "".join(parts)
+        assert dumps_bytes(deepcopy(value), indent) == "".join(parts).encode()  # what documents are written with

@@ -12,9 +12,9 @@ import polars as pl
 
 from .. import collector
 from ..errors import LoopmeterError
-from ..jsjson import dumps
+from ..jsjson import dumps_bytes
 from ..sql import query_text
-from ..warehouse import Warehouse, atomic_write_text
+from ..warehouse import Warehouse, atomic_write_bytes
 from .aggregate import RunSetDocuments, build_documents
 from . import incremental
 from .analysis import QUERIES, Analysis, analyse
@@ -126,14 +126,14 @@ def write_documents(result: Aggregated, out: Path) -> None:
         for docs in result.documents:
             directory = Path(out) / docs.run_set_id
             for scenario, document in docs.scenarios.items():
-                yield directory / f"{scenario}.json", dumps(document, 2) + "\n"
-            yield directory / "summary.json", dumps(docs.summary, 2) + "\n"
+                yield directory / f"{scenario}.json", dumps_bytes(document, 2) + b"\n"
+            yield directory / "summary.json", dumps_bytes(docs.summary, 2) + b"\n"
 
     # encoding holds the interpreter, writing does not: files are written while the next encodes
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending = []
         for path, text in texts():
-            pending.append(pool.submit(atomic_write_text, path, text))
+            pending.append(pool.submit(atomic_write_bytes, path, text))
             result.written.append(path)
         for future in pending:
             future.result()
