@@ -201,7 +201,7 @@ class Warehouse:
         checkpoint(f"wrote-file:{table}")
 
     def _copy_file(self, connection: "duckdb.DuckDBPyConnection", query: str, path: Path, table: str,
-                   params: dict | None = None) -> int:
+                   params: dict | None = None, level: int | None = None) -> int:
         """DuckDB writes the rows of `query` to the Parquet file `path` itself (streaming, multi-threaded,
         under its memory limit): no row passes through Python. Same compression and metadata as
         `_write_file`. Returns the number of rows written."""
@@ -209,20 +209,22 @@ class Warehouse:
         metadata = {"loopmeter.table": table, "loopmeter.schema_version": str(SCHEMA_VERSION)}
         pairs = ", ".join(f"'{key}': '{value.replace(chr(39), chr(39) * 2)}'" for key, value in metadata.items())
         location = str(path).replace("'", "''")
+        compression = "COMPRESSION zstd" + (f", COMPRESSION_LEVEL {int(level)}" if level is not None else "")
         (rows,) = connection.execute(
-            f"COPY ({query}) TO '{location}' (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{pairs}}})", params or {}
+            f"COPY ({query}) TO '{location}' (FORMAT parquet, {compression}, KV_METADATA {{{pairs}}})", params or {}
         ).fetchone()
         checkpoint(f"wrote-file:{table}")
         return rows
 
     def copy_table_file(self, connection: "duckdb.DuckDBPyConnection", query: str, path: Path, table: str,
-                        params: dict | None = None) -> int:
+                        params: dict | None = None, level: int | None = None) -> int:
         """Write the rows of `query` as a file of table `table` (its columns, compression and metadata) to
         `path` in the warehouse's scratch space, to be taken into a new version whole by
-        `TableBuilder.adopt`. Returns the number of rows written."""
+        `TableBuilder.adopt`; `level`: zstd's (DuckDB's default when None). Returns the number of rows
+        written."""
         if self.root / SCRATCH not in Path(path).parents:
             raise ValueError(f"{path}: a table file is written in the warehouse's scratch space ({self.root / SCRATCH})")
-        return self._copy_file(connection, query, Path(path), table, params)
+        return self._copy_file(connection, query, Path(path), table, params, level)
 
     def _publish(self, name: str, version: Path) -> None:
         link = self.table_dir(name)

@@ -101,6 +101,11 @@ def plan_part_columns(table: str, renamed: dict[str, str], alias: str = "") -> s
     return ", ".join(f"{alias}{renamed.get(name, name)} AS {name}" for name, _, _ in t.columns(table))
 
 
+# zstd's level for the tables' files written while the store is read, when CPU is what bounds the ingest:
+# level 1 costs about a fifth less CPU than DuckDB's default (3) for files about 10 % larger
+ZSTD_LEVEL = 1
+
+
 class DirectWrite:
     """The files of the tables a first ingest writes, batch by batch: each per-event table's rows
     of batch n in `<table>/part-<n>.parquet`, forge_events in `forge_events/month=<m>/part-<n>.parquet`,
@@ -119,7 +124,7 @@ class DirectWrite:
                month: str | None = None, params: dict | None = None) -> tuple[str, str | None, Path, int]:
         folder = self.directory / table / (f"month={month}" if month is not None else "")
         path = folder / f"part-{number}.parquet"
-        rows = self.warehouse.copy_table_file(c, typed_sql(table, query), path, table, params)
+        rows = self.warehouse.copy_table_file(c, typed_sql(table, query), path, table, params, ZSTD_LEVEL)
         return table, month, path, rows
 
     def write_batch(self, c: duckdb.DuckDBPyConnection, number: int) -> list[tuple[str, str | None, Path, int]]:
