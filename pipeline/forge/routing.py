@@ -116,6 +116,43 @@ def _difference(items: list[Item]) -> float | None:
     return None if a is None or d is None else a - d
 
 
+def _items_frame(items: list[Item]) -> pl.DataFrame:
+    """Items as the frame the randomized table works on (item order kept)."""
+    return pl.DataFrame(
+        {"run": [i.run for i in items], "arm": [i.arm for i in items], "weight": [i.weight for i in items],
+         "first_pass": [i.first_pass for i in items], "runtime_s": [i.runtime_s for i in items],
+         "followed": [i.followed for i in items], "at": [i.at for i in items]},
+        schema=_ITEM_SCHEMA)
+
+
+_ITEM_SCHEMA = {"run": pl.String, "arm": pl.String, "weight": pl.Float64, "first_pass": pl.Boolean,
+                "runtime_s": pl.Float64, "followed": pl.Boolean, "at": pl.Float64}
+
+
+def _in_order_sum(values: pl.Expr) -> pl.Expr:
+    """Python's sum() of the values: folded left to right (a cumulative sum's last value), 0 when none."""
+    return values.cum_sum().last().fill_null(0.0)
+
+
+def _hajek_frame(items: pl.DataFrame) -> tuple[float | None, float]:
+    """`_hajek` of the items of a frame (run, arm, weight, first_pass, ...), in its row order."""
+    known = items.filter(pl.col("first_pass").is_not_null())
+    total, weighted, squares = known.select(
+        _in_order_sum(pl.col("weight")).alias("total"),
+        _in_order_sum(pl.col("weight") * pl.when(pl.col("first_pass")).then(1.0).otherwise(0.0)).alias("weighted"),
+        _in_order_sum(pl.col("weight") * pl.col("weight")).alias("squares"),
+    ).row(0)
+    if not total:
+        return None, 0.0
+    return weighted / total, total * total / squares
+
+
+def _difference_frame(items: pl.DataFrame) -> float | None:
+    a, _ = _hajek_frame(items.filter(pl.col("arm") == "alternative"))
+    d, _ = _hajek_frame(items.filter(pl.col("arm") == "default"))
+    return None if a is None or d is None else a - d
+
+
 def draw_indices(rng: random.Random, n: int, count: int) -> pl.Series:
     """`[rng.choice(range(n)) for _ in range(count)]`, exactly, leaving `rng` in the same state.
 
@@ -155,30 +192,41 @@ def draw_indices(rng: random.Random, n: int, count: int) -> pl.Series:
 
 
 def bootstrap(items: list[Item], rng: random.Random, resamples: int = BOOTSTRAP) -> list[float] | None:
-    """The seed's run-cluster percentile interval of the difference.
+    """The seed's run-cluster percentile interval of the difference (see `_bootstrap_frame`)."""
+    return _bootstrap_frame(_items_frame(items), rng, resamples)
+
+
+def _bootstrap_frame(items: pl.DataFrame, rng: random.Random, resamples: int = BOOTSTRAP) -> list[float] | None:
+    """The seed's run-cluster percentile interval of the difference, for the items of a frame.
 
     Each run is reduced to four lists — the weights of its default and alternative items
     with an outcome, and the weights of those that passed — in item order. A resample
     concatenates the drawn runs' lists and folds them left to right (a cumulative sum per
     resample), which is the seed's `sum()` over its resampled items, to the last bit."""
-    runs = sorted({i.run for i in items}, key=str)
-    position = {run: index for index, run in enumerate(runs)}
-    lists: dict[str, list[list[float]]] = {name: [[] for _ in runs] for name in ("wd", "yd", "wa", "ya")}
-    for i in items:
-        if i.first_pass is None:
-            continue
-        weights, passes = ("wd", "yd") if i.arm == "default" else ("wa", "ya")
-        lists[weights][position[i.run]].append(i.weight)
-        if i.first_pass:
-            lists[passes][position[i.run]].append(i.weight)
-    per_run = pl.DataFrame({name: pl.Series(name, values, dtype=pl.List(pl.Float64)) for name, values in lists.items()})
+    runs = sorted(items.get_column("run").unique().to_list(), key=str)
+    default = pl.col("arm") == "default"
+    default = default.fill_null(False)
+    passed = pl.col("first_pass")
+    lists = (
+        items.filter(pl.col("first_pass").is_not_null())
+        .group_by("run", maintain_order=True)
+        .agg(wd=pl.col("weight").filter(default), yd=pl.col("weight").filter(default & passed),
+             wa=pl.col("weight").filter(~default), ya=pl.col("weight").filter(~default & passed))
+    )
+    order = pl.DataFrame({"run": runs, "position": pl.int_range(0, len(runs), eager=True)},
+                         schema={"run": items.schema["run"], "position": pl.Int64})
+    per_run = (
+        order.join(lists, on="run", how="left", nulls_equal=True).sort("position")
+        .select([pl.col(name).fill_null(pl.lit([], dtype=pl.List(pl.Float64))).alias(name)
+                 for name in ("wd", "yd", "wa", "ya")])
+    )
     n = len(runs)
     index = draw_indices(rng, n, n * resamples)
     drawn = per_run.select(pl.all().gather(index)).with_columns(
         (pl.int_range(pl.len(), dtype=pl.UInt32) // n).alias("resample")
     )
     totals = pl.DataFrame({"resample": pl.int_range(0, resamples, dtype=pl.UInt32, eager=True)})
-    for name in lists:
+    for name in ("wd", "yd", "wa", "ya"):
         folded = (
             drawn.select("resample", name).explode(name).drop_nulls(name)
             .group_by("resample").agg(pl.col(name).cum_sum().last())
@@ -195,6 +243,17 @@ def bootstrap(items: list[Item], rng: random.Random, resamples: int = BOOTSTRAP)
     if len(diffs) < resamples // 2:
         return None
     return [diffs[int(0.025 * len(diffs))], diffs[int(0.975 * len(diffs)) - 1]]
+
+
+def _arm_summary_frame(spec: str, group: pl.DataFrame) -> dict:
+    """`_arm_summary` of the items of a frame."""
+    rate, n_eff = _hajek_frame(group)
+    runtime = _median(group.get_column("runtime_s").drop_nulls().to_list())
+    not_followed, no_outcome = group.select((pl.col("followed") == False).sum(),  # noqa: E712 (null is not False)
+                                            pl.col("first_pass").is_null().sum()).row(0)
+    return dict(spec=spec, assigned=group.height, first_pass=rate, n_eff=round(n_eff, 1),
+                not_followed=not_followed, no_outcome=no_outcome,
+                runtime_min=None if runtime is None else runtime / 60)
 
 
 def _arm_summary(spec: str, group: list[Item]) -> dict:
@@ -221,41 +280,39 @@ def _verdict(tier, default, alternative, window, n_alt, ci, arms) -> str:
 
 
 def randomized(assignments: pl.DataFrame, seed: int = SEED) -> list[dict]:
-    """The randomized table from forge_routing_assignments rows (in task order)."""
+    """The randomized table from forge_routing_assignments rows (in task order). Per pair, the items
+    are a frame (no Python object per task); the pairs, in the seed's order, are few."""
     paired = assignments.filter(pl.col("paired"))
     old_draws = assignments.height - paired.height
     rows: list[dict] = []
     if old_draws:
         rows.append(dict(note="%d older exploratory draw(s) picked among every spec of their plan; they have no "
                               "fixed pair to compare in and are left out" % old_draws))
-    pairs: dict[tuple, list[Item]] = {}
-    for record in paired.iter_rows(named=True):
-        key = (record["tier"], record["default_spec"], record["alternative"])
-        pairs.setdefault(key, []).append(Item(
-            run=record["run"], arm=record["arm"], weight=1 / record["propensity"], first_pass=record["first_pass"],
-            runtime_s=record["runtime_s"], followed=record["followed"], at=record["at_unix"],
-        ))
+    items = paired.select(
+        "tier", "default_spec", "alternative",
+        pl.col("run").cast(pl.String), "arm", (1 / pl.col("propensity")).alias("weight"), "first_pass", "runtime_s",
+        "followed", pl.col("at_unix").alias("at"),
+    )
+    keys = ["tier", "default_spec", "alternative"]
+    pairs = items.partition_by(keys, maintain_order=True, include_key=False, as_dict=True)
     rng = random.Random(seed)
-    for (tier, default, alternative), items in sorted(pairs.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        items.sort(key=lambda i: i.at)
-        alternatives = [i for i in items if i.arm == "alternative"]
-        window = max((w for w in WINDOWS if len(alternatives) >= w), default=None)
-        judged = items
-        if window:
-            cut = alternatives[window - 1].at
-            judged = [i for i in items if i.at <= cut]
+    for (tier, default, alternative), group in sorted(pairs.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        group = group.sort("at", maintain_order=True)  # stable: ties keep task order
+        alternatives = group.filter(pl.col("arm") == "alternative").get_column("at")
+        window = max((w for w in WINDOWS if alternatives.len() >= w), default=None)
+        judged = group.filter(pl.col("at") <= alternatives[window - 1]) if window else group
         arms = {
-            "default": _arm_summary(default, [i for i in judged if i.arm == "default"]),
-            "alternative": _arm_summary(alternative, [i for i in judged if i.arm == "alternative"]),
+            "default": _arm_summary_frame(default, judged.filter(pl.col("arm") == "default")),
+            "alternative": _arm_summary_frame(alternative, judged.filter(pl.col("arm") == "alternative")),
         }
-        run_count = len({i.run for i in judged})
-        ci = (bootstrap(judged, rng) if arms["alternative"]["assigned"] >= MIN_ALTERNATIVES and run_count >= MIN_RUNS
-              else None)
+        run_count = judged.get_column("run").n_unique()
+        ci = (_bootstrap_frame(judged, rng) if arms["alternative"]["assigned"] >= MIN_ALTERNATIVES
+              and run_count >= MIN_RUNS else None)
         rows.append(dict(
             tier=tier, default=default, alternative=alternative,
             alternative_is="stronger" if tier == "low" else "cheaper",
-            window=window, runs=run_count, arms=arms, difference=_difference(judged), ci=ci,
-            verdict=_verdict(tier, default, alternative, window, len(alternatives), ci, arms),
+            window=window, runs=run_count, arms=arms, difference=_difference_frame(judged), ci=ci,
+            verdict=_verdict(tier, default, alternative, window, alternatives.len(), ci, arms),
         ))
     return rows
 
