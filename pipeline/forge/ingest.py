@@ -36,13 +36,9 @@ from .. import collector, progress
 from ..warehouse import Warehouse
 from . import tables as t
 from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
-from .stage import EVENT_TABLES, PLAN_TABLES, DirectWrite, Repeated, Stage, prefetch
+from .stage import EVENT_TABLES, PLAN_TABLES, STAGE_WORKERS, DirectWrite, Repeated, Stage, prefetch
 from .store import BATCH_ROWS, open_store
 from .write import write_new_events, write_rejections, write_repos
-
-# batches checked at once: a batch is one task for DuckDB (too few rows to share among its
-# threads), so two sessions keep two cores busy; memory holds two batches, not one
-STAGE_WORKERS = 2
 
 
 @dataclass
@@ -169,7 +165,7 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
 
                 for batch in prefetch(batches, depth=1):
                     lap("read")
-                    if batch.kind == "restart":  # the SQLite text was not all UTF-8: read again as bytes
+                    if batch.kind == "restart":  # the reader starts again (a row the Arrow reader cannot take; text not UTF-8)
                         for _, checked in checking:
                             checked.exception()  # wait; what it found is dropped
                         checking.clear()
@@ -186,6 +182,7 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
                 while checking:
                     accept_oldest()
                 lap("check")
+            stage.checked()
             result.rejections = early + [Rejection(line, rid, f, rule) for _, line, rid, f, rule in sorted(
                 stage.rejections, key=lambda row: row[0])]
             stage.classify(warehouse)
