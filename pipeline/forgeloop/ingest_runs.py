@@ -6,8 +6,8 @@ and each changed run set's partition written as its chunk completes.
 """
 from __future__ import annotations
 
-import itertools
 import os
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,6 +31,7 @@ RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]
 DUPLICATE = "duplicate"
 MANIFEST_NAMES = [name for name, _, _ in MANIFEST_COLUMNS]
 CHUNK = 8000  # files taken at a time: whole run sets, about this many files
+AHEAD = 2  # chunks being read while one is stored: the workers never wait for the main process
 
 
 def _chunks(files: Iterator[SeenFile]) -> Iterator[list[SeenFile]]:
@@ -73,24 +74,26 @@ def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scen
     changed: list[str] = []
     # A chunk of run sets at a time: planned against the last ingest, read (in worker
     # processes), their partitions written, their manifest rows spooled to disk. Memory
-    # holds one chunk of runs, whatever the size of the tree.
+    # holds AHEAD + 1 chunks of runs, whatever the size of the tree.
     with progress.bar("ingest forgeloop", None) as bar, \
             RunReader(str(results), max_file_bytes, PARALLEL_FROM, bar.advance) as reader, \
             warehouse.build_table(RUNS, partition_by="run_set_id") as runs_table:
-        pending = None  # the chunk being read while the one before it is stored
-        for chunk in itertools.chain(_chunks(files), [None]):  # lazily: one chunk ahead
-            started = None if chunk is None else _start_chunk(warehouse, results, chunk, spool, reader, now)
-            if pending is None:
-                pending = started
-                continue
-            outcome.run_sets += pending.run_sets
-            manifest = _finish_chunk(warehouse, pending, runs_table, changed)
-            spool.add(manifest, pending.previous)
-            pending = started
+        def store(done: _Chunk) -> None:
+            outcome.run_sets += done.run_sets
+            manifest = _finish_chunk(warehouse, done, runs_table, changed)
+            spool.add(manifest, done.previous)
             counts = dict(manifest.group_by("status").len().iter_rows())
             outcome.accepted += counts.get("accepted", 0)
             outcome.unchanged += counts.get("unchanged", 0)
             outcome.rejections += manifest.filter(pl.col("status") == "rejected").select("path", "field", "reason").rows()
+
+        pending: deque[_Chunk] = deque()  # chunks being read while the oldest is stored
+        for chunk in _chunks(files):  # lazily
+            pending.append(_start_chunk(warehouse, results, chunk, spool, reader, now))
+            if len(pending) > AHEAD:
+                store(pending.popleft())
+        while pending:
+            store(pending.popleft())
         checkpoint("ingest:read")
         runs_table.write(empty_frame(ALL_RUN_COLUMNS))  # the columns, should nothing else be written
         runs_table.keep_others, runs_table.drop = True, set(changed)
