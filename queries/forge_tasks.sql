@@ -36,12 +36,21 @@ first_dwarf AS (
   GROUP BY f.run, f.task
 ),
 runtimes AS (
-  -- summed in event order, as the seed does: the same float whatever the threads did
-  SELECT run, task, sum(duration_s ORDER BY ts_unix, rid) AS runtime_s FROM dwarf WHERE duration_s IS NOT NULL GROUP BY run, task
+  -- summed in event order, as the seed does: the same float whatever the threads did (one or two
+  -- durations add up the same in any order: only a task with more is summed in order, apart)
+  SELECT run, task, CASE WHEN count(*) <= 2 THEN sum(duration_s) END AS runtime_s, count(*) > 2 AS ordered
+  FROM dwarf WHERE duration_s IS NOT NULL GROUP BY run, task
+),
+ordered_runtimes AS (
+  SELECT d.run, d.task, sum(d.duration_s ORDER BY d.ts_unix, d.rid) AS runtime_s
+  FROM dwarf d SEMI JOIN (SELECT run, task FROM runtimes WHERE ordered) o
+    ON d.run IS NOT DISTINCT FROM o.run AND d.task IS NOT DISTINCT FROM o.task
+  WHERE d.duration_s IS NOT NULL GROUP BY d.run, d.task
 ),
 accepted AS (SELECT DISTINCT run, task FROM forge_acceptances),
 records AS (
-  SELECT r.run, r.task, coalesce(u.fractal, false) AS fractal, r.tier, u.first_plan, r.first_seen,
+  SELECT r.run, r.task, coalesce(u.fractal, false) AS fractal, r.tier,
+         row_number() OVER (ORDER BY u.first_plan, r.first_seen) AS task_order,
          f.attempt AS first_n, f.dwarf AS ran, f.passed AS first_pass, f.reason AS first_reason,
          coalesce(f.attempts, 0) AS attempts, coalesce(f.any_passed, false) AS any_passed,
          CASE WHEN f.attempt IS NOT NULL THEN coalesce(d.wall_started_unix, f.started_unix) END AS started_unix,
@@ -49,32 +58,36 @@ records AS (
          CASE WHEN d.model <> '' AND d.effort <> '' THEN d.model || ':' || d.effort
               WHEN d.model <> '' THEN d.model
               WHEN d.effort <> '' THEN d.effort END AS model,
-         t.runtime_s,
+         coalesce(t.runtime_s, o.runtime_s) AS runtime_s,
          a.task IS NOT NULL AS accepted
   FROM rows r
   LEFT JOIN runs u ON u.run IS NOT DISTINCT FROM r.run
   LEFT JOIN first_attempt f ON f.run IS NOT DISTINCT FROM r.run AND f.task = r.task
   LEFT JOIN first_dwarf d ON d.run IS NOT DISTINCT FROM r.run AND d.task = r.task
   LEFT JOIN runtimes t ON t.run IS NOT DISTINCT FROM r.run AND t.task = r.task
+  LEFT JOIN ordered_runtimes o ON o.run IS NOT DISTINCT FROM r.run AND o.task = r.task
   LEFT JOIN accepted a ON a.run IS NOT DISTINCT FROM r.run AND a.task = r.task
 ),
-decided AS (
-  SELECT c.run, c.task,
-         arg_max(struct_pack(decision := CASE WHEN d.decision <> '' THEN d.decision ELSE d.decision_key END, at_unix := d.at_unix, tier := d.tier, default_spec := d.default_spec, chosen := d.chosen, alternative := d.alternative, propensity := d.propensity, paired := d.paired),
-                 (coalesce(d.at_unix, 0), d.position)) AS chosen
+decided AS (  -- the position of the decision each task ran under (then its fields, joined: no struct per row)
+  SELECT c.run, c.task, arg_max(d.position, (coalesce(d.at_unix, 0), d.position)) AS position
   FROM records c JOIN forge_decisions d ON d.run IS NOT DISTINCT FROM c.run AND d.task = c.task
   WHERE c.started_unix IS NULL OR coalesce(d.at_unix, 0) <= c.started_unix + 1
   GROUP BY c.run, c.task
+),
+chosen AS (
+  SELECT x.run, x.task, CASE WHEN d.decision <> '' THEN d.decision ELSE d.decision_key END AS decision,
+         d.at_unix, d.tier, d.default_spec, d.chosen, d.alternative, d.propensity, d.paired
+  FROM decided x JOIN forge_decisions d ON d.run IS NOT DISTINCT FROM x.run AND d.task = x.task AND d.position = x.position
 )
 SELECT c.run, c.task,
-       row_number() OVER (ORDER BY c.first_plan, c.first_seen) AS task_order,
+       c.task_order,
        c.fractal, c.tier, c.ran, c.model, c.first_pass,
        CASE WHEN c.first_n IS NULL THEN 'not_run' WHEN c.first_pass IS NULL THEN c.first_reason END AS censored,
        c.any_passed OR c.accepted AS passed,
        c.attempts, c.runtime_s, c.started_unix, c.first_event_repo, c.first_event_unix,
-       x.chosen.decision AS decision, x.chosen.at_unix AS decision_at_unix, x.chosen.tier AS decision_tier,
-       x.chosen.default_spec AS decision_default, x.chosen.chosen AS decision_chosen,
-       x.chosen.alternative AS decision_alternative, x.chosen.propensity AS decision_propensity,
-       x.chosen.paired AS decision_paired
+       x.decision, x.at_unix AS decision_at_unix, x.tier AS decision_tier,
+       x.default_spec AS decision_default, x.chosen AS decision_chosen,
+       x.alternative AS decision_alternative, x.propensity AS decision_propensity,
+       x.paired AS decision_paired
 FROM records c
-LEFT JOIN decided x ON x.run IS NOT DISTINCT FROM c.run AND x.task = c.task
+LEFT JOIN chosen x ON x.run IS NOT DISTINCT FROM c.run AND x.task = c.task
