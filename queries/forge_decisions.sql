@@ -13,16 +13,17 @@ WITH keyed AS (
 sequenced AS (
   SELECT *, row_number() OVER (PARTITION BY run, task ORDER BY plan_ts_unix, plan_rid, task_place, entry) AS seq FROM keyed
 ),
-deduplicated AS (
-  SELECT run, task, decision_key, min(seq) AS first_seq, count(*) AS occurrences,
-         arg_max(struct_pack(decision, at_unix, tier, default_spec, candidates, chosen, propensity), seq) AS last
+deduplicated AS (  -- each decision's first place, and where its last listing is (its values joined after: no struct per row)
+  SELECT run, task, decision_key, min(seq) AS first_seq, count(*) AS occurrences, max(seq) AS last_seq
   FROM sequenced
   GROUP BY run, task, decision_key
 ),
 judged AS (
-  SELECT run, task, decision_key, first_seq, occurrences, last.*,
-         coalesce(len(last.candidates) = 2 AND last.propensity <> 0, false) AS paired
-  FROM deduplicated
+  SELECT x.run, x.task, x.decision_key, x.first_seq, x.occurrences, s.decision, s.at_unix, s.tier, s.default_spec,
+         s.candidates, s.chosen, s.propensity,
+         coalesce(len(s.candidates) = 2 AND s.propensity <> 0, false) AS paired
+  FROM deduplicated x JOIN sequenced s
+    ON s.run IS NOT DISTINCT FROM x.run AND s.task IS NOT DISTINCT FROM x.task AND s.seq = x.last_seq
 )
 SELECT run, task, decision, decision_key,
        row_number() OVER (PARTITION BY run, task ORDER BY first_seq) AS position,
