@@ -240,6 +240,18 @@ def test_a_row_the_arrow_reader_cannot_take_makes_the_exact_reader_read_the_stor
             assert [f"{r.field}: {r.rule}" for r in result.rejections] == [outcome]
 
 
+def test_a_store_whose_only_rows_are_not_plain_is_read_by_the_exact_reader(tmp_path):
+    # the Arrow reader leaves such rows out and counts them: nothing it read may stand
+    rows = [("a", "attempt", "forge", 100.0, 5, "t1", "api", "parallel", '{"n": 1}'),
+            ("b", "attempt", "forge", "101", "r1", "t1", "api", "parallel", '{"n": 1}')]
+    store = sqlite_store(tmp_path / "odd.sqlite", rows,
+                         events_sql="CREATE TABLE events(rid, kind, src, ts, run, task, repo, mode, data)")
+    for batch_rows in (1, 97):
+        kinds, frame = read_all(store, batch_rows=batch_rows)
+        assert "restart" in kinds
+        assert frame.equals(read_all(store, batch_rows=batch_rows, arrow=False)[1])  # what the exact reader reads
+
+
 def test_sqlite_text_that_is_not_utf8_rejects_only_its_row(tmp_path):
     store = sqlite_store(tmp_path / "dataset.sqlite", [
         ("ok1", "attempt", "forge", 100.0, "r1", "t1", "api", "parallel", '{"n": 1}'),
