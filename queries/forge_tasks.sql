@@ -8,11 +8,15 @@
 WITH runs AS (
   SELECT run, bool_or(fractal) AS fractal, min((ts_unix, rid)) AS first_plan FROM forge_plans GROUP BY run
 ),
-rows AS (
+grouped_rows AS (
   SELECT run, task,
          arg_max_null(tier, (plan_ts_unix, plan_rid)) AS tier,
          min((plan_ts_unix, plan_rid, place)) AS first_seen
   FROM forge_plan_tasks GROUP BY run, task
+),
+rows AS (  -- the seed's order, numbered on the narrow rows (the sort carries no other column)
+  SELECT r.*, row_number() OVER (ORDER BY u.first_plan, r.first_seen) AS task_order
+  FROM grouped_rows r LEFT JOIN runs u ON u.run IS NOT DISTINCT FROM r.run
 ),
 attempt_counts AS (
   SELECT run, task, min(attempt) AS first_n, count(*) AS attempts, bool_or(passed) AS any_passed,
@@ -49,8 +53,7 @@ ordered_runtimes AS (
 ),
 accepted AS (SELECT DISTINCT run, task FROM forge_acceptances),
 records AS (
-  SELECT r.run, r.task, coalesce(u.fractal, false) AS fractal, r.tier,
-         row_number() OVER (ORDER BY u.first_plan, r.first_seen) AS task_order,
+  SELECT r.run, r.task, coalesce(u.fractal, false) AS fractal, r.tier, r.task_order,
          f.attempt AS first_n, f.dwarf AS ran, f.passed AS first_pass, f.reason AS first_reason,
          coalesce(f.attempts, 0) AS attempts, coalesce(f.any_passed, false) AS any_passed,
          CASE WHEN f.attempt IS NOT NULL THEN coalesce(d.wall_started_unix, f.started_unix) END AS started_unix,
