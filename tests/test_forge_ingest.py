@@ -11,6 +11,7 @@ import pytest
 
 from forge_fixtures import cli, event, run_user, write_store
 from pipeline.forge import samples
+from pipeline.forge import store as store_module
 from pipeline.forge import tables as t
 from pipeline.forge.ingest import ingest_forge
 from pipeline.frames import polars_dtype
@@ -323,6 +324,42 @@ def test_a_store_in_wal_mode_with_a_live_reader_is_read(tmp_path):
     finally:
         db.close()
     assert (result.stored, result.rejected) == (2, 0)
+
+
+def test_what_a_writer_commits_to_a_wal_store_after_it_was_opened_is_not_read(tmp_path):
+    """One snapshot: the Arrow reader (a second connection) reads only if it sees what the first one saw."""
+    store = write_store(tmp_path / "dataset.sqlite", [event("a1", "attempt", 100, task="t1", data={"n": 1})])
+    writer = sqlite3.connect(store)
+    writer.execute("PRAGMA journal_mode=WAL")
+    try:
+        for change, undo in (
+            ("INSERT INTO events VALUES ('a2', 'attempt', 'forge', 101, 'r1', 't1', 'api', 'parallel', '{}')",
+             "DELETE FROM events WHERE rid = 'a2'"),
+            ("INSERT INTO repos VALUES ('web', '/nowhere/web')", "DELETE FROM repos WHERE repo = 'web'"),
+        ):
+            container, batches = store_module.read_sqlite(store)  # the first connection's snapshot
+            writer.execute(change)
+            writer.commit()
+            kinds, frame = _collect(batches)
+            assert "restart" in kinds, change  # the Arrow reader saw another store: the first connection read
+            assert frame["rid"].to_list() == ["a1"] and ("web", "/nowhere/web") not in container.repos
+            writer.execute(undo)
+            writer.commit()
+    finally:
+        writer.close()
+    _, batches = store_module.read_sqlite(store)
+    assert _collect(batches)[0] == ["sqlite"]  # nothing changed meanwhile: the Arrow reader reads
+
+
+def _collect(batches) -> tuple[list[str], pl.DataFrame]:
+    kinds, frames = [], []
+    for batch in batches:
+        kinds.append(batch.kind)
+        if batch.kind == "restart":
+            frames.clear()
+        else:
+            frames.append(batch.frame if isinstance(batch.frame, pl.DataFrame) else pl.from_arrow(batch.frame))
+    return kinds, pl.concat(frames)
 
 
 def test_ingest_streams_in_batches_with_the_same_result(sample, tmp_path):

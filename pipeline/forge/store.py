@@ -11,7 +11,9 @@ it is never migrated, never written, and a writer holding it is waited for only
 no Python object per value) as long as every row is plain: text or null in the text columns,
 a number or null in ts, valid UTF-8. A row that is not makes the reader start again (once the
 Arrow reader has read the plain rows: SQLite leaves the others out, counted) with Python's sqlite3,
-which sorts such rows one by one (`restart`).
+which sorts such rows one by one (`restart`). The Arrow reader is a second connection: in a
+WAL store, where a writer may commit between the two, it reads only if it sees the repos and the
+number of events the first one saw; else the first one reads.
 """
 from __future__ import annotations
 
@@ -227,11 +229,12 @@ _ARROW_QUERY = ("SELECT '' AS rid, '' AS kind, '' AS src, 0.0 AS ts, '' AS run, 
                 f"UNION ALL SELECT {', '.join(EVENT_FIELDS)}, 0 FROM events WHERE {_PLAIN}")
 
 
-def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int) -> Iterator[SourceBatch]:
+def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "_Snapshot") -> Iterator[SourceBatch]:
     """The events as Arrow tables straight from SQLite (ADBC's driver: no Python object per value),
     typed as `_sqlite_batches` types them. Raises `_NotPlain` after the last batch when a row was not
     plain (left out by the query), or at any driver error: the caller reads again the exact way, which
-    judges such rows one by one."""
+    judges such rows one by one. Raises it too, before any batch, when this second connection does not
+    see what the first one saw (`snapshot`: a WAL store a writer committed to in between)."""
     import adbc_driver_manager
     import adbc_driver_sqlite.dbapi as adbc
     import pyarrow as pa
@@ -244,12 +247,18 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int) -> Iterator
     try:
         cursor = connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if snapshot.events is not None:  # WAL: this connection's transaction (it holds one) may see more
+            cursor.execute("SELECT repo, path FROM repos")
+            if _repos(cursor.fetchall()) != snapshot.repos:
+                raise _NotPlain("the repos changed since the store was opened")
         cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
         cursor.execute(_ARROW_QUERY)
         position, total = 0, None
         for batch in cursor.fetch_record_batch():
             if total is None:  # the typing row
                 total, batch = batch.column("total")[0].as_py(), batch.slice(1)
+                if snapshot.events is not None and total != snapshot.events:
+                    raise _NotPlain("events were written since the store was opened")
             rows = batch.num_rows
             if not rows:
                 continue
@@ -274,6 +283,17 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int) -> Iterator
         connection.close()
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """What the first connection saw: the repos, and (WAL stores only) the number of events."""
+    repos: list[tuple[str, str]]
+    events: int | None
+
+
+def _repos(rows) -> list[tuple[str, str]]:
+    return [(str(repo), str(where)) for repo, where in rows if repo is not None and where is not None]
+
+
 def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS,
                 arrow: bool = True) -> tuple[Container, Iterator[SourceBatch]]:
     """Open the store and return its container facts and a generator of batches.
@@ -284,10 +304,12 @@ def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATC
     try:
         connection.execute("BEGIN")  # one snapshot for repos and events
         check_sqlite_schema(connection, path)
-        container.repos = [
-            (str(repo), str(where)) for repo, where in connection.execute("SELECT repo, path FROM repos")
-            if repo is not None and where is not None
-        ]
+        container.repos = _repos(connection.execute("SELECT repo, path FROM repos"))
+        # The Arrow reader is a second connection. In rollback-journal mode this transaction keeps
+        # writers out until the end, so it sees the same store. In WAL mode a writer may commit in
+        # between: it checks that it sees these repos and this many events, else the rows are read here.
+        wal = connection.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+        snapshot = _Snapshot(container.repos, connection.execute("SELECT count(*) FROM events").fetchone()[0] if wal else None)
     except StoreError:
         connection.close()
         raise
@@ -298,11 +320,8 @@ def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATC
     def batches() -> Iterator[SourceBatch]:
         try:
             if arrow:
-                # a second connection; the first one's read transaction (it has read repos) keeps writers
-                # out of a rollback-journal store meanwhile (in WAL mode, events a writer commits meanwhile
-                # may be read too)
                 try:
-                    yield from _arrow_batches(path, busy_timeout, batch_rows)
+                    yield from _arrow_batches(path, busy_timeout, batch_rows, snapshot)
                     return
                 except _NotPlain:
                     yield SourceBatch("restart", pl.DataFrame())
