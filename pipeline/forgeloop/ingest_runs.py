@@ -31,7 +31,7 @@ RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]
 DUPLICATE = "duplicate"
 MANIFEST_NAMES = [name for name, _, _ in MANIFEST_COLUMNS]
 CHUNK = 8000  # files taken at a time: whole run sets, about this many files
-AHEAD = 2  # chunks being read while one is stored: the workers never wait for the main process
+AHEAD = 2  # chunks being read while one is stored, so the workers seldom wait for the main process
 
 
 def _chunks(files: Iterator[SeenFile]) -> Iterator[list[SeenFile]]:

@@ -1,8 +1,8 @@
 """Reading run files: bytes -> hash -> JSON -> validated row, in batches, on every core.
 
-`RunReader(...).submit(todo)` starts reading the files an ingest has to read; its result
-is, per file, its verdict (accepted, unchanged or rejected with field and rule) and its
-content hash, plus the accepted rows as Arrow tables. Batches of files go to worker
+`RunReader(...).submit(todo)` starts reading the files an ingest has to read (`ToRead`,
+columns); its result is the files' verdicts (accepted, unchanged or rejected with field and
+rule) and content hashes, as columns, plus the accepted rows as Arrow tables. Batches of files go to worker
 processes when there are enough of them to pay for it; each worker returns a compact
 Arrow table, never a list of Python rows.
 """
