@@ -195,9 +195,12 @@ def test_sqlite_ts_null_is_rejected_and_an_integer_ts_kept_exactly(tmp_path):
 
 
 def read_all(store, **options):
-    from pipeline.forge.store import read_sqlite
+    _, batches = store_module.read_sqlite(store, **options)
+    return collect(batches)
 
-    _, batches = read_sqlite(store, **options)
+
+def collect(batches) -> tuple[list[str], pl.DataFrame | None]:
+    """The kinds of the batches, and the rows read (a restart forgets the batches before it)."""
     kinds, frames = [], []
     for batch in batches:
         kinds.append(batch.kind)
@@ -340,7 +343,7 @@ def test_what_a_writer_commits_to_a_wal_store_after_it_was_opened_is_not_read(tm
             container, batches = store_module.read_sqlite(store)  # the first connection's snapshot
             writer.execute(change)
             writer.commit()
-            kinds, frame = _collect(batches)
+            kinds, frame = collect(batches)
             assert "restart" in kinds, change  # the Arrow reader saw another store: the first connection read
             assert frame["rid"].to_list() == ["a1"] and ("web", "/nowhere/web") not in container.repos
             writer.execute(undo)
@@ -348,18 +351,8 @@ def test_what_a_writer_commits_to_a_wal_store_after_it_was_opened_is_not_read(tm
     finally:
         writer.close()
     _, batches = store_module.read_sqlite(store)
-    assert _collect(batches)[0] == ["sqlite"]  # nothing changed meanwhile: the Arrow reader reads
+    assert collect(batches)[0] == ["sqlite"]  # nothing changed meanwhile: the Arrow reader reads
 
-
-def _collect(batches) -> tuple[list[str], pl.DataFrame]:
-    kinds, frames = [], []
-    for batch in batches:
-        kinds.append(batch.kind)
-        if batch.kind == "restart":
-            frames.clear()
-        else:
-            frames.append(batch.frame if isinstance(batch.frame, pl.DataFrame) else pl.from_arrow(batch.frame))
-    return kinds, pl.concat(frames)
 
 
 def test_ingest_streams_in_batches_with_the_same_result(sample, tmp_path):
