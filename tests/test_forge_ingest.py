@@ -354,7 +354,6 @@ def test_what_a_writer_commits_to_a_wal_store_after_it_was_opened_is_not_read(tm
     assert collect(batches)[0] == ["sqlite"]  # nothing changed meanwhile: the Arrow reader reads
 
 
-
 def test_ingest_streams_in_batches_with_the_same_result(sample, tmp_path):
     _, store, _, events = sample
     small, whole = Warehouse(tmp_path / "small"), Warehouse(tmp_path / "whole")
