@@ -196,8 +196,7 @@ class Warehouse:
         """polars' own Parquet writer: a third less CPU than through Arrow and pyarrow's, and
         no conversion of its string views to Arrow's large strings on the way."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        metadata = {"loopmeter.table": table, "loopmeter.schema_version": str(SCHEMA_VERSION)}
-        frame.write_parquet(path, compression="zstd", metadata=metadata)
+        frame.write_parquet(path, compression="zstd", metadata=_tags(table))
         checkpoint(f"wrote-file:{table}")
 
     def _copy_file(self, connection: "duckdb.DuckDBPyConnection", query: str, path: Path, table: str,
@@ -206,8 +205,7 @@ class Warehouse:
         under its memory limit): no row passes through Python. Same compression and metadata as
         `_write_file`. Returns the number of rows written."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        metadata = {"loopmeter.table": table, "loopmeter.schema_version": str(SCHEMA_VERSION)}
-        pairs = ", ".join(f"'{key}': '{value.replace(chr(39), chr(39) * 2)}'" for key, value in metadata.items())
+        pairs = ", ".join(f"'{key}': '{value.replace(chr(39), chr(39) * 2)}'" for key, value in _tags(table).items())
         location = str(path).replace("'", "''")
         compression = "COMPRESSION zstd" + (f", COMPRESSION_LEVEL {int(level)}" if level is not None else "")
         (rows,) = connection.execute(
@@ -302,7 +300,7 @@ class TableBuilder:
         values = [str(value) for (value,) in parts]
         if self.written.intersection(values):
             raise ValueError(f"partition written twice in {self.name}: {sorted(self.written.intersection(values))}")
-        jobs = [(part, self.version / f"{self.partition_by}={value}" / "part-0.parquet") for value, part in zip(values, parts.values())]
+        jobs = [(part, self._directory(value) / "part-0.parquet") for value, part in zip(values, parts.values())]
         # Parquet encoding releases the GIL: write partitions on every core
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             list(pool.map(lambda job: self.warehouse._write_file(job[0], job[1], self.name), jobs))
@@ -313,29 +311,31 @@ class TableBuilder:
         """Write the rows of the DuckDB `query` (run on `connection`, its columns those of the table)
         as the table's file, or, partitioned, as the file of partition `partition` (each at most once).
         DuckDB encodes the Parquet itself, so a large table never passes through Python."""
-        if (partition is None) != (self.partition_by is None):
-            raise ValueError(f"{self.name}: a partition value is needed exactly when the table is partitioned")
-        if partition is None:
-            key, path = "", self.version / "part-0.parquet"
-        else:
-            key = str(partition)
-            path = self.version / f"{self.partition_by}={key}" / "part-0.parquet"
+        key = self._key(partition)
         if key in self.written:
             raise ValueError(f"partition written twice in {self.name}: {key!r}")
-        self.warehouse._copy_file(connection, query, path, self.name, params)
+        self.warehouse._copy_file(connection, query, self._directory(key) / "part-0.parquet", self.name, params)
         self.written.add(key)
 
     def adopt(self, file: Path, *, partition: str | None = None) -> None:
         """Take a file written by `Warehouse.copy_table_file` for this table into the new version as it
         is (hard-linked, the scratch space being on the same file system: not rewritten). Several files
         may make up the table, or a partition."""
-        if (partition is None) != (self.partition_by is None):
-            raise ValueError(f"{self.name}: a partition value is needed exactly when the table is partitioned")
-        key = "" if partition is None else str(partition)
-        directory = self.version if partition is None else self.version / f"{self.partition_by}={key}"
+        key = self._key(partition)
+        directory = self._directory(key)
         directory.mkdir(parents=True, exist_ok=True)
         os.link(file, directory / Path(file).name)
         self.written.add(key)
+
+    def _key(self, partition: str | None) -> str:
+        """The partition's key in `written` ("" for an unpartitioned table)."""
+        if (partition is None) != (self.partition_by is None):
+            raise ValueError(f"{self.name}: a partition value is needed exactly when the table is partitioned")
+        return "" if partition is None else str(partition)
+
+    def _directory(self, key: str) -> Path:
+        """Where the files of partition `key` go in the new version (the version itself when unpartitioned)."""
+        return self.version / f"{self.partition_by}={key}" if self.partition_by is not None else self.version
 
     def publish(self) -> None:
         if self.partition_by is not None and self.keep_others:
@@ -354,6 +354,11 @@ class TableBuilder:
         checkpoint(f"before-publish:{self.name}")
         self.warehouse._publish(self.name, self.version)
         checkpoint(f"after-publish:{self.name}")
+
+
+def _tags(table: str) -> dict[str, str]:
+    """The key-value metadata of every Parquet file of table `table` (in the file's footer)."""
+    return {"loopmeter.table": table, "loopmeter.schema_version": str(SCHEMA_VERSION)}
 
 
 def _fsync_dir(path: Path) -> None:
