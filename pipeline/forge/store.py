@@ -97,10 +97,13 @@ _REQUIRED = {
 }
 
 
+def _read_only_uri(path: Path) -> str:
+    return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+
+
 def _connect_read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
-    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
     try:
-        connection = sqlite3.connect(uri, uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        connection = sqlite3.connect(_read_only_uri(path), uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
     except sqlite3.Error as error:
         raise StoreError(f"{path}: cannot be opened read-only ({error})") from None
     return connection
@@ -239,9 +242,8 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "
     import adbc_driver_sqlite.dbapi as adbc
     import pyarrow as pa
 
-    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
     try:
-        connection = adbc.connect(uri)
+        connection = adbc.connect(_read_only_uri(path))
     except (adbc_driver_manager.Error, OSError) as error:
         raise _NotPlain(str(error)) from None
     try:
