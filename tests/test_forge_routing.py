@@ -150,6 +150,10 @@ def test_hajek_kish_and_difference_by_hand():
     assert rate == pytest.approx((4 / 3 + 2) / (4 / 3 + 4 / 3 + 2)) and round(n_eff, 1) == 2.9
     assert routing._difference(alternative + default) == pytest.approx(4 / 6 - 10 / 14)
     assert routing._hajek([item("default", 0.5, None)]) == (None, 0.0)
+    # the frame versions, which the report uses, give the same numbers
+    for group in (alternative, default, [item("default", 0.5, None)]):
+        assert routing._hajek_frame(routing._items_frame(group)) == routing._hajek(group)
+    assert routing._difference_frame(routing._items_frame(alternative + default)) == routing._difference(alternative + default)
 
 
 def assignments_frame(records: list[dict]) -> pl.DataFrame:

@@ -102,7 +102,9 @@ class Item:
 
 
 def _hajek(items: list[Item]) -> tuple[float | None, float]:
-    """(weighted first-pass, Kish effective n) over items with an outcome, summed in item order."""
+    """(weighted first-pass, Kish effective n) over items with an outcome, summed in item order.
+    Item by item, as the seed computes it: the reference `_hajek_frame` (which the report uses) is
+    tested against."""
     known = [(i.weight, 1.0 if i.first_pass else 0.0) for i in items if i.first_pass is not None]
     total = sum(w for w, _ in known)
     if not total:
@@ -246,22 +248,13 @@ def _bootstrap_frame(items: pl.DataFrame, rng: random.Random, resamples: int = B
 
 
 def _arm_summary_frame(spec: str, group: pl.DataFrame) -> dict:
-    """`_arm_summary` of the items of a frame."""
+    """One arm of a pair: its assignments, Hajek first-pass rate and Kish n, and the rest, from the items of a frame."""
     rate, n_eff = _hajek_frame(group)
     runtime = _median(group.get_column("runtime_s").drop_nulls().to_list())
     not_followed, no_outcome = group.select((pl.col("followed") == False).sum(),  # noqa: E712 (null is not False)
                                             pl.col("first_pass").is_null().sum()).row(0)
     return dict(spec=spec, assigned=group.height, first_pass=rate, n_eff=round(n_eff, 1),
                 not_followed=not_followed, no_outcome=no_outcome,
-                runtime_min=None if runtime is None else runtime / 60)
-
-
-def _arm_summary(spec: str, group: list[Item]) -> dict:
-    rate, n_eff = _hajek(group)
-    runtime = _median([i.runtime_s for i in group if i.runtime_s is not None])
-    return dict(spec=spec, assigned=len(group), first_pass=rate, n_eff=round(n_eff, 1),
-                not_followed=sum(1 for i in group if i.followed is False),
-                no_outcome=sum(1 for i in group if i.first_pass is None),
                 runtime_min=None if runtime is None else runtime / 60)
 
 
