@@ -89,7 +89,7 @@ def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scen
 
         pending: deque[_Chunk] = deque()  # chunks being read while the oldest is stored
         for chunk in _chunks(files):  # lazily
-            pending.append(_start_chunk(warehouse, results, chunk, spool, reader, now))
+            pending.append(_start_chunk(warehouse, chunk, spool, reader, now))
             if len(pending) > AHEAD:
                 store(pending.popleft())
         while pending:
@@ -119,13 +119,13 @@ class _Chunk:
     reading: Callable[[], tuple[Verdicts, list]]
 
 
-def _start_chunk(warehouse: Warehouse, results: Path, chunk: list[SeenFile], spool: ManifestSpool, reader: RunReader,
+def _start_chunk(warehouse: Warehouse, chunk: list[SeenFile], spool: ManifestSpool, reader: RunReader,
                  now: datetime) -> _Chunk:
     """Plan one chunk of files against the last ingest and start reading what must be read."""
     run_sets = sorted({f.run_set_id for f in chunk if f.run_set_id is not None and f.problem is None})
     stored = _stored(warehouse, run_sets)
     previous = spool.previous_rows([f.path for f in chunk])
-    plan = _plan(chunk, previous, stored, str(results.resolve()), now)
+    plan = _plan(chunk, previous, stored, spool.source_root, now)
     read = plan.filter(pl.col("status") == "read")
     todo = ToRead(read["path"].to_list(), read["run_set_id"].to_list(), read["size_bytes"].to_list(),
                   read["stored_hash"].to_list())
