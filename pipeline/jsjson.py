@@ -93,6 +93,8 @@ def _encode(value: Any, indent: str, level: int, parts: list[str]) -> None:
         if indent:
             parts.append("\n" + indent * level)
         parts.append("]")
+    elif type(value) is orjson.Fragment:  # JSON text made for its place (see forgeloop/fragments.py)
+        parts.append(orjson.dumps(value).decode())
     else:
         raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 

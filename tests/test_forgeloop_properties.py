@@ -11,11 +11,14 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.forgeloop.aggregate import build_documents
 from pipeline.forgeloop.contract import CONTEXT_ITEMS, MODES, RUNAWAY_SIGNALS
+from pipeline.forgeloop.fragments import js_number_text as js_number_text_expr
+from pipeline.forgeloop.fragments import plain_number
 from pipeline.forgeloop.ingest import ingest_forgeloop
 from pipeline.forgeloop.stage import compute
 from pipeline.forgeloop.stats import robust_statistics, rounded, statistics
-from pipeline.jsjson import dumps, js_number_text
+from pipeline.jsjson import dumps, dumps_bytes, js_number_text
 from pipeline.numbers import js_round4, js_round4_expr
 from pipeline.warehouse import Warehouse
 from runs import run, write_tree
@@ -98,7 +101,7 @@ def run_sets(draw):
                 run_version = version if draw(st.integers(0, 9)) else draw(st.sampled_from(["1", "2"]))  # mixed scenarios too
                 document = run(
                     scenario, mode, index, tokens, run_set=run_set, version=run_version,
-                    wall=draw(st.one_of(st.none(), st.floats(0, 1e6, allow_nan=False))),
+                    wall=draw(st.one_of(st.none(), st.floats(0, 1e6, allow_nan=False), st.sampled_from([0.000001, 0.0000025]))),  # JavaScript prints these without an exponent
                     verification=draw(st.sampled_from(["PASS", "PASS", "PASS", "FAIL"])),
                     resolved=resolved,
                     source=draw(st.sampled_from(["HOST_REPORTED", "PROVIDER_REPORTED", "UNKNOWN"])) if draw(st.integers(0, 5)) == 0 else "HOST_REPORTED",
@@ -136,8 +139,28 @@ def test_aggregate_equals_the_per_run_port(documents, profile):
             for scenario, document in docs.scenarios.items():
                 assert dumps(document, 2) == dumps(expected_documents[scenario], 2)
             assert dumps(docs.summary, 2) == dumps(expected_summary, 2)
+        # the documents `aggregate` writes: statistic blocks and pairedRuns rendered by polars
+        for docs in build_documents(result.analysis, profiles, "tail", rendered=True):
+            expected_documents, expected_summary = expected[docs.run_set_id]
+            for scenario, document in docs.scenarios.items():
+                assert dumps_bytes(document, 2) == dumps(expected_documents[scenario], 2).encode()
+            assert dumps_bytes(docs.summary, 2) == dumps(expected_summary, 2).encode()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@given(st.lists(st.one_of(values, st.floats(), st.floats(1e-7, 2e-5), st.floats(1e15, 1e22), st.none()), max_size=100))
+@settings(max_examples=300, deadline=None)
+def test_polars_number_text_is_javascripts_where_it_claims_to_be(xs):
+    """The documents' statistic blocks and pairedRuns are written by polars (fragments.py): wherever
+    `plain_number` holds, its text is JSON.stringify's; elsewhere the block takes the slow path."""
+    frame = pl.DataFrame({"x": xs}, schema={"x": pl.Float64})
+    got = frame.select(js_number_text_expr(pl.col("x")).alias("text"), plain_number(pl.col("x")).alias("plain"))
+    for x, text, plain in zip(xs, got["text"], got["plain"]):
+        if plain:
+            assert text == ("null" if x is None else js_number_text(x))
+    # the common values are plain: the fast path is not a dead letter
+    assert all(frame.select(plain_number(pl.lit(v, dtype=pl.Float64)))["literal"][0] for v in (0.0, -0.0, 1.0, 0.1234, 56165.0, 1e-5))
 
 
 def test_percentile_positions_are_computed_like_javascript():

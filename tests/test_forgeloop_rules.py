@@ -235,3 +235,52 @@ def test_summary_lists_scenarios_in_file_name_order_with_the_tier(tmp_path):
     assert [s["scenarioId"] for s in summary["scenarios"]] == ["api-feature", SCENARIO]
     assert (summary["tier"], summary["scenarioCount"], summary["runCount"]) == ("smoke", 2, 3)
     assert summary["scenarios"][0]["outlierAnalysis"]["modes"]["direct"]["status"] == "NOT_ENOUGH_SAMPLES"
+
+
+def test_written_documents_take_the_slow_path_where_polars_would_print_an_exponent(tmp_path):
+    """`aggregate` writes statistic blocks and pairedRuns rendered by polars (fragments.py); a block
+    with a number polars prints with an exponent (1e-6) is encoded from its dict instead, and every
+    file is byte for byte the text of the documents `compute` gives."""
+    from pipeline.forgeloop.stage import aggregate as aggregate_stage
+    from pipeline.jsjson import dumps
+
+    runs = pairs([1000, 2000, 3000, 4000], [1100, 2100, 3300, 2**53 - 1])
+    runs += [run(mode="forgeloopAdaptive", index=i + 1, tokens=1000 + i, wall=0.000001 * (i + 1)) for i in range(4)]
+    runs += [run(scenario="legacy-one", index=i + 1, version="1", tokens=500 * (i + 1)) for i in range(3)]
+    results = write_tree(tmp_path / "results", runs, {SCENARIO: "balanced"})
+    warehouse = Warehouse(tmp_path / "warehouse")
+    assert ingest_forgeloop(warehouse, results, results / "scenarios").rejections == []
+    expected = compute(warehouse)
+    written = aggregate_stage(warehouse, tmp_path / "out")
+    assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in written.written) == [
+        "rs-test/legacy-one.json", "rs-test/small-bug-fix.json", "rs-test/summary.json"]
+    (docs,) = expected.documents
+    for scenario, document in docs.scenarios.items():
+        text = (tmp_path / "out" / "rs-test" / f"{scenario}.json").read_text()
+        assert text == dumps(document, 2) + "\n"
+    assert (tmp_path / "out" / "rs-test" / "summary.json").read_text() == dumps(docs.summary, 2) + "\n"
+    # what made the slow path: JavaScript prints these without an exponent
+    document = docs.scenarios[SCENARIO]
+    assert document["modeAggregates"]["forgeloopAdaptive"]["wallClockMs"]["minimum"] == 0.000001
+    assert '"minimum": 0.000001,' in (tmp_path / "out" / "rs-test" / f"{SCENARIO}.json").read_text()
+    assert '"candidateTokens": 9007199254740991,' in (tmp_path / "out" / "rs-test" / f"{SCENARIO}.json").read_text()
+    assert (tmp_path / "out" / "rs-test" / "legacy-one.json").read_text().count('"p25"') == 0  # version 1 blocks
+
+
+def test_a_paired_runs_list_with_a_number_polars_cannot_print_is_left_to_the_slow_path():
+    import polars as pl
+
+    from pipeline.forgeloop.fragments import paired_runs_lists
+
+    frame = pl.DataFrame({
+        "run_set_id": ["a", "a", "b"], "scenario_id": ["s"] * 3, "mode": ["forgeloopBalanced"] * 3,
+        "run_index": [1, 2, 1], "direct_tokens": [10.0, 20.0, 30.0], "candidate_tokens": [11.0, 22.0, 30.0],
+        "absolute_delta_tokens": [1.0, 2.0, 1e-7], "paired_overhead_percent": [10.0, 10.0, 0.0],
+        "baseline_regime": ["NORMAL", "LOW_BASELINE_TOKEN_REGIME", "NORMAL"],
+    })
+    lists = {row["run_set_id"]: row["text"] for row in paired_runs_lists(frame).iter_rows(named=True)}
+    assert lists["b"] is None
+    item = (',\n          "directTokens": 10,\n          "candidateTokens": 11,\n          "absoluteDeltaTokens": 1,'
+            '\n          "pairedOverheadPercent": 10,\n          "baselineRegime": "NORMAL"\n        }')
+    assert lists["a"].startswith('[\n        {\n          "runIndex": 1' + item + ',\n        {\n          "runIndex": 2,')
+    assert lists["a"].endswith('"baselineRegime": "LOW_BASELINE_TOKEN_REGIME"\n        }\n      ]')

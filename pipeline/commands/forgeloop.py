@@ -80,7 +80,7 @@ def aggregate_command(
     store = open_warehouse(warehouse)
     destination = out or store.root / "aggregate"
     if run_set is not None:
-        result = compute(store, run_set, tier)  # reads whole table versions: needs no lock
+        result = compute(store, run_set, tier, rendered=True)  # reads whole table versions: needs no lock
         with store.lock(wait=wait, command="aggregate"):
             publish(store, result, destination, run_set)
             refresh_catalog(store)

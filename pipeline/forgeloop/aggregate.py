@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
+import orjson
+import polars as pl
+
+from . import fragments
 from .analysis import Analysis
 from .contract import (
     CANDIDATE_MODES,
@@ -51,15 +55,22 @@ def _group(rows: Iterable[dict], *keys: str) -> dict[tuple, list[dict]]:
 
 
 class _Tables:
-    """The analysis frames as dictionaries keyed the way documents are walked."""
+    """The analysis frames as dictionaries keyed the way documents are walked. `rendered`: the
+    statistic blocks and pairedRuns lists as JSON text (`fragments.py`), for documents that are
+    only written (with an indent of 2); else as dicts and lists, for documents that are read."""
 
-    def __init__(self, analysis: Analysis):
+    def __init__(self, analysis: Analysis, rendered: bool = False):
+        self.rendered = rendered
         self.mode_runs = _index(analysis.mode_runs.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
-        # robustStatistic dicts, made straight from row tuples (the bulk of every document)
-        stats = analysis.mode_stats.select("run_set_id", "scenario_id", "mode", "metric", *ROBUST_FIELDS)
-        self.stats = {tuple(row[:4]): dict(zip(ROBUST_FIELDS, row[4:])) for row in stats.iter_rows()}
+        self.empty: dict[tuple[str, bool], Any] = {}
+        if rendered:
+            self._rendered(analysis)
+        else:
+            # robustStatistic dicts, made straight from row tuples (the bulk of every document)
+            stats = analysis.mode_stats.select("run_set_id", "scenario_id", "mode", "metric", *ROBUST_FIELDS)
+            self.stats = {tuple(row[:4]): dict(zip(ROBUST_FIELDS, row[4:])) for row in stats.iter_rows()}
+            self.paired_runs = _group(analysis.paired_runs.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
         self.comparisons = _index(analysis.comparisons.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
-        self.paired_runs = _group(analysis.paired_runs.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
         self.outlier_modes = _index(analysis.outlier_modes.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
         self.outliers = _group(analysis.outliers.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
         self.inflation = _index(analysis.inflation.iter_rows(named=True), "run_set_id", "scenario_id")
@@ -68,6 +79,59 @@ class _Tables:
         for run_set, scenario, _ in self.mode_runs:
             if scenario not in self.scenarios[run_set]:
                 self.scenarios[run_set].append(scenario)
+
+    def _rendered(self, analysis: Analysis) -> None:
+        """stats: key -> the block as the document holds it (a Fragment; the dict where a number
+        needs the slow path); paired_runs: key -> the pairedRuns list (a Fragment, or the dicts)."""
+        legacy = analysis.mode_runs.group_by("run_set_id", "scenario_id").agg(pl.col("all_version_1").all().alias("legacy"))
+        blocks = fragments.statistic_blocks(analysis.mode_stats, legacy)
+        keys = blocks.select("run_set_id", "scenario_id", "mode", "metric").rows()
+        self.stats = {key: orjson.Fragment(text) for key, text in zip(keys, blocks["text"].to_list()) if text is not None}
+        slow = blocks.filter(pl.col("text").is_null())
+        if slow.height:
+            rows = analysis.mode_stats[slow["row"]].select("run_set_id", "scenario_id", "mode", "metric", *ROBUST_FIELDS)
+            for row, version_1 in zip(rows.iter_rows(), slow["legacy"]):
+                statistic = dict(zip(ROBUST_FIELDS, row[4:]))
+                self.stats[tuple(row[:4])] = _statistic(statistic, True) if version_1 else (
+                    statistic if statistic["count"] else _statistic(None, False))
+        lists = fragments.paired_runs_lists(analysis.paired_runs)
+        keys = lists.select("run_set_id", "scenario_id", "mode").rows()
+        self.paired_runs = {key: orjson.Fragment(text) for key, text in zip(keys, lists["text"].to_list()) if text is not None}
+        slow_keys = lists.filter(pl.col("text").is_null()).select("run_set_id", "scenario_id", "mode")
+        if slow_keys.height:
+            rows = analysis.paired_runs.join(slow_keys, on=["run_set_id", "scenario_id", "mode"], maintain_order="left")
+            self.paired_runs.update(_group(rows.iter_rows(named=True), "run_set_id", "scenario_id", "mode"))
+
+    def statistic(self, key: tuple, metric: str, legacy: bool) -> Any:
+        """The statistic block of `metric` in the document of mode `key`."""
+        row = self.stats.get((*key, metric))
+        if self.rendered:
+            if row is not None:
+                return row
+            depth = metric.count(".") + 3
+            if (metric, legacy) not in self.empty:
+                self.empty[(metric, legacy)] = fragments.empty_statistic(depth, legacy)
+            return self.empty[(metric, legacy)]
+        if legacy or row is None or row["count"] == 0:
+            return _statistic(row, legacy)
+        return row  # made for this document alone: no copy
+
+    def paired_list(self, key: tuple) -> Any:
+        """The pairedRuns list of the comparison `key`."""
+        pairs = self.paired_runs.get(key, [])
+        if type(pairs) is orjson.Fragment:
+            return pairs
+        return [
+            {
+                "runIndex": pair["run_index"],
+                "directTokens": pair["direct_tokens"],
+                "candidateTokens": pair["candidate_tokens"],
+                "absoluteDeltaTokens": pair["absolute_delta_tokens"],
+                "pairedOverheadPercent": pair["paired_overhead_percent"],
+                "baselineRegime": pair["baseline_regime"],
+            }
+            for pair in pairs
+        ]
 
 
 def _statistic(row: dict | None, legacy: bool) -> dict:
@@ -80,11 +144,8 @@ def _statistic(row: dict | None, legacy: bool) -> dict:
 def _mode_aggregate(t: _Tables, key: tuple, legacy: bool, with_context: bool, with_quality: bool) -> dict:
     info = t.mode_runs.get(key)
 
-    def stat(metric: str) -> dict:
-        row = t.stats.get((*key, metric))
-        if legacy or row is None or row["count"] == 0:
-            return _statistic(row, legacy)
-        return row  # made for this document alone: no copy
+    def stat(metric: str) -> Any:
+        return t.statistic(key, metric, legacy)
 
     document: dict[str, Any] = {
         "runCount": info["run_count"] if info else 0,
@@ -135,17 +196,7 @@ def _comparison(t: _Tables, key: tuple, legacy: bool) -> dict:
             "lowBaselineThreshold": row["low_baseline_threshold"],
             "lowBaselinePairCount": row["low_baseline_pair_count"],
         }
-        document["pairedRuns"] = [
-            {
-                "runIndex": pair["run_index"],
-                "directTokens": pair["direct_tokens"],
-                "candidateTokens": pair["candidate_tokens"],
-                "absoluteDeltaTokens": pair["absolute_delta_tokens"],
-                "pairedOverheadPercent": pair["paired_overhead_percent"],
-                "baselineRegime": pair["baseline_regime"],
-            }
-            for pair in t.paired_runs.get(key, [])
-        ]
+        document["pairedRuns"] = t.paired_list(key)
     document["claimStatus"] = "OBSERVATIONAL" if allowed else "NOT_COMPARABLE"
     document["claimAllowed"] = allowed
     document["reason"] = CLAIM_REASON_ALLOWED if allowed else CLAIM_REASON_DENIED
@@ -273,10 +324,13 @@ def summary_document(run_set: str, documents: list[dict], tier: str | None) -> d
     return summary
 
 
-def build_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: str | None = None) -> list[RunSetDocuments]:
-    """Every run set's scenario documents (scenarios in id order, as file names sort) and summary."""
-    tables = _Tables(analysis)
-    result = []
+def iter_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: str | None = None,
+                   rendered: bool = False) -> Iterator[RunSetDocuments]:
+    """Every run set's scenario documents (scenarios in id order, as file names sort) and summary,
+    run set by run set in id order. `rendered`: documents only to be written
+    (`jsjson.dumps_bytes(document, 2)`), their statistic blocks and pairedRuns lists JSON text
+    already (`fragments.py`); the summaries are plain."""
+    tables = _Tables(analysis, rendered)
     for run_set in sorted(tables.scenarios):
         documents = RunSetDocuments(run_set)
         for scenario in sorted(tables.scenarios[run_set]):
@@ -284,5 +338,10 @@ def build_documents(analysis: Analysis, expected_profiles: dict[str, str], tier:
                 documents.unknown_scenarios.append(scenario)
             documents.scenarios[scenario] = scenario_document(tables, run_set, scenario, expected_profiles.get(scenario))
         documents.summary = summary_document(run_set, list(documents.scenarios.values()), tier)
-        result.append(documents)
-    return result
+        yield documents
+
+
+def build_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: str | None = None,
+                    rendered: bool = False) -> list[RunSetDocuments]:
+    """`iter_documents`, as a list."""
+    return list(iter_documents(analysis, expected_profiles, tier, rendered))

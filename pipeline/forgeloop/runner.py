@@ -541,7 +541,7 @@ def aggregate_run_set(execution: Execution, scenarios_dir: Path, warehouse_root:
                 path, field_name, reason = own[0]
                 raise LoopmeterError(f"ingest rejected {path}: {field_name}: {reason} ({len(own)} rejected in the run set)")
             execution.other_rejections = len(ingested.rejections)
-            result = compute(store, execution.run_set_id, execution.tier)
+            result = compute(store, execution.run_set_id, execution.tier, rendered=True)
             publish(store, result, execution.paths.results / "aggregate", execution.run_set_id)
             refresh_catalog(store)
     except WarehouseBusy as error:  # only the lock raises it

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +15,7 @@ from ..errors import LoopmeterError
 from ..jsjson import dumps_bytes
 from ..sql import query_text
 from ..warehouse import Warehouse, atomic_write_bytes
-from .aggregate import RunSetDocuments, build_documents
+from .aggregate import RunSetDocuments, build_documents, iter_documents
 from . import incremental
 from .analysis import QUERIES, Analysis, analyse
 from .contract import TIERS
@@ -31,6 +31,8 @@ class Aggregated:
     profiles: dict[str, str] = field(default_factory=dict)
     identities: dict[str, str] = field(default_factory=dict)  # of the runs partitions read (all run sets only)
     plan: incremental.Plan | None = None  # set by `aggregate`
+    # rendered documents not built yet: `write_documents` builds them as it writes them (into `documents`)
+    pending: Iterator[RunSetDocuments] | None = None
 
     def as_dict(self) -> dict:
         run_sets = [{"runSetId": docs.run_set_id, **incremental.facts(docs), "recomputed": True} for docs in self.documents]
@@ -60,8 +62,11 @@ def check(warehouse: Warehouse, tier: str | None = None) -> None:
 
 
 def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None = None,
-            run_sets: Collection[str] | None = None, profiles: dict[str, str] | None = None) -> Aggregated:
-    """Analyse the runs (of one run set, of `run_sets`, or all) and assemble ForgeLoop's documents."""
+            run_sets: Collection[str] | None = None, profiles: dict[str, str] | None = None,
+            rendered: bool = False) -> Aggregated:
+    """Analyse the runs (of one run set, of `run_sets`, or all) and assemble ForgeLoop's documents
+    (`rendered`: documents only to be written, see `iter_documents`; `write_documents` builds
+    them as it writes them, `publish` too)."""
     check(warehouse, tier)
     identities = incremental.run_set_identities(warehouse) if run_set is None and run_sets is None else {}
     wanted = [run_set] if run_set is not None else run_sets if run_sets is not None else warehouse.partitions(RUNS, "run_set_id")
@@ -77,7 +82,12 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     finally:
         connection.close()
     profiles = expected_profiles(warehouse) if profiles is None else profiles
-    return Aggregated(analysis, build_documents(analysis, profiles, tier), tier=tier, profiles=profiles, identities=identities)
+    result = Aggregated(analysis, [], tier=tier, profiles=profiles, identities=identities)
+    if rendered:  # built while the documents before are written
+        result.pending = iter_documents(analysis, profiles, tier, rendered=True)
+    else:
+        result.documents = build_documents(analysis, profiles, tier)
+    return result
 
 
 def _columns_used(sample: str) -> list[str]:
@@ -104,12 +114,12 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
         profiles = expected_profiles(warehouse)
         plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
         if plan.full:
-            result = compute(warehouse, tier=tier, profiles=profiles)
+            result = compute(warehouse, tier=tier, profiles=profiles, rendered=True)
             plan.changed, plan.identities = sorted(result.identities), result.identities
             publish(warehouse, result, out)
         else:
             if plan.changed:
-                result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles)
+                result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles, rendered=True)
                 write_documents(result, out)
             else:
                 result = Aggregated(None, [], tier=tier, profiles=profiles)
@@ -123,7 +133,7 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
 def write_documents(result: Aggregated, out: Path) -> None:
     """`out/<runSetId>/<scenarioId>.json` and `summary.json`, each replaced atomically."""
     def texts():
-        for docs in result.documents:
+        for docs in _documents(result):
             directory = Path(out) / docs.run_set_id
             for scenario, document in docs.scenarios.items():
                 yield directory / f"{scenario}.json", dumps_bytes(document, 2) + b"\n"
@@ -137,6 +147,16 @@ def write_documents(result: Aggregated, out: Path) -> None:
             result.written.append(path)
         for future in pending:
             future.result()
+
+
+def _documents(result: Aggregated) -> Iterator[RunSetDocuments]:
+    """The result's documents, those still pending built one run set at a time (and kept)."""
+    yield from list(result.documents)
+    if result.pending is not None:
+        for docs in result.pending:
+            result.documents.append(docs)
+            yield docs
+        result.pending = None
 
 
 def store_tables(warehouse: Warehouse, analysis: Analysis | None, replace: Collection[str] | None) -> None:
