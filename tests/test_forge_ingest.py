@@ -227,6 +227,43 @@ def test_the_arrow_reader_reads_what_the_exact_reader_reads(sample, tmp_path):
     assert fast["ts"].to_list()[-2:] == [1700000004.0, 1700000010.25] and fast["task"].to_list()[-1] == "t1"
 
 
+def _finishing_times(plan: list[int]) -> list[int]:
+    """When each of two workers is done, each taking the next batch when it is free (rows as time)."""
+    done = [0, 0]
+    for size in plan:
+        done[done.index(min(done))] += size
+    return sorted(done)
+
+
+def test_batches_are_planned_so_the_two_checking_workers_start_soon_and_finish_together():
+    # half a batch first; an even number of batches between, as equal as can be; the last about half of them
+    assert store_module.batch_plan(40, 10) == [5, 8, 8, 8, 7, 4]  # rest 30: 4 batches of 7.5, last 4
+    assert _finishing_times([5, 8, 8, 8, 7, 4]) == [20, 20]
+    assert store_module.batch_plan(47, 10) == [5, 10, 9, 9, 9, 5]
+    assert store_module.batch_plan(7, 10) == [5, 2]
+    assert store_module.batch_plan(3, 10) == [3]
+    assert store_module.batch_plan(0, 10) == []
+    big = store_module.batch_plan(971929, 75000)
+    assert big[0] == 37500 and len(big) == 14 and max(big) <= 75000
+    early, late = _finishing_times(big)
+    assert late - early <= 1000  # the plain cut (13 batches of 75,000) leaves one worker a batch alone
+    assert _finishing_times([75000] * 12 + [71929]) == [450000, 521929]
+    for total in range(1, 60):
+        for batch_rows in (1, 2, 3, 10):
+            plan = store_module.batch_plan(total, batch_rows)
+            assert sum(plan) == total and all(0 < size <= batch_rows for size in plan)
+
+
+def test_the_arrow_reader_cuts_the_batches_the_plan_says(tmp_path):
+    rows = [(f"e{i:03d}", "attempt", "forge", 1700000000 + i, "r1", "t1", "api", "parallel", '{"n": 1}') for i in range(47)]
+    store = sqlite_store(tmp_path / "plan.sqlite", rows)
+    _, batches = store_module.read_sqlite(store, batch_rows=10)
+    sizes = [batch.frame.num_rows for batch in batches]
+    assert sizes == store_module.batch_plan(47, 10) == [5, 10, 9, 9, 9, 5]
+    kinds, frame = read_all(store, batch_rows=10)
+    assert frame["position"].to_list() == list(range(47)) and frame.equals(read_all(store, batch_rows=10, arrow=False)[1])
+
+
 def test_a_row_the_arrow_reader_cannot_take_makes_the_exact_reader_read_the_store(tmp_path):
     good = ("ok1", "attempt", "forge", 100.0, "r1", "t1", "api", "parallel", '{"n": 1}')
     for other, outcome in ((7, ["7"]), (b"r2", "run: must be text or null (found blob)")):

@@ -214,6 +214,30 @@ def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: in
             break
 
 
+def batch_plan(total: int, batch_rows: int, workers: int = 2) -> list[int]:
+    """The sizes of the batches `total` rows are checked in, when the total is known (the Arrow
+    reader). The workers check batches side by side, each taking the next batch when it is done:
+
+    - the first batch is half a batch, so the checking starts sooner (nothing is checked while the
+      first batch is read), which puts the first worker half a batch ahead of the second;
+    - the last is half a batch too, and the ones between (at most `batch_rows`, as equal as can be)
+      a multiple of `workers`, so the workers finish together: a last batch checked alone would leave
+      the other cores idle for as long as it takes."""
+    half = max(1, batch_rows // 2)
+    if total <= 2 * half:
+        return [size for size in (min(total, half), total - half) if size > 0]
+    rest = total - 2 * half
+    count = -(-rest // batch_rows)
+    count += -count % workers
+    count = min(count, rest)
+    size, larger = divmod(rest, count)
+    # the last half batch in proportion to the others (they may be smaller than batch_rows)
+    last = min(half, max(1, (size + 1) // 2))
+    middle = rest + half - last
+    size, larger = divmod(middle, count)
+    return [half] + [size + 1] * larger + [size] * (count - larger) + [last]
+
+
 class _NotPlain(Exception):
     """The Arrow reader met a row it cannot take as it is: the rows are read again by `_sqlite_batches`."""
 
@@ -253,30 +277,53 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "
             cursor.execute("SELECT repo, path FROM repos")
             if _repos(cursor.fetchall()) != snapshot.repos:
                 raise _NotPlain("the repos changed since the store was opened")
-        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
+        # the driver's batches are a granule of the planned ones (known once the first tells the total)
+        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(max(1, batch_rows // 2))})
         cursor.execute(_ARROW_QUERY)
-        position, total = 0, None
-        for batch in cursor.fetch_record_batch():
+        schema = pa.schema([(name, pa.float64() if name == "ts" else pa.string()) for name in EVENT_FIELDS])
+        position, total, plan = 0, None, []
+        held: list[pa.RecordBatch] = []  # of the next batch
+        held_rows = 0
+
+        def batch() -> SourceBatch:
+            nonlocal position, held, held_rows
+            table = pa.Table.from_batches(held, schema)
+            rows, held, held_rows = table.num_rows, [], 0
+            numbers = pl.int_range(position, position + rows, dtype=pl.Int64, eager=True).to_arrow()
+            position += rows
+            return SourceBatch("sqlite", table.add_column(0, "position", numbers))
+
+        for record in cursor.fetch_record_batch():
             if total is None:  # the typing row
-                total, batch = batch.column("total")[0].as_py(), batch.slice(1)
+                total, record = record.column("total")[0].as_py(), record.slice(1)
                 if snapshot.events is not None and total != snapshot.events:
                     raise _NotPlain("events were written since the store was opened")
-            rows = batch.num_rows
+                plan = batch_plan(total, batch_rows)
+            rows = record.num_rows
             if not rows:
                 continue
-            columns = {"position": pl.int_range(position, position + rows, dtype=pl.Int64, eager=True).to_arrow()}
+            columns = []
             for name in EVENT_FIELDS:
-                column = batch.column(name)
-                wanted = pa.float64() if name == "ts" else pa.string()
+                column = record.column(name)
+                wanted = schema.field(name).type
                 if column.null_count == rows:
                     column = pa.nulls(rows, wanted)
                 elif column.type != wanted:
                     raise _NotPlain(f"{name} read as {column.type}")
                 elif name != "ts":
                     column.validate(full=True)  # valid UTF-8, else ArrowInvalid
-                columns[name] = column
-            position += rows
-            yield SourceBatch("sqlite", pa.table(columns))
+                columns.append(column)
+            record = pa.RecordBatch.from_arrays(columns, schema=schema)
+            while record.num_rows:  # cut where the plan says (fewer rows than planned: some are not plain)
+                take = min(record.num_rows, plan[0] - held_rows) if plan else record.num_rows
+                held.append(record.slice(0, take))
+                held_rows += take
+                record = record.slice(take)
+                if plan and held_rows == plan[0]:
+                    plan.pop(0)
+                    yield batch()
+        if held:
+            yield batch()
         if position != total:
             raise _NotPlain(f"{total - position} rows of another storage class")
     except (adbc_driver_manager.Error, OSError, pa.ArrowException) as error:
