@@ -117,3 +117,20 @@ def test_the_command_says_what_it_computed(tree, tmp_path):
     assert listed["runSets"][0]["scenarios"] == ["api-feature", "small-bug-fix"] and listed["written"] == []
     full = json.loads(run_cli("aggregate", "--out", str(tmp_path / "out"), "--json", "--full", warehouse=warehouse).stdout)
     assert all(entry["recomputed"] for entry in full["runSets"]) and len(full["written"]) == 12
+
+
+def test_a_full_aggregate_leaves_a_file_that_holds_its_text_already_as_it_is(tree, tmp_path):
+    warehouse, out = Warehouse(tmp_path / "w"), tmp_path / "out"
+    ingest(warehouse, tree)
+    run_aggregate(warehouse, out)
+    kept, damaged = out / "rs-0" / "api-feature.json", out / "rs-1" / "summary.json"
+    text = damaged.read_bytes()
+    damaged.write_bytes(text[:-2] + b"x\n")  # same length, other bytes
+    for path in (kept, damaged):
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    inode = kept.stat().st_ino
+    result = run_aggregate(warehouse, out, full=True)
+    assert kept in result.written and damaged in result.written
+    assert kept.stat().st_mtime == 1_000_000_000 and kept.stat().st_ino == inode  # not written again
+    assert damaged.read_bytes() == text and damaged.stat().st_mtime > 1_000_000_000  # replaced
+    assert not [p for p in out.rglob(".*.tmp")]

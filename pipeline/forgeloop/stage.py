@@ -131,10 +131,12 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
 
 
 def write_documents(result: Aggregated, out: Path) -> None:
-    """`out/<runSetId>/<scenarioId>.json` and `summary.json`, each replaced atomically."""
+    """`out/<runSetId>/<scenarioId>.json` and `summary.json`, each replaced atomically; a file
+    that holds its document's text already is left as it is (its modification time too)."""
     def texts():
         for docs in _documents(result):
             directory = Path(out) / docs.run_set_id
+            directory.mkdir(parents=True, exist_ok=True)
             for scenario, document in docs.scenarios.items():
                 yield directory / f"{scenario}.json", dumps_bytes(document, 2) + b"\n"
             yield directory / "summary.json", dumps_bytes(docs.summary, 2) + b"\n"
@@ -143,10 +145,23 @@ def write_documents(result: Aggregated, out: Path) -> None:
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending = []
         for path, text in texts():
-            pending.append(pool.submit(atomic_write_bytes, path, text))
+            pending.append(pool.submit(_write_unless_same, path, text))
             result.written.append(path)
         for future in pending:
             future.result()
+
+
+def _write_unless_same(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` (atomically) unless it holds `data` already: replacing a file
+    frees the old one's blocks, which costs more than reading it (an aggregate of all run sets
+    mostly writes what is there)."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(len(data) + 1) == data:
+                return
+    except OSError:
+        pass
+    atomic_write_bytes(path, data, make_parents=False)
 
 
 def _documents(result: Aggregated) -> Iterator[RunSetDocuments]:
