@@ -73,7 +73,8 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
     if not files:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
-    runs = pl.read_parquet(files, columns=_columns_used(files[0]), hive_partitioning=False)
+    # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
+    runs = pl.read_parquet(files, columns=_columns_used(files[0]), hive_partitioning=False).rechunk()
     connection = duckdb.connect()
     try:
         # read once; every query scans it in memory (string views and all: no conversion)
@@ -100,8 +101,12 @@ def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | 
     """What `aggregate` produces from a computed result: the documents under `out` and the
     forgeloop_* tables (the caller holds the warehouse lock). Having all run sets, it also
     records them, so that the next `aggregate` computes only what changed."""
-    write_documents(result, out)
-    store_tables(warehouse, result.analysis, None if run_set is None else {run_set})
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the tables are written while the documents are built
+        tables = pool.submit(store_tables, warehouse, result.analysis, None if run_set is None else {run_set})
+        try:
+            write_documents(result, out)
+        finally:
+            tables.result()
     if run_set is None and result.identities:
         incremental.record(warehouse, out, result.tier, result.profiles, result.documents, {}, result.identities)
 
