@@ -284,3 +284,14 @@ def test_a_paired_runs_list_with_a_number_polars_cannot_print_is_left_to_the_slo
             '\n          "pairedOverheadPercent": 10,\n          "baselineRegime": "NORMAL"\n        }')
     assert lists["a"].startswith('[\n        {\n          "runIndex": 1' + item + ',\n        {\n          "runIndex": 2,')
     assert lists["a"].endswith('"baselineRegime": "LOW_BASELINE_TOKEN_REGIME"\n        }\n      ]')
+
+
+def test_a_mode_aggregate_with_a_string_that_needs_escaping_is_left_to_the_slow_path():
+    import polars as pl
+
+    from pipeline.forgeloop.fragments import _string_list
+
+    frame = pl.DataFrame({"sources": [[], ["HOST_REPORTED", "UNKNOWN"], ['say "hi"'], ["a\\b"], ["tab\there"], [None]]},
+                         schema={"sources": pl.List(pl.String)})
+    texts = frame.select(_string_list("sources", 3).alias("text"))["text"].to_list()
+    assert texts == ["[]", '[\n        "HOST_REPORTED",\n        "UNKNOWN"\n      ]', None, None, None, None]

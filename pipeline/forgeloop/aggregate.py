@@ -56,13 +56,15 @@ def _group(rows: Iterable[dict], *keys: str) -> dict[tuple, list[dict]]:
 
 class _Tables:
     """The analysis frames as dictionaries keyed the way documents are walked. `rendered`: the
-    statistic blocks and pairedRuns lists as JSON text (`fragments.py`), for documents that are
-    only written (with an indent of 2); else as dicts and lists, for documents that are read."""
+    mode aggregates, statistic blocks and pairedRuns lists as JSON text (`fragments.py`), for
+    documents that are only written (with an indent of 2); else as dicts and lists, for documents
+    that are read."""
 
     def __init__(self, analysis: Analysis, rendered: bool = False):
         self.rendered = rendered
         self.mode_runs = _index(analysis.mode_runs.iter_rows(named=True), "run_set_id", "scenario_id", "mode")
         self.empty: dict[tuple[str, bool], Any] = {}
+        self.modes: dict[tuple, orjson.Fragment] = {}  # rendered: modeAggregates.<mode> of each document
         if rendered:
             self._rendered(analysis)
         else:
@@ -81,10 +83,18 @@ class _Tables:
                 self.scenarios[run_set].append(scenario)
 
     def _rendered(self, analysis: Analysis) -> None:
-        """stats: key -> the block as the document holds it (a Fragment; the dict where a number
-        needs the slow path); paired_runs: key -> the pairedRuns list (a Fragment, or the dicts)."""
-        legacy = analysis.mode_runs.group_by("run_set_id", "scenario_id").agg(pl.col("all_version_1").all().alias("legacy"))
-        blocks = fragments.statistic_blocks(analysis.mode_stats, legacy)
+        """modes: key -> the mode's aggregate as its document holds it (a Fragment), where it can be
+        rendered whole; stats, for the other modes: key -> the block (a Fragment; the dict where a
+        number needs the slow path); paired_runs: key -> the pairedRuns list (a Fragment, or the dicts)."""
+        flags = analysis.mode_runs.group_by("run_set_id", "scenario_id").agg(
+            pl.col("all_version_1").all().alias("legacy"), pl.col("any_context_usage").any().alias("with_context"),
+            pl.col("any_quality").any().alias("with_quality"))
+        blocks = fragments.statistic_blocks(analysis.mode_stats, flags.select("run_set_id", "scenario_id", "legacy"))
+        modes = fragments.mode_aggregates(analysis.mode_runs, blocks, flags)
+        keys = modes.select("run_set_id", "scenario_id", "mode").rows()
+        self.modes = {key: orjson.Fragment(text) for key, text in zip(keys, modes["text"].to_list()) if text is not None}
+        unrendered = modes.filter(pl.col("text").is_null()).select("run_set_id", "scenario_id", "mode")
+        blocks = blocks.join(unrendered, on=["run_set_id", "scenario_id", "mode"], how="semi")
         keys = blocks.select("run_set_id", "scenario_id", "mode", "metric").rows()
         self.stats = {key: orjson.Fragment(text) for key, text in zip(keys, blocks["text"].to_list()) if text is not None}
         slow = blocks.filter(pl.col("text").is_null())
@@ -285,7 +295,9 @@ def scenario_document(t: _Tables, run_set: str, scenario: str, expected_profile:
         "scenarioId": scenario,
         "expectedProfile": expected_profile,
         "modeAggregates": {
-            mode: _mode_aggregate(t, (run_set, scenario, mode), legacy, with_context, with_quality) for mode in MODES
+            mode: t.modes.get((run_set, scenario, mode)) or _mode_aggregate(t, (run_set, scenario, mode), legacy, with_context,
+                                                                            with_quality)
+            for mode in MODES
         },
         "comparisons": comparisons,
         "lightObjectives": _light_objectives(expected_profile, comparisons["forgeloopAdaptive"]),

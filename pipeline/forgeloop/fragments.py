@@ -90,9 +90,7 @@ def statistic_blocks(mode_stats: pl.DataFrame, legacy: pl.DataFrame) -> pl.DataF
 
 def empty_statistic(depth: int, legacy: bool) -> orjson.Fragment:
     """The block of a statistic without values."""
-    fields = LEGACY_FIELDS if legacy else ROBUST_FIELDS
-    members = ",".join(f'{_indent(depth + 1)}"{name}": {0 if name in ("count", "outlierCount") else "null"}' for name in fields)
-    return orjson.Fragment("{" + members + _indent(depth) + "}")
+    return orjson.Fragment(_empty_text(depth, legacy))
 
 
 def paired_runs_lists(paired_runs: pl.DataFrame) -> pl.DataFrame:
@@ -111,3 +109,74 @@ def paired_runs_lists(paired_runs: pl.DataFrame) -> pl.DataFrame:
         .select(*MODE, pl.when(pl.col("unrendered") == 0)
                 .then(pl.lit("[") + pl.col("item") + pl.lit(_indent(3) + "]")).alias("text"))
     )
+
+
+_TOP_METRICS = ("totalTokens", "wallClockMs", "verificationCycles", "comparableSteps", "tokensPerComparableStep")
+
+
+def _string_list(column: str, depth: int) -> pl.Expr:
+    """A list of strings as JSON text at `depth`; null when a string needs escaping (or is null)."""
+    values = pl.col(column)
+    quoted = values.list.eval(pl.lit(_indent(depth + 1) + '"') + pl.element() + pl.lit('"')).list.join(",", ignore_nulls=False)
+    plain = ~values.list.eval(pl.element().is_null() | pl.element().str.contains(r'["\\\x00-\x1f]')).list.any()
+    return (pl.when(values.list.len() == 0).then(pl.lit("[]"))
+            .when(plain).then(pl.lit("[") + quoted + pl.lit(_indent(depth) + "]")))
+
+
+def mode_aggregates(mode_runs: pl.DataFrame, blocks: pl.DataFrame, flags: pl.DataFrame) -> pl.DataFrame:
+    """Per run set, scenario and mode of `mode_runs` (in no particular order): `text`, its
+    `modeAggregates.<mode>` object as its document holds it (2 deep), or null where something in it
+    needs the slow path. `blocks`: `statistic_blocks`; `flags`: per run set and scenario, `legacy`,
+    `with_context` and `with_quality`, which say what the scenario's document holds."""
+    from .contract import CONTEXT_ITEMS, DIAGNOSTIC_COUNTS, QUALITY_SCORES
+
+    wide = blocks.pivot(on="metric", index=MODE, values="text")
+    frame = (
+        mode_runs.select(*MODE, "run_count", "verification_success_rate", "usage_sources", "context_sources",
+                         "context_profiles", "context_measured_runs", "quality_sources")
+        .join(flags, on=MODE[:2], how="left", maintain_order="left")
+        .join(wide, on=MODE, how="left", maintain_order="left")
+    )
+
+    def block(metric: str, depth: int, legacy: bool) -> pl.Expr:
+        if metric in frame.columns:
+            return pl.col(metric)
+        return pl.lit(_empty_text(depth, legacy))  # a metric the query does not give: no values
+
+    def members(pairs: list[tuple[str, pl.Expr]], depth: int) -> list[pl.Expr]:
+        parts: list[pl.Expr] = []
+        for position, (key, value) in enumerate(pairs):
+            parts += [pl.lit(("{" if position == 0 else ",") + _indent(depth + 1) + f'"{key}": '), value]
+        return [*parts, pl.lit(_indent(depth) + "}")]
+
+    def number(column: str) -> pl.Expr:
+        return pl.when(plain_number(pl.col(column))).then(js_number_text(pl.col(column)))
+
+    texts = []
+    for (legacy, with_context, with_quality), part in frame.partition_by(
+            "legacy", "with_context", "with_quality", as_dict=True).items():
+        pairs = [("runCount", number("run_count")), ("verificationSuccessRate", number("verification_success_rate")),
+                 ("usageSources", _string_list("usage_sources", 3))]
+        pairs += [(metric, block(metric, 3, legacy)) for metric in _TOP_METRICS]
+        if not legacy:
+            diagnostics = [(name, block(f"diagnostics.{name}", 4, legacy)) for name in DIAGNOSTIC_COUNTS]
+            pairs.append(("diagnostics", pl.concat_str(members(diagnostics, 3))))
+        if with_context:
+            items = [(name, block(f"contextUsage.items.{name}", 5, legacy)) for name in CONTEXT_ITEMS]
+            context = [("sources", _string_list("context_sources", 4)), ("profiles", _string_list("context_profiles", 4)),
+                       ("measuredRuns", number("context_measured_runs")),
+                       ("totalTokens", block("contextUsage.totalTokens", 4, legacy)),
+                       ("items", pl.concat_str(members(items, 4)))]
+            pairs.append(("contextUsage", pl.concat_str(members(context, 3))))
+        if with_quality:
+            scores = [(name, block(f"quality.scores.{name}", 5, legacy)) for name in QUALITY_SCORES]
+            quality = [("sources", _string_list("quality_sources", 4)), ("scores", pl.concat_str(members(scores, 4)))]
+            pairs.append(("quality", pl.concat_str(members(quality, 3))))
+        texts.append(part.select(*MODE, pl.concat_str(members(pairs, 2)).alias("text")))
+    return pl.concat([pl.DataFrame(schema={**frame.select(MODE).schema, "text": pl.String}), *texts])
+
+
+def _empty_text(depth: int, legacy: bool) -> str:
+    fields = LEGACY_FIELDS if legacy else ROBUST_FIELDS
+    members = ",".join(f'{_indent(depth + 1)}"{name}": {0 if name in ("count", "outlierCount") else "null"}' for name in fields)
+    return "{" + members + _indent(depth) + "}"
