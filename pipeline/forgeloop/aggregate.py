@@ -340,7 +340,7 @@ def iter_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: 
                    rendered: bool = False) -> Iterator[RunSetDocuments]:
     """Every run set's scenario documents (scenarios in id order, as file names sort) and summary,
     run set by run set in id order. `rendered`: documents only to be written
-    (`jsjson.dumps_bytes(document, 2)`), their statistic blocks and pairedRuns lists JSON text
+    (`jsjson.dumps_bytes(document, 2)`), their mode aggregates and pairedRuns lists JSON text
     already (`fragments.py`); the summaries are plain."""
     tables = _Tables(analysis, rendered)
     for run_set in sorted(tables.scenarios):

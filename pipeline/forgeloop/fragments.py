@@ -1,18 +1,21 @@
 """The bulk of ForgeLoop's documents as JSON text made by polars, whole columns at once.
 
-A scenario document is mostly statistic blocks (25 metrics for each of three modes) and the
+A scenario document is mostly its three mode aggregates (25 statistic blocks each) and its
 pairedRuns lists. Building them as Python dicts, normalising their numbers and encoding them
-took most of a full `aggregate`. Here polars writes each block's text as `JSON.stringify(doc,
-null, 2)` prints it at its place, and the documents hold them as `orjson.Fragment`s that orjson
-copies as they are. The indentation is baked in: a block's depth in its document is fixed
-(`modeAggregates.<mode>.<metric>` is 3 deep, and each dot in the metric's name one more;
-`comparisons.<mode>.pairedRuns` is 3), so such a document must be written with an indent
-of 2, as ForgeLoop writes its files (`jsjson.dumps_bytes(document, 2)`).
+took most of a full `aggregate`. Here polars writes each mode aggregate and each pairedRuns
+list as `JSON.stringify(doc, null, 2)` prints it at its place, and the documents hold them as
+`orjson.Fragment`s that orjson copies as they are. The indentation is baked in: the depth in
+the document is fixed (`modeAggregates.<mode>` and `comparisons.<mode>.pairedRuns` are 2 and
+3 deep; a statistic block `modeAggregates.<mode>.<metric>` 3, and each dot in the metric's name
+one more), so such a document must be written with an indent of 2, as ForgeLoop writes its
+files (`jsjson.dumps_bytes(document, 2)`).
 
 A number is written as JavaScript prints it: integral values as integers, others with the
-shortest digits that read back the same (polars' text of a float, which is those digits). Where
-polars' text differs from JavaScript's (exponent notation, integral values beyond 2^53) the
-block gets no text, and the document takes the dict the slow path encodes.
+shortest digits that read back the same (polars' text of a float, which is those digits); a
+string as it is, between quotes. Where polars' text would differ from JavaScript's (a number
+polars writes with an exponent or beyond 2^53, a string that needs escaping) the mode
+aggregate or list gets no text, and the document takes the blocks or the dicts the slow path
+encodes.
 """
 from __future__ import annotations
 
@@ -96,7 +99,7 @@ def empty_statistic(depth: int, legacy: bool) -> orjson.Fragment:
 def paired_runs_lists(paired_runs: pl.DataFrame) -> pl.DataFrame:
     """Per run set, scenario and candidate mode with pairs: `text`, its pairedRuns list (the
     pairs in run order) as a version-2 document holds it, or null where a number needs the slow path."""
-    values = {
+    values = {  # baselineRegime is NORMAL or LOW_BASELINE_TOKEN_REGIME (analysis.compare): nothing to escape
         key: (pl.lit('"') + pl.col(column) + pl.lit('"')) if key == "baselineRegime" else js_number_text(pl.col(column))
         for key, column in PAIR_FIELDS.items()
     }
@@ -143,12 +146,6 @@ def mode_aggregates(mode_runs: pl.DataFrame, blocks: pl.DataFrame, flags: pl.Dat
             return pl.col(metric)
         return pl.lit(_empty_text(depth, legacy))  # a metric the query does not give: no values
 
-    def members(pairs: list[tuple[str, pl.Expr]], depth: int) -> list[pl.Expr]:
-        parts: list[pl.Expr] = []
-        for position, (key, value) in enumerate(pairs):
-            parts += [pl.lit(("{" if position == 0 else ",") + _indent(depth + 1) + f'"{key}": '), value]
-        return [*parts, pl.lit(_indent(depth) + "}")]
-
     def number(column: str) -> pl.Expr:
         return pl.when(plain_number(pl.col(column))).then(js_number_text(pl.col(column)))
 
@@ -160,19 +157,19 @@ def mode_aggregates(mode_runs: pl.DataFrame, blocks: pl.DataFrame, flags: pl.Dat
         pairs += [(metric, block(metric, 3, legacy)) for metric in _TOP_METRICS]
         if not legacy:
             diagnostics = [(name, block(f"diagnostics.{name}", 4, legacy)) for name in DIAGNOSTIC_COUNTS]
-            pairs.append(("diagnostics", pl.concat_str(members(diagnostics, 3))))
+            pairs.append(("diagnostics", _object(diagnostics, 3)))
         if with_context:
             items = [(name, block(f"contextUsage.items.{name}", 5, legacy)) for name in CONTEXT_ITEMS]
             context = [("sources", _string_list("context_sources", 4)), ("profiles", _string_list("context_profiles", 4)),
                        ("measuredRuns", number("context_measured_runs")),
                        ("totalTokens", block("contextUsage.totalTokens", 4, legacy)),
-                       ("items", pl.concat_str(members(items, 4)))]
-            pairs.append(("contextUsage", pl.concat_str(members(context, 3))))
+                       ("items", _object(items, 4))]
+            pairs.append(("contextUsage", _object(context, 3)))
         if with_quality:
             scores = [(name, block(f"quality.scores.{name}", 5, legacy)) for name in QUALITY_SCORES]
-            quality = [("sources", _string_list("quality_sources", 4)), ("scores", pl.concat_str(members(scores, 4)))]
-            pairs.append(("quality", pl.concat_str(members(quality, 3))))
-        texts.append(part.select(*MODE, pl.concat_str(members(pairs, 2)).alias("text")))
+            quality = [("sources", _string_list("quality_sources", 4)), ("scores", _object(scores, 4))]
+            pairs.append(("quality", _object(quality, 3)))
+        texts.append(part.select(*MODE, _object(pairs, 2).alias("text")))
     return pl.concat([pl.DataFrame(schema={**frame.select(MODE).schema, "text": pl.String}), *texts])
 
 
