@@ -14,6 +14,7 @@ warehouse stores for BI tools:
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import duckdb
@@ -49,19 +50,35 @@ class Analysis:
     inflation_stats: pl.DataFrame
 
 
-def analyse(connection: duckdb.DuckDBPyConnection, run_set: str | None = None) -> Analysis:
-    mode_runs = run_query(connection, "forgeloop_mode_runs", run_set=run_set).with_columns(
+def analyse(connection: duckdb.DuckDBPyConnection, run_set: str | None = None,
+            side: duckdb.DuckDBPyConnection | None = None) -> Analysis:
+    """The analysis of the `runs` a session holds. With `side`, a second session holding the same
+    `runs`, the other queries run there while polars computes the metrics' statistics (both work
+    outside the interpreter lock, and neither keeps two cores busy alone)."""
+    metrics = run_query(connection, "forgeloop_run_metrics", run_set=run_set)
+    others = [name for name in QUERIES if name != "forgeloop_run_metrics"]
+
+    def queries() -> dict[str, pl.DataFrame]:
+        return {name: run_query(side or connection, name, run_set=run_set) for name in others}
+
+    names = [name for name in metrics.columns if name not in (*MODE, "run_index")]
+    if side is None:
+        mode_stats = rounded(metric_statistics(metrics, MODE, names)).collect()
+        results = queries()
+    else:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(queries)
+            mode_stats = rounded(metric_statistics(metrics, MODE, names)).collect()
+            results = pending.result()
+    mode_runs = results["forgeloop_mode_runs"].with_columns(
         pl.when(pl.col("run_count") > 0)
         .then(round4(pl.col("pass_count") / pl.col("run_count")))
         .alias("verification_success_rate")
     )
-    metrics = run_query(connection, "forgeloop_run_metrics", run_set=run_set)
-    names = [name for name in metrics.columns if name not in (*MODE, "run_index")]
-    mode_stats = rounded(metric_statistics(metrics, MODE, names)).collect()
-    outlier_modes, outliers = token_outliers(run_query(connection, "forgeloop_outlier_candidates", run_set=run_set), mode_runs)
-    comparisons, paired_runs = compare(run_query(connection, "forgeloop_pairs", run_set=run_set), mode_runs)
+    outlier_modes, outliers = token_outliers(results["forgeloop_outlier_candidates"], mode_runs)
+    comparisons, paired_runs = compare(results["forgeloop_pairs"], mode_runs)
     comparisons = classify_tails(comparisons, outlier_modes)
-    inflation, inflation_stats = context_inflation(run_query(connection, "forgeloop_context_pairs", run_set=run_set), mode_runs)
+    inflation, inflation_stats = context_inflation(results["forgeloop_context_pairs"], mode_runs)
     return Analysis(mode_runs, mode_stats, comparisons, paired_runs, outlier_modes, outliers, inflation, inflation_stats)
 
 

@@ -76,11 +76,15 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
     runs = pl.read_parquet(files, columns=_columns_used(files[0]), hive_partitioning=False).rechunk()
     connection = duckdb.connect()
+    side = connection.cursor()  # a second session, for queries run beside the statistics
     try:
         # read once; every query scans it in memory (string views and all: no conversion)
-        connection.register("runs", runs.to_arrow(compat_level=pl.CompatLevel.newest()))
-        analysis = analyse(connection, run_set)
+        table = runs.to_arrow(compat_level=pl.CompatLevel.newest())
+        for session in (connection, side):
+            session.register("runs", table)
+        analysis = analyse(connection, run_set, side)
     finally:
+        side.close()
         connection.close()
     profiles = expected_profiles(warehouse) if profiles is None else profiles
     result = Aggregated(analysis, [], tier=tier, profiles=profiles, identities=identities)
