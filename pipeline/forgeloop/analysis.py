@@ -30,7 +30,7 @@ from .contract import (
     TAIL_REGRESSION_PERCENT,
     TAIL_SAMPLE_MINIMUM,
 )
-from .stats import metric_statistics, robust_statistics, rounded, statistics
+from .stats import metric_statistics, rounded, statistics
 
 SCENARIO = ["run_set_id", "scenario_id"]
 MODE = [*SCENARIO, "mode"]
@@ -89,28 +89,22 @@ def compare(pairs: pl.DataFrame, mode_runs: pl.DataFrame) -> tuple[pl.DataFrame,
         .join(pl.DataFrame({"mode": list(CANDIDATE_MODES)}), how="cross")
     )
     token_pairs = pairs.filter("token_pair")
-    overhead = rounded(statistics(token_pairs, MODE, "token_overhead_percent"), ("p50", "p95")).select(
+    # the four statistics in one pass: each value where its pair counts (a group without: count 0, as absent)
+    masked = pairs.select(
         *MODE,
-        pl.col("count").alias("token_comparable_pairs"),
-        pl.col("p50").alias("token_overhead_p50"),
-        pl.col("p95").alias("token_overhead_p95"),
+        *(pl.when("token_pair").then(pl.col(name)).alias(name)
+          for name in ("token_overhead_percent", "direct_tokens", "candidate_tokens")),
+        pl.when("time_pair").then(pl.col("time_overhead_percent")).alias("time_overhead_percent"),
     )
-    time = rounded(statistics(pairs.filter("time_pair"), MODE, "time_overhead_percent"), ("p50", "p95")).select(
-        *MODE,
-        pl.col("count").alias("time_comparable_pairs"),
-        pl.col("p50").alias("time_overhead_p50"),
-        pl.col("p95").alias("time_overhead_p95"),
-    )
-    baseline = rounded(robust_statistics(token_pairs, MODE, "direct_tokens")).select(
-        *MODE,
-        pl.col("minimum").alias("baseline_minimum"),
-        pl.col("p25").alias("baseline_p25"),
-        pl.col("p50").alias("baseline_p50"),
-        pl.col("p95").alias("baseline_p95"),
-    )
-    candidate = rounded(robust_statistics(token_pairs, MODE, "candidate_tokens")).select(
-        *MODE, pl.col("p50").alias("candidate_p50"), pl.col("p95").alias("candidate_p95")
-    )
+    stats = rounded(metric_statistics(masked, MODE, masked.columns[len(MODE):])).collect()
+
+    def of(metric: str, **columns: str) -> pl.DataFrame:
+        return stats.lazy().filter(pl.col("metric") == metric).select(*MODE, *(pl.col(k).alias(v) for k, v in columns.items()))
+
+    overhead = of("token_overhead_percent", count="token_comparable_pairs", p50="token_overhead_p50", p95="token_overhead_p95")
+    time = of("time_overhead_percent", count="time_comparable_pairs", p50="time_overhead_p50", p95="time_overhead_p95")
+    baseline = of("direct_tokens", minimum="baseline_minimum", p25="baseline_p25", p50="baseline_p50", p95="baseline_p95")
+    candidate = of("candidate_tokens", p50="candidate_p50", p95="candidate_p95")
     counts = pairs.lazy().group_by(MODE).agg(pl.len().cast(pl.Int64).alias("comparable_pairs"))
 
     def delta(fraction: str) -> pl.Expr:
@@ -164,7 +158,9 @@ def compare(pairs: pl.DataFrame, mode_runs: pl.DataFrame) -> tuple[pl.DataFrame,
 
 def token_outliers(candidates: pl.DataFrame, mode_runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """TOKEN_IQR_1_5 per mode: fence from the rounded p75 and iqr; outliers above it, with signals."""
-    tokens = rounded(robust_statistics(candidates, MODE, "total_tokens")).select(
+    # the three statistics in one pass
+    stats = rounded(metric_statistics(candidates, MODE, ["total_tokens", "diag_model_turns", "diag_tool_calls"])).collect()
+    tokens = stats.lazy().filter(pl.col("metric") == "total_tokens").select(
         *MODE,
         pl.col("count").alias("measured_count"),
         pl.col("p25").alias("q1"),
@@ -172,12 +168,8 @@ def token_outliers(candidates: pl.DataFrame, mode_runs: pl.DataFrame) -> tuple[p
         "iqr",
         pl.col("p50").alias("median"),
     )
-    turns = rounded(robust_statistics(candidates, MODE, "diag_model_turns"), ("p50",)).select(
-        *MODE, pl.col("p50").alias("median_model_turns")
-    )
-    tools = rounded(robust_statistics(candidates, MODE, "diag_tool_calls"), ("p50",)).select(
-        *MODE, pl.col("p50").alias("median_tool_calls")
-    )
+    turns = stats.lazy().filter(pl.col("metric") == "diag_model_turns").select(*MODE, pl.col("p50").alias("median_model_turns"))
+    tools = stats.lazy().filter(pl.col("metric") == "diag_tool_calls").select(*MODE, pl.col("p50").alias("median_tool_calls"))
     measured = pl.col("measured_count") >= OUTLIER_MINIMUM_SAMPLES
     fence = pl.col("q3") + 1.5 * pl.col("iqr")
     modes = (
