@@ -82,6 +82,11 @@ def analyse(connection: duckdb.DuckDBPyConnection, run_set: str | None = None,
     return Analysis(mode_runs, mode_stats, comparisons, paired_runs, outlier_modes, outliers, inflation, inflation_stats)
 
 
+def _metric(stats: pl.DataFrame, metric: str, **columns: str) -> pl.LazyFrame:
+    """One metric's rows of a `metric_statistics` table: the mode key and `columns` (field -> name)."""
+    return stats.lazy().filter(pl.col("metric") == metric).select(*MODE, *(pl.col(k).alias(v) for k, v in columns.items()))
+
+
 def compare(pairs: pl.DataFrame, mode_runs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per candidate mode: paired token/time overhead, distribution deltas, low baselines."""
     keys = (
@@ -97,14 +102,13 @@ def compare(pairs: pl.DataFrame, mode_runs: pl.DataFrame) -> tuple[pl.DataFrame,
         pl.when("time_pair").then(pl.col("time_overhead_percent")).alias("time_overhead_percent"),
     )
     stats = rounded(metric_statistics(masked, MODE, masked.columns[len(MODE):])).collect()
-
-    def of(metric: str, **columns: str) -> pl.DataFrame:
-        return stats.lazy().filter(pl.col("metric") == metric).select(*MODE, *(pl.col(k).alias(v) for k, v in columns.items()))
-
-    overhead = of("token_overhead_percent", count="token_comparable_pairs", p50="token_overhead_p50", p95="token_overhead_p95")
-    time = of("time_overhead_percent", count="time_comparable_pairs", p50="time_overhead_p50", p95="time_overhead_p95")
-    baseline = of("direct_tokens", minimum="baseline_minimum", p25="baseline_p25", p50="baseline_p50", p95="baseline_p95")
-    candidate = of("candidate_tokens", p50="candidate_p50", p95="candidate_p95")
+    overhead = _metric(stats, "token_overhead_percent", count="token_comparable_pairs", p50="token_overhead_p50",
+                       p95="token_overhead_p95")
+    time = _metric(stats, "time_overhead_percent", count="time_comparable_pairs", p50="time_overhead_p50",
+                   p95="time_overhead_p95")
+    baseline = _metric(stats, "direct_tokens", minimum="baseline_minimum", p25="baseline_p25", p50="baseline_p50",
+                       p95="baseline_p95")
+    candidate = _metric(stats, "candidate_tokens", p50="candidate_p50", p95="candidate_p95")
     counts = pairs.lazy().group_by(MODE).agg(pl.len().cast(pl.Int64).alias("comparable_pairs"))
 
     def delta(fraction: str) -> pl.Expr:
@@ -160,16 +164,9 @@ def token_outliers(candidates: pl.DataFrame, mode_runs: pl.DataFrame) -> tuple[p
     """TOKEN_IQR_1_5 per mode: fence from the rounded p75 and iqr; outliers above it, with signals."""
     # the three statistics in one pass
     stats = rounded(metric_statistics(candidates, MODE, ["total_tokens", "diag_model_turns", "diag_tool_calls"])).collect()
-    tokens = stats.lazy().filter(pl.col("metric") == "total_tokens").select(
-        *MODE,
-        pl.col("count").alias("measured_count"),
-        pl.col("p25").alias("q1"),
-        pl.col("p75").alias("q3"),
-        "iqr",
-        pl.col("p50").alias("median"),
-    )
-    turns = stats.lazy().filter(pl.col("metric") == "diag_model_turns").select(*MODE, pl.col("p50").alias("median_model_turns"))
-    tools = stats.lazy().filter(pl.col("metric") == "diag_tool_calls").select(*MODE, pl.col("p50").alias("median_tool_calls"))
+    tokens = _metric(stats, "total_tokens", count="measured_count", p25="q1", p75="q3", iqr="iqr", p50="median")
+    turns = _metric(stats, "diag_model_turns", p50="median_model_turns")
+    tools = _metric(stats, "diag_tool_calls", p50="median_tool_calls")
     measured = pl.col("measured_count") >= OUTLIER_MINIMUM_SAMPLES
     fence = pl.col("q3") + 1.5 * pl.col("iqr")
     modes = (
