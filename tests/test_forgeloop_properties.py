@@ -1,7 +1,6 @@
 """Property tests: the columnar pipeline against the slow, obvious per-run port, on random inputs."""
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 from pathlib import Path

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from conftest import ROOT, run_cli
 from pipeline.forgeloop.ingest import ingest_forgeloop
 from pipeline.forgeloop.samples import RunSetPlan, write_results
 from pipeline.warehouse import Warehouse
-from runs import run, write_tree
+from runs import run
 
 CRASH_POINTS = [
     "wrote-file:runs",  # half-way through writing the runs table's partitions
