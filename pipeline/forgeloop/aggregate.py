@@ -22,6 +22,7 @@ from .contract import (
     DIAGNOSTIC_COUNTS,
     INFLATION_REASONS,
     LIGHT_OBJECTIVES,
+    MODE_METRICS,
     MODES,
     OUTLIER_MINIMUM_SAMPLES,
     OUTLIER_POLICY,
@@ -131,17 +132,7 @@ class _Tables:
         pairs = self.paired_runs.get(key, [])
         if type(pairs) is orjson.Fragment:
             return pairs
-        return [
-            {
-                "runIndex": pair["run_index"],
-                "directTokens": pair["direct_tokens"],
-                "candidateTokens": pair["candidate_tokens"],
-                "absoluteDeltaTokens": pair["absolute_delta_tokens"],
-                "pairedOverheadPercent": pair["paired_overhead_percent"],
-                "baselineRegime": pair["baseline_regime"],
-            }
-            for pair in pairs
-        ]
+        return [{key: pair[column] for key, column in fragments.PAIR_FIELDS.items()} for pair in pairs]
 
 
 def _statistic(row: dict | None, legacy: bool) -> dict:
@@ -162,7 +153,7 @@ def _mode_aggregate(t: _Tables, key: tuple, legacy: bool, with_context: bool, wi
         "verificationSuccessRate": info["verification_success_rate"] if info else None,
         "usageSources": list(info["usage_sources"]) if info else [],
     }
-    for metric in ("totalTokens", "wallClockMs", "verificationCycles", "comparableSteps", "tokensPerComparableStep"):
+    for metric in MODE_METRICS:
         document[metric] = stat(metric)
     if not legacy:
         document["diagnostics"] = {name: stat(f"diagnostics.{name}") for name in DIAGNOSTIC_COUNTS}

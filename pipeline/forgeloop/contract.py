@@ -30,6 +30,8 @@ RUNAWAY_SIGNALS = (
     "MODEL_STALL",
     "UNKNOWN_TOKEN_SPIKE",
 )
+# the statistics directly under modeAggregates.<mode>, in ForgeLoop's order
+MODE_METRICS = ("totalTokens", "wallClockMs", "verificationCycles", "comparableSteps", "tokensPerComparableStep")
 # the eight diagnostics counts ForgeLoop summarises, in its order (guideCount is stored, not summarised)
 DIAGNOSTIC_COUNTS = (
     "verificationCycles",

@@ -22,9 +22,10 @@ from __future__ import annotations
 import orjson
 import polars as pl
 
+from .analysis import MODE
+from .contract import CONTEXT_ITEMS, DIAGNOSTIC_COUNTS, MODE_METRICS, QUALITY_SCORES
 from .stats import LEGACY_FIELDS, ROBUST_FIELDS
 
-MODE = ["run_set_id", "scenario_id", "mode"]
 PAIR_FIELDS = {  # key in pairedRuns -> column of Analysis.paired_runs
     "runIndex": "run_index",
     "directTokens": "direct_tokens",
@@ -114,9 +115,6 @@ def paired_runs_lists(paired_runs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-_TOP_METRICS = ("totalTokens", "wallClockMs", "verificationCycles", "comparableSteps", "tokensPerComparableStep")
-
-
 def _string_list(column: str, depth: int) -> pl.Expr:
     """A list of strings as JSON text at `depth`; null when a string needs escaping (or is null)."""
     values = pl.col(column)
@@ -131,8 +129,6 @@ def mode_aggregates(mode_runs: pl.DataFrame, blocks: pl.DataFrame, flags: pl.Dat
     `modeAggregates.<mode>` object as its document holds it (2 deep), or null where something in it
     needs the slow path. `blocks`: `statistic_blocks`; `flags`: per run set and scenario, `legacy`,
     `with_context` and `with_quality`, which say what the scenario's document holds."""
-    from .contract import CONTEXT_ITEMS, DIAGNOSTIC_COUNTS, QUALITY_SCORES
-
     wide = blocks.pivot(on="metric", index=MODE, values="text")
     frame = (
         mode_runs.select(*MODE, "run_count", "verification_success_rate", "usage_sources", "context_sources",
@@ -154,7 +150,7 @@ def mode_aggregates(mode_runs: pl.DataFrame, blocks: pl.DataFrame, flags: pl.Dat
             "legacy", "with_context", "with_quality", as_dict=True).items():
         pairs = [("runCount", number("run_count")), ("verificationSuccessRate", number("verification_success_rate")),
                  ("usageSources", _string_list("usage_sources", 3))]
-        pairs += [(metric, block(metric, 3, legacy)) for metric in _TOP_METRICS]
+        pairs += [(metric, block(metric, 3, legacy)) for metric in MODE_METRICS]
         if not legacy:
             diagnostics = [(name, block(f"diagnostics.{name}", 4, legacy)) for name in DIAGNOSTIC_COUNTS]
             pairs.append(("diagnostics", _object(diagnostics, 3)))
