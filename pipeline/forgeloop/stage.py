@@ -105,12 +105,7 @@ def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | 
     """What `aggregate` produces from a computed result: the documents under `out` and the
     forgeloop_* tables (the caller holds the warehouse lock). Having all run sets, it also
     records them, so that the next `aggregate` computes only what changed."""
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the tables are written while the documents are built
-        tables = pool.submit(store_tables, warehouse, result.analysis, None if run_set is None else {run_set})
-        try:
-            write_documents(result, out)
-        finally:
-            tables.result()
+    _write(warehouse, result, out, None if run_set is None else {run_set})
     if run_set is None and result.identities:
         incremental.record(warehouse, out, result.tier, result.profiles, result.documents, {}, result.identities)
 
@@ -129,14 +124,24 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
         else:
             if plan.changed:
                 result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles, rendered=True)
-                write_documents(result, out)
             else:
                 result = Aggregated(None, [], tier=tier, profiles=profiles)
             if plan.changed or plan.removed:
-                store_tables(warehouse, result.analysis, {*plan.changed, *plan.removed})
+                _write(warehouse, result, out, {*plan.changed, *plan.removed})
                 incremental.record(warehouse, out, tier, profiles, result.documents, plan.kept, plan.identities)
     result.plan = plan
     return result
+
+
+def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collection[str] | None) -> None:
+    """The documents of `result` under `out`, and its tables (`store_tables`), written in a
+    thread while the documents are built."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        tables = pool.submit(store_tables, warehouse, result.analysis, replace)
+        try:
+            write_documents(result, out)
+        finally:
+            tables.result()
 
 
 def write_documents(result: Aggregated, out: Path) -> None:
