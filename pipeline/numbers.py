@@ -84,6 +84,6 @@ def js_round4_expr(expr: "pl.Expr") -> "pl.Expr":
         .then(_round_large(magnitude) * x.sign())
         .otherwise(x)
     )
-    # a small negative rounds to -0.0, as JavaScript's Number(x.toFixed(4)) does (JSON prints it 0).
-    # (`+ 0.0` was meant to make it +0.0, but polars folds it away: the tables may hold -0.0.)
-    return rounded + 0.0
+    # a small negative rounds to -0.0, as JavaScript's Number(x.toFixed(4)) does (JSON prints it 0);
+    # the tables may hold -0.0 (an `x + 0.0` to make it +0.0 would do nothing: polars folds it away)
+    return rounded
