@@ -102,9 +102,7 @@ class _Tables:
         if slow.height:
             rows = analysis.mode_stats[slow["row"]].select("run_set_id", "scenario_id", "mode", "metric", *ROBUST_FIELDS)
             for row, version_1 in zip(rows.iter_rows(), slow["legacy"]):
-                statistic = dict(zip(ROBUST_FIELDS, row[4:]))
-                self.stats[tuple(row[:4])] = _statistic(statistic, True) if version_1 else (
-                    statistic if statistic["count"] else _statistic(None, False))
+                self.stats[tuple(row[:4])] = _block(dict(zip(ROBUST_FIELDS, row[4:])), version_1)
         lists = fragments.paired_runs_lists(analysis.paired_runs)
         keys = lists.select("run_set_id", "scenario_id", "mode").rows()
         self.paired_runs = {key: orjson.Fragment(text) for key, text in zip(keys, lists["text"].to_list()) if text is not None}
@@ -123,9 +121,7 @@ class _Tables:
             if (metric, legacy) not in self.empty:
                 self.empty[(metric, legacy)] = fragments.empty_statistic(depth, legacy)
             return self.empty[(metric, legacy)]
-        if legacy or row is None or row["count"] == 0:
-            return _statistic(row, legacy)
-        return row  # made for this document alone: no copy
+        return _block(row, legacy)
 
     def paired_list(self, key: tuple) -> Any:
         """The pairedRuns list of the comparison `key`."""
@@ -133,6 +129,13 @@ class _Tables:
         if type(pairs) is orjson.Fragment:
             return pairs
         return [{key: pair[column] for key, column in fragments.PAIR_FIELDS.items()} for pair in pairs]
+
+
+def _block(row: dict | None, legacy: bool) -> dict:
+    """The statistic block a document holds for a robustStatistic row (None: no row)."""
+    if legacy or row is None or row["count"] == 0:
+        return _statistic(row, legacy)
+    return row  # made for this document alone: no copy
 
 
 def _statistic(row: dict | None, legacy: bool) -> dict:
