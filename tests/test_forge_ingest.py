@@ -258,8 +258,16 @@ def test_the_arrow_reader_cuts_the_batches_the_plan_says(tmp_path):
     rows = [(f"e{i:03d}", "attempt", "forge", 1700000000 + i, "r1", "t1", "api", "parallel", '{"n": 1}') for i in range(47)]
     store = sqlite_store(tmp_path / "plan.sqlite", rows)
     _, batches = store_module.read_sqlite(store, batch_rows=10)
-    sizes = [batch.frame.num_rows for batch in batches]
-    assert sizes == store_module.batch_plan(47, 10) == [5, 10, 9, 9, 9, 5]
+    batches = list(batches)
+    # planned with the typing row the driver's first batch (of 5 rows) holds: the first batch is its 4 events,
+    # whole, so the check starts as soon as they are read
+    assert [batch.frame.num_rows for batch in batches] == [4, 10, 10, 9, 9, 5]
+    assert store_module.batch_plan(48, 10) == [5, 10, 10, 9, 9, 5]
+    assert batches[0].frame.column("rid").num_chunks == 1
+    for batch_rows in (1, 2, 3):  # a first driver batch of the typing row alone: no empty batch
+        _, small = store_module.read_sqlite(store, batch_rows=batch_rows)
+        sizes = [batch.frame.num_rows for batch in small]
+        assert sum(sizes) == 47 and min(sizes) > 0 and max(sizes) <= batch_rows
     kinds, frame = read_all(store, batch_rows=10)
     assert frame["position"].to_list() == list(range(47)) and frame.equals(read_all(store, batch_rows=10, arrow=False)[1])
 
