@@ -35,7 +35,8 @@ attempts AS (
     CASE WHEN ok THEN TRY_CAST(f[2] AS BIGINT) ELSE j_bigint(f[2]) END AS attempt,
     j_text(f[3]) AS dwarf, j_text(f[4]) AS status, j_text(f[5]) AS reason,
     j_text(f[6]) AS reviewed_commit, j_text(f[7]) AS base_ref
-  FROM (SELECT *, f IS NOT NULL AND TRY_CAST(f[2] AS BIGINT) IS NOT NULL AND f[2][1] <> '"'
+  -- an integer's text is its number's (TRY_CAST alone takes '1.5' for 2, and 2.0 goes the long way)
+  FROM (SELECT *, f IS NOT NULL AND coalesce(f[2] = CAST(TRY_CAST(f[2] AS BIGINT) AS VARCHAR), false)
                   AND j_text_or_null(f[3]) AND j_text_or_null(f[4]) AND j_text_or_null(f[5])
                   AND j_text_or_null(f[6]) AND j_text_or_null(f[7]) AS ok
         FROM (SELECT *, CAST(try(json_extract(data, ['$.name', '$.n', '$.dwarf', '$.status', '$.reason',

@@ -114,6 +114,9 @@ HOSTILE_LINES = [
     '{"rid":"x1","kind":"dispatch","ts":114,"run":"r1","task":"t1","data":{"role":"dwarf","wall_started":"noon"}}',
     '{"rid":"p1","kind":"plan","ts":100,"run":"r1","data":{"revision":2}}',
     '{"rid":"a4","kind":"attempt","ts":115,"run":"r1","task":"t1","data":{"n":1,"dwarf":"flash","status":"passed"}}',
+    # a number the cheap check once took for an integer (DuckDB casts '1.5' to 2); 2.0 is the integer 2
+    '{"rid":"a5","kind":"attempt","ts":116,"run":"r1","task":"t1","data":{"n":1.5,"status":"passed"}}',
+    '{"rid":"a6","kind":"attempt","ts":117,"run":"r1","task":"t1","data":{"n":2.0,"status":"failed"}}',
 ]
 
 
@@ -131,16 +134,18 @@ def test_hostile_json_lines_each_rejection_names_line_rid_field_and_rule(tmp_pat
         f"rejected {export}:8: line: must be a JSON object",
         f"rejected {export}:9 rid p2: data.tasks.t1.route[0].propensity: must be a probability, a number in [0, 1], or null",
         f"rejected {export}:10 rid x1: data.wall_started: must be unix seconds, a number, or null",
-        f"rejected {export}:13: line: is not valid UTF-8",
+        f"rejected {export}:13 rid a5: data.n: must be the attempt number, an integer",
+        f"rejected {export}:15: line: is not valid UTF-8",
         f"rejected {export}:11 rid p1: rid: repeats the rid of an event already loaded with other content (line 2); "
         "the first is kept",
     ]
     assert "Traceback" not in result.stderr
     warehouse = Warehouse(tmp_path / "w")
-    assert sorted(warehouse.read(t.EVENTS)["rid"].to_list()) == ["a4", "h1", "p1"]
-    assert warehouse.read(t.REJECTIONS).height == 9
+    assert sorted(warehouse.read(t.EVENTS)["rid"].to_list()) == ["a4", "a6", "h1", "p1"]
+    assert sorted(warehouse.read(t.ATTEMPT_EVENTS).select("rid", "attempt").rows()) == [("a4", 1), ("a6", 2)]
+    assert warehouse.read(t.REJECTIONS).height == 10
     assert "kinds format 1 does not know (kept): heartbeat 1" in result.stdout
-    assert "13 lines read: 3 new events, 0 already stored, 9 rejected" in result.stdout
+    assert "15 lines read: 4 new events, 0 already stored, 10 rejected" in result.stdout
 
 
 def sqlite_store(path, rows, repos=(("api", "/repos/api"),), events_sql=None, repos_sql=None):
