@@ -30,14 +30,15 @@ def corpus() -> Path:
     return path
 
 
-def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run `loopmeter ARGS` in a fresh process, as a user would."""
+def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, env: dict | None = None,
+            timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run `loopmeter ARGS` in a fresh process, as a user would (`timeout`: seconds, for what could hang)."""
     environment = dict(os.environ, **(env or {}))
     environment.pop("LOOPMETER_WAREHOUSE", None)
     command = [sys.executable, "-m", "pipeline", *args]
     if warehouse is not None:
         command += ["--warehouse", str(warehouse)]
-    result = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=ROOT)
+    result = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=ROOT, timeout=timeout)
     if check is not None and result.returncode != check:
         raise AssertionError(
             f"loopmeter {' '.join(args)} exited {result.returncode} (expected {check})\n"

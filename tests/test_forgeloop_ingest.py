@@ -135,6 +135,37 @@ def test_hostile_files_are_rejected_and_the_good_ones_stored(tmp_path):
     assert stored_runs(tmp_path / "w")["mode"].to_list() == ["direct", "forgeloopBalanced"]
 
 
+def test_names_that_are_not_utf8_and_files_that_are_not_regular_are_rejected_not_fatal(tmp_path):
+    results = write_tree(tmp_path / "results", [GOOD, run(mode="forgeloopBalanced", tokens=1200)], {"small-bug-fix": "balanced"})
+    raw = os.fsencode(results / "raw")
+    with open(os.path.join(raw, b"rs-test", b"run-\xff.json"), "w") as handle:  # a name Python keeps as surrogates
+        handle.write(json.dumps(run(mode="forgeloopAdaptive")))
+    os.makedirs(os.path.join(raw, b"rs-\xfe", b"direct"))
+    with open(os.path.join(raw, b"rs-\xfe", b"direct", b"run.json"), "w") as handle:
+        handle.write(json.dumps(GOOD))
+    os.mkfifo(results / "raw" / "rs-test" / "pipe.json")  # reading it would block for ever
+    scenarios = os.fsencode(results / "scenarios")
+    with open(os.path.join(scenarios, b"x\xff.json"), "w") as handle:
+        handle.write("{}")
+    os.mkfifo(results / "scenarios" / "pipe.json")
+
+    for attempt in range(2):  # the second: the unchanged tree, answered from the record
+        result = run_cli("ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"),
+                         warehouse=tmp_path / "w", check=3, timeout=60)
+        assert "Traceback" not in result.stderr
+        assert f"7 files: {2 - 2 * attempt} accepted, {2 * attempt} unchanged, 5 rejected" in result.stdout
+        for line in ("rejected raw/rs-\\xfe: file: name is not valid UTF-8: its files are not read",
+                     "rejected raw/rs-test/run-\\xff.json: file: name is not valid UTF-8",
+                     "rejected raw/rs-test/pipe.json: file: is not a regular file",
+                     f"rejected {results / 'scenarios'}/x\\xff.json: file: name is not valid UTF-8",
+                     f"rejected {results / 'scenarios'}/pipe.json: file: is not a regular file"):
+            assert line in result.stderr.splitlines(), line
+    seen = manifest(tmp_path / "w")
+    assert seen["raw/rs-test/run-\\xff.json"] == ("rejected", "file", "name is not valid UTF-8")
+    assert seen["raw/rs-test/pipe.json"] == ("rejected", "file", "is not a regular file")
+    assert stored_runs(tmp_path / "w")["mode"].to_list() == ["direct", "forgeloopBalanced"]
+
+
 def test_json_output_lists_every_rejection(tmp_path):
     results = write_tree(tmp_path / "results", [GOOD])
     (results / "raw" / "rs-test" / "x.json").write_text("[]")

@@ -19,6 +19,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Iterator
 
 from .. import SCHEMA_VERSION, __version__, collector
@@ -106,11 +107,24 @@ class _Walker:
 
     @staticmethod
     def entries(directory: str, relative: str, run_set: str | None, found: list[SeenFile]) -> list[os.DirEntry]:
+        """The entries of `directory` in name order; those whose name is not UTF-8 (a run file or a
+        folder: its files are not read) are noted as rejected in `found` instead, under a path that
+        shows the name's bytes (`\\xff`)."""
         try:
-            return sorted(os.scandir(directory), key=lambda entry: entry.name)
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
         except OSError as error:
             found.append(SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})")))
             return []
+        if utf8_name("".join([entry.name for entry in entries])):
+            return entries
+        kept = []
+        for entry in entries:
+            if utf8_name(entry.name):
+                kept.append(entry)
+            elif entry.name.endswith(".json") or entry.is_dir():
+                rule = "name is not valid UTF-8" + ("" if entry.name.endswith(".json") else ": its files are not read")
+                found.append(SeenFile(f"{relative}/{shown_name(entry.name)}", run_set, 0, 0, ("file", rule)))
+        return kept
 
     def visit(self, entry: os.DirEntry, real_parent: str, relative: str, run_set: str | None,
               folder_problem: tuple[str, str] | None, found: list[SeenFile]) -> None:
@@ -139,8 +153,27 @@ class _Walker:
             for inner in self.entries(entry.path, path, run_set, found):
                 self.visit(inner, real, path, run_set, folder_problem, found)
         elif entry.name.endswith(".json"):
-            problem = folder_problem if run_set is not None else ("file", "lies directly in raw/, not in a run set folder")
+            if not S_ISREG(stat.st_mode):  # a FIFO would block the reading forever
+                problem = ("file", "is not a regular file")
+            elif run_set is None:
+                problem = ("file", "lies directly in raw/, not in a run set folder")
+            else:
+                problem = folder_problem
             found.append(SeenFile(path, run_set, stat.st_size, stat.st_mtime_ns, problem))
+
+
+def utf8_name(text: str) -> bool:
+    """A name from the file system is text (not bytes Python kept as surrogates)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """A name that is not UTF-8 as text: its undecodable bytes as \\x escapes."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def ingest_forgeloop(

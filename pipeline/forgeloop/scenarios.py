@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import orjson
 
+from .ingest import shown_name, utf8_name
 from .contract import BENCHMARK_VERSIONS, PROFILES, SCENARIO_ID, SCENARIO_RULE
 from .schema import RunRejected
 
@@ -77,6 +79,12 @@ def read_scenarios(directory: Path) -> tuple[list[tuple], list[tuple[str, str, s
     rows, rejected = [], []
     for path in sorted(directory.glob("*.json")):
         try:
+            if not utf8_name(path.name):  # kept by Python as surrogates: no text to store
+                rejected.append((shown_name(str(path)), "file", "name is not valid UTF-8"))
+                continue
+            if not S_ISREG(path.stat().st_mode):  # a FIFO would block the reading forever
+                rejected.append((str(path), "file", "is not a regular file"))
+                continue
             content = path.read_bytes()
             row = parse_scenario(content, path.name)
         except RunRejected as error:
