@@ -288,6 +288,32 @@ def test_scenario_files_are_validated(tmp_path):
     assert Warehouse(tmp_path / "w").read("scenarios")["scenario_id"].to_list() == ["small-bug-fix"]
 
 
+def test_the_scenarios_table_mirrors_the_scenario_files_given(tmp_path):
+    """A scenario file now rejected, or gone, no longer gives its profile: the warehouse then holds
+    what a fresh one given the same files would (scenarios of other directories are kept)."""
+    results = write_tree(tmp_path / "results", [GOOD], {"small-bug-fix": "light", "api-feature": "balanced"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "docs-fix.json").write_text(json.dumps(
+        {"schemaVersion": 1, "benchmarkVersion": "2", "scenarioId": "docs-fix", "expectedProfile": "full"}))
+    warehouse = Warehouse(tmp_path / "w")
+    ingest_forgeloop(warehouse, results, elsewhere)
+    ingest_forgeloop(warehouse, results, results / "scenarios")
+
+    def profiles() -> dict:
+        return dict(warehouse.read("scenarios").select("scenario_id", "expected_profile").iter_rows())
+
+    assert profiles() == {"api-feature": "balanced", "docs-fix": "full", "small-bug-fix": "light"}
+    (results / "scenarios" / "small-bug-fix.json").write_text('{"broken')
+    outcome = ingest_forgeloop(warehouse, results, results / "scenarios")
+    assert [(field, rule.split(" (")[0]) for _, field, rule in outcome.rejections] == [("file", "not valid JSON")]
+    assert profiles() == {"api-feature": "balanced", "docs-fix": "full"}
+    (results / "scenarios" / "small-bug-fix.json").unlink()
+    (results / "scenarios" / "api-feature.json").unlink()
+    assert ingest_forgeloop(warehouse, results, results / "scenarios").scenarios == 0
+    assert profiles() == {"docs-fix": "full"}
+
+
 def test_ingest_can_be_limited_to_some_run_sets(tmp_path):
     results = write_tree(tmp_path / "results", [run(run_set="rs-one"), run(run_set="rs-two", tokens=2000)])
     (results / "raw" / "rs-two" / "broken.json").write_text("{")

@@ -271,7 +271,9 @@ def _rebuilt_run_sets(warehouse: Warehouse, run_sets: list[str], new: pl.DataFra
 
 
 def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest_rows: list[list], now: datetime) -> int:
-    """The scenario files into `scenarios` (upserted by id); their manifest rows appended."""
+    """The scenario files into `scenarios`; their manifest rows appended. The table mirrors the
+    directory: a scenario it held from this directory, or of an id a file here names, is replaced by
+    what the files say now (nothing, when the file was rejected or is gone); the others are kept."""
     rows, rejected = read_scenarios(directory)
     root = str(directory.resolve())
     for path, field_name, rule in rejected:
@@ -283,7 +285,9 @@ def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest_rows: list
     frame = frame_from_rows(rows, SCENARIO_COLUMNS)
     current = warehouse.read(SCENARIOS)
     if current is not None:
-        kept = current.filter(~pl.col("scenario_id").is_in(frame["scenario_id"].to_list()))
+        named = frame["scenario_id"].to_list() + [Path(path).stem for path, _, _ in rejected]
+        ours = pl.col("source_path").str.starts_with(root + os.sep) | pl.col("scenario_id").is_in(named)
+        kept = current.filter(~ours.fill_null(False))
         frame = pl.concat([frame, kept.select(frame.columns).cast(frame.schema)]).sort("scenario_id")
     warehouse.write_table(SCENARIOS, frame)
     return len(rows)
