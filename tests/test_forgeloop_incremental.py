@@ -134,3 +134,28 @@ def test_a_full_aggregate_leaves_a_file_that_holds_its_text_already_as_it_is(tre
     assert kept.stat().st_mtime == 1_000_000_000 and kept.stat().st_ino == inode  # not written again
     assert damaged.read_bytes() == text and damaged.stat().st_mtime > 1_000_000_000  # replaced
     assert not [p for p in out.rglob(".*.tmp")]
+
+
+def test_an_out_directory_the_documents_cannot_go_to_is_told_before_anything_is_written(tree, tmp_path):
+    warehouse = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"), warehouse=warehouse)
+    run_cli("aggregate", "--out", str(tmp_path / "out"), warehouse=warehouse)
+    changed = tree / "raw" / "rs-1" / "api-feature" / "direct" / "run-002.json"
+    document = json.loads(changed.read_text())
+    document["usage"]["totalTokens"] += 12345
+    changed.write_text(json.dumps(document))
+    run_cli("ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"), warehouse=warehouse)
+    versions = {name: os.readlink(Path(warehouse) / name) for name in TABLES}
+    shutil.rmtree(tmp_path / "out" / "rs-1")
+    (tmp_path / "out" / "rs-1").write_text("in the way")
+    failed = run_cli("aggregate", "--out", str(tmp_path / "out"), warehouse=warehouse, check=1)
+    assert failed.stderr.strip().splitlines()[-1].endswith(
+        f"{tmp_path / 'out' / 'rs-1'} is not a directory (the documents of run set rs-1 go there)")
+    assert "Traceback" not in failed.stderr
+    assert {name: os.readlink(Path(warehouse) / name) for name in TABLES} == versions  # the tables not replaced either
+    (tmp_path / "a-file").write_text("")
+    failed = run_cli("aggregate", "--out", str(tmp_path / "a-file" / "docs"), warehouse=warehouse, check=1)
+    assert f"{tmp_path / 'a-file'} is not a directory" in failed.stderr and "Traceback" not in failed.stderr
+    (tmp_path / "out" / "rs-1").unlink()
+    run_cli("aggregate", "--out", str(tmp_path / "out"), warehouse=warehouse)  # the change is still to be computed
+    assert json.loads((tmp_path / "out" / "rs-1" / "summary.json").read_text())

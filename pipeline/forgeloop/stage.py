@@ -115,6 +115,7 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
     last one (see `incremental.py`), or all with `full`. The caller holds the lock."""
     with collector.paused():  # the documents are many small objects and no cycles
         check(warehouse, tier)
+        check_out(out, ())
         profiles = expected_profiles(warehouse)
         plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
         if plan.full:
@@ -135,13 +136,29 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
 
 def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collection[str] | None) -> None:
     """The documents of `result` under `out`, and its tables (`store_tables`), written in a
-    thread while the documents are built."""
+    thread while the documents are built (once `check_out` finds nothing in their way)."""
+    computed = [] if result.analysis is None else result.analysis.mode_runs.get_column("run_set_id").unique().to_list()
+    check_out(out, {*computed, *(replace or ())})
     with ThreadPoolExecutor(max_workers=1) as pool:
         tables = pool.submit(store_tables, warehouse, result.analysis, replace)
         try:
             write_documents(result, out)
         finally:
             tables.result()
+
+
+def check_out(out: Path, run_sets: Collection[str]) -> None:
+    """What would stop the documents from being written under `out`, told before anything is (the
+    tables, written beside them, would otherwise tell another story than the documents)."""
+    out = Path(out)
+    existing = next((place for place in (out, *out.parents) if place.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise LoopmeterError(f"--out {out}: {existing} is not a directory")
+    if out.is_dir():
+        for run_set in sorted(run_sets):
+            place = out / run_set
+            if place.exists() and not place.is_dir():
+                raise LoopmeterError(f"--out {out}: {place} is not a directory (the documents of run set {run_set} go there)")
 
 
 def write_documents(result: Aggregated, out: Path) -> None:
