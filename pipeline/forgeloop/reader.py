@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import multiprocessing
 import os
+import signal
+import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -128,6 +133,56 @@ def read_batch(results: str, batch: ToRead, max_file_bytes: int) -> tuple[Verdic
     return columns, _table(rows)
 
 
+def _pdeathsig_setter() -> Callable[[], bool] | None:
+    """On Linux, a function that asks the kernel to SIGKILL the calling process when the
+    thread that forked it ends (prctl PR_SET_PDEATHSIG), true when it did; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (ImportError, OSError, AttributeError):
+        return None
+    prctl.restype = ctypes.c_int
+    arguments = (ctypes.c_int(1), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                 ctypes.c_ulong(0))  # PR_SET_PDEATHSIG = 1
+
+    def set_pdeathsig() -> bool:
+        return prctl(*arguments) == 0
+    return set_pdeathsig
+
+
+# looked up in the parent before the workers fork (they inherit it and make one system call);
+# False: not looked up yet
+_set_pdeathsig: Callable[[], bool] | None | bool = False
+WATCH_PARENT_EVERY = 0.5  # seconds, where the kernel cannot be asked to end a worker
+
+
+def _end_with_parent(parent: int | None, forker_outlives_pool: bool) -> None:
+    """Worker initializer: the worker ends when the process that started it does. (A SIGKILLed
+    or OOM-killed ingest would otherwise leave its workers waiting on the pool's queue for
+    ever, holding every fd they inherited: the warehouse lock among them.)
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the worker ends, so the kernel is
+    asked only when that thread lives as long as the pool (`forker_outlives_pool`: the main
+    thread, or a fork server's); otherwise, or without prctl, a daemon thread polls the
+    parent's pid. `parent`, the pid that forks the workers as recorded before they forked
+    (None: unknown, a fork server's), closes the race of a parent that died before the
+    worker was tied to it."""
+    setter = _set_pdeathsig if _set_pdeathsig is not False else _pdeathsig_setter()  # spawned: not inherited
+    if not (forker_outlives_pool and setter is not None and setter()):
+        started_by = os.getppid() if parent is None else parent
+
+        def watch() -> None:
+            while os.getppid() == started_by:
+                time.sleep(WATCH_PARENT_EVERY)
+            os._exit(1)
+        threading.Thread(target=watch, name="loopmeter-parent-watch", daemon=True).start()
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)  # the parent died before the worker was tied to it
+
+
 class RunReader:
     """Reads files in batches, in worker processes when there are enough files to pay for
     them (the pool starts once, on first need, and serves every later call)."""
@@ -157,7 +212,7 @@ class RunReader:
             return local
         starting = self.pool is None
         if starting:
-            self.pool = ProcessPoolExecutor(max_workers=self.workers)
+            self.pool = self._start_pool()
             # the workers fork on the first submit: frozen, the objects they inherit are left
             # out of their collections (which would walk them, and copy their pages)
             gc.freeze()
@@ -167,6 +222,20 @@ class RunReader:
             if starting:
                 gc.unfreeze()
         return lambda: self._collect(batches, (future.result() for future in futures))
+
+    def _start_pool(self) -> ProcessPoolExecutor:
+        """The worker pool, its workers tied to this process's life (`_end_with_parent`).
+        With the fork start method they fork in the thread that submits the first batch:
+        this one (an ingest's, the main thread's from the command line), all of them at once."""
+        global _set_pdeathsig
+        context = multiprocessing.get_context()
+        method = context.get_start_method()
+        forker_outlives_pool = method == "forkserver" or threading.current_thread() is threading.main_thread()
+        if _set_pdeathsig is False:
+            _set_pdeathsig = _pdeathsig_setter()
+        parent = None if method == "forkserver" else os.getpid()  # a fork server's children are not ours
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_end_with_parent,
+                                   initargs=(parent, forker_outlives_pool))
 
     def _collect(self, batches, results) -> tuple[Verdicts, list[pa.Table]]:
         verdicts: Verdicts = ([], [], [], [])

@@ -1,0 +1,180 @@
+"""A killed ingest takes its worker processes with it: nothing is left holding the warehouse lock.
+
+Real processes, no mocks: `python -m pipeline ingest forgeloop` is SIGKILLed (as the OOM
+killer would) while its reader's worker processes exist; within a few seconds none of them
+may be alive, the lock must be free and the next ingest into the same warehouse must work.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from pipeline.forgeloop.reader import BATCH
+from pipeline.forgeloop.samples import scaled_plans, write_results
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
+    reason="needs Linux /proc, and more than one core (else the ingest reads in its own process)",
+)
+
+RUNS = 2 * BATCH + 360  # one chunk of a few batches: read by worker processes
+GONE_WITHIN = 5.0  # seconds the workers get to end once the ingest is killed
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("lifetime") / "results"
+    written = write_results(root, scaled_plans(RUNS), indent=None)
+    assert written > 2 * BATCH
+    return root
+
+
+def ingest_command(results: Path, warehouse: Path) -> list[str]:
+    return [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"),
+            "--quiet", "--warehouse", str(warehouse)]
+
+
+def start(results: Path, warehouse: Path, stderr: Path, **extra: str) -> subprocess.Popen:
+    """The ingest, its stderr to a file (a pipe would be held open by orphaned workers)."""
+    env = dict(os.environ, **extra)
+    env.pop("LOOPMETER_WAREHOUSE", None)
+    with open(stderr, "wb") as errors:
+        return subprocess.Popen(ingest_command(results, warehouse), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                stderr=errors)
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found += [int(child) for child in handle.read().split()]
+        except OSError:
+            pass
+    return found
+
+
+def identity(pid: int) -> tuple[int, str] | None:
+    """(pid, start time) of a live (not zombie) process: a reused pid is another process."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else (pid, fields[19])
+
+
+def holders(path: Path) -> list[int]:
+    """The processes (of this user) with `path` open."""
+    target = os.path.realpath(path)
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            descriptors = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{descriptor}") == target:
+                    found.append(int(entry))
+                    break
+            except OSError:
+                pass
+    return found
+
+
+def lock_is_free(lock: Path) -> bool:
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return True
+
+
+def wait_until(condition, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if condition():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def assert_left_nothing_behind(workers: list[tuple[int, str]], warehouse: Path, results: Path) -> None:
+    alive = lambda: [worker for worker in workers if identity(worker[0]) == worker]  # noqa: E731
+    lock = warehouse / ".lock"
+    try:
+        assert wait_until(lambda: not alive(), GONE_WITHIN), f"workers still alive after the ingest was killed: {alive()}"
+        assert wait_until(lambda: lock_is_free(lock), GONE_WITHIN), f"the lock is still held, open in {holders(lock)}"
+    finally:
+        for pid, _ in alive():  # never leave orphans to later tests
+            os.kill(pid, signal.SIGKILL)
+    again = run_cli("ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"), "--json",
+                    warehouse=warehouse)
+    assert '"accepted"' in again.stdout
+
+
+def test_workers_end_when_the_ingest_is_killed_while_they_read(tmp_path, results):
+    for attempt in range(3):  # the ingest could end between two looks on a fast machine: try again
+        warehouse = tmp_path / f"warehouse-{attempt}"
+        ingest = start(results, warehouse, tmp_path / f"stderr-{attempt}")
+        try:
+            workers: list[tuple[int, str]] = []
+            deadline = time.monotonic() + 60
+            while ingest.poll() is None and time.monotonic() < deadline:
+                # the workers fork together on the first batch; wait for all of them
+                found = [identity(pid) for pid in children(ingest.pid)]
+                if found and len(found) >= (os.cpu_count() or 1) and all(found):
+                    workers = found
+                    break
+                time.sleep(0.005)
+            if workers:
+                ingest.kill()
+        finally:
+            if ingest.poll() is None:
+                ingest.kill()
+            ingest.wait(timeout=30)
+        stderr = (tmp_path / f"stderr-{attempt}").read_text()
+        if workers:
+            assert ingest.returncode == -signal.SIGKILL, stderr
+            assert_left_nothing_behind(workers, warehouse, results)
+            return
+        assert ingest.returncode == 0, stderr
+    pytest.fail("the ingest never showed its worker processes before it ended")
+
+
+def test_workers_end_when_the_ingest_dies_with_them_waiting_for_work(tmp_path, results):
+    """Killed after reading, the pool not yet shut down: its workers wait on its queue (as QA found them)."""
+    warehouse = tmp_path / "warehouse"
+    ingest = start(results, warehouse, tmp_path / "stderr", LOOPMETER_CRASH_AT="ingest:read")
+    try:
+        workers: list[tuple[int, str]] = []
+        deadline = time.monotonic() + 60
+        while ingest.poll() is None and time.monotonic() < deadline:
+            workers = [found for found in map(identity, children(ingest.pid)) if found] or workers
+            time.sleep(0.005)
+    finally:
+        if ingest.poll() is None:
+            ingest.kill()
+        ingest.wait(timeout=30)
+    stderr = (tmp_path / "stderr").read_text()
+    assert ingest.returncode == -signal.SIGKILL, stderr
+    assert workers, "the ingest read its files without worker processes"
+    assert_left_nothing_behind(workers, warehouse, results)
