@@ -394,6 +394,16 @@ def test_command_adapter_errors_and_crashes_are_failures_and_the_process_restart
     assert "host process died" in (tmp_path / "results/runner/rs-crash/adapter-stderr.log").read_text()
 
 
+def test_a_stray_stdout_line_fails_one_call_and_the_answers_after_it_are_taken(tmp_path, scenarios, target):
+    env = {"CMD_TEST_STRAY": "hello there"}
+    result = execute(tmp_path, scenarios, target, "--runs", "2", "--scenario", "small-bug-fix", "--run-set", "rs-stray",
+                     "--keep-going", "--json", adapter=f"{sys.executable} {COMMAND_SCRIPT}", env=env, check=3)
+    output = json.loads(result.stdout)
+    assert [(f["mode"], f["runIndex"], f["error"]) for f in output["failures"]] == [
+        ("direct", 1, "the adapter answered with a line that is not JSON: 'hello there'")]
+    assert output["runCount"] == 5  # the late answer to the first call is skipped, not taken for the second's
+
+
 def test_finalize_attaches_quality_by_run_id(tmp_path, scenarios, target):
     result = execute(tmp_path, scenarios, target, "--tier", "smoke", "--run-set", "rs-quality", "--json",
                      env={"RUNNER_TEST_FINALIZE": "quality"})

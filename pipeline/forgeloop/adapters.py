@@ -124,18 +124,24 @@ class CommandAdapter:
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._exited() from None
-        line = self.process.stdout.readline()
-        if not line:
-            raise self._exited()
-        try:
-            answer = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            shown = line.decode("utf-8", "replace").strip()
-            raise AdapterFailed(f"the adapter answered with a line that is not JSON: {shown[:200]!r}") from None
-        if not isinstance(answer, dict) or not ({"result", "error"} & answer.keys()):
-            raise AdapterFailed('the adapter\'s answer must be an object with "result" or "error"')
-        if answer.get("id", self.next_id) != self.next_id:
-            raise AdapterFailed(f"the adapter answered request {answer.get('id')!r}, expected {self.next_id}")
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                raise self._exited()
+            try:
+                answer = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                shown = line.decode("utf-8", "replace").strip()
+                raise AdapterFailed(f"the adapter answered with a line that is not JSON: {shown[:200]!r}") from None
+            if not isinstance(answer, dict) or not ({"result", "error"} & answer.keys()):
+                raise AdapterFailed('the adapter\'s answer must be an object with "result" or "error"')
+            number = answer.get("id", self.next_id)
+            if type(number) is int and number < self.next_id:
+                continue  # the late answer of a request whose call failed (a stray line was read for it)
+            if number != self.next_id:
+                self._abandon()  # out of step: the next call starts a new process
+                raise AdapterFailed(f"the adapter answered request {number!r}, expected {self.next_id}")
+            break
         error = answer.get("error")
         if error is not None:
             if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -156,6 +162,15 @@ class CommandAdapter:
             self._call("cleanup", {})
         finally:
             self._close()
+
+    def _abandon(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            process.kill()
+            process.wait()
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+                process.stdout.close()
 
     def _close(self) -> None:
         process, self.process = self.process, None

@@ -6,6 +6,7 @@ integration in any language would speak them (see docs/runner.md).
 - CMD_TEST_FAIL: comma-separated scenario/mode/runIndex keys answered with an error
 - CMD_TEST_CRASH: keys on which the process dies without answering
 - CMD_TEST_CLEANUP: the cleanup method appends "cleanup" to this file
+- CMD_TEST_STRAY: a line printed on stdout before the first answer (a stray debugging print)
 """
 import json
 import os
@@ -59,6 +60,8 @@ METHODS = {"runBenchmark": run_benchmark, "finalizeBenchmark": finalize_benchmar
 
 
 def main():
+    if os.environ.get("CMD_TEST_STRAY"):
+        print(os.environ["CMD_TEST_STRAY"], flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         log(request["method"])
