@@ -120,6 +120,15 @@ HOSTILE_LINES = [
 ]
 
 
+def test_an_export_saved_with_a_byte_order_mark_keeps_its_first_line(tmp_path):
+    export = tmp_path / "export.jsonl"
+    export.write_bytes(b"\xef\xbb\xbf" + "\n".join(HOSTILE_LINES[:2]).encode() + b"\n")
+    result = cli("ingest", "forge", str(export), warehouse=tmp_path / "w")
+    assert result.exit_code == 0, result.stderr
+    assert "2 lines read: 1 new events, 0 already stored, 0 rejected, 1 repositories" in result.stdout
+    assert Warehouse(tmp_path / "w").read(t.REPOS).select("repo", "path").rows() == [("api", "/repos/api")]
+
+
 def test_hostile_json_lines_each_rejection_names_line_rid_field_and_rule(tmp_path):
     export = tmp_path / "export.jsonl"
     export.write_bytes(("\n".join(HOSTILE_LINES) + "\n").encode() + b'{"rid":"bad\xff","kind":"x","ts":1,"data":{}}\n\n')

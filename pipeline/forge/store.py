@@ -17,6 +17,7 @@ number of events the first one saw; else the first one reads.
 """
 from __future__ import annotations
 
+import codecs
 import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field
@@ -421,6 +422,8 @@ def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS) -> tuple[Container, 
                 chunk = handle.read(READ_CHUNK_BYTES)
                 if not chunk:
                     break
+                if line_number == 0 and not pending and chunk.startswith(codecs.BOM_UTF8):
+                    chunk = chunk[len(codecs.BOM_UTF8):]  # an export saved with a byte-order mark: not part of line 1
                 parts = (pending + chunk).split(b"\n")
                 pending = parts.pop()
                 for raw in parts:
