@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import LoopmeterError
+from .errors import Exit, LoopmeterError
 from .warehouse import DATABASE, Warehouse
 
 if TYPE_CHECKING:
@@ -63,6 +63,9 @@ def check_read_only(connection: "duckdb.DuckDBPyConnection", text: str) -> None:
                 f"loopmeter sql is read-only: a {kind} statement is refused "
                 "(to save a result, use --format csv|json|parquet --out FILE)"
             )
+    if len(statements) > 1:
+        raise LoopmeterError(f"loopmeter sql runs one statement at a time; this SQL has {len(statements)} "
+                             "(run them one by one)")
 
 
 def run_sql(
@@ -86,14 +89,16 @@ def run_sql(
             wanted = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", body))
             given = {key: (parameters or {}).get(key) for key in wanted}
             connection.execute(f'CREATE TEMP TABLE "{name}" AS {body}', given or None)
-        statements = connection.extract_statements(text)
-        for statement in statements[:-1]:
-            connection.execute(statement)
-        last = statements[-1]
-        wanted = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", last.query))
+        (statement,) = connection.extract_statements(text)  # check_read_only let one through
+        wanted = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", statement.query))
         given = {key: value for key, value in (parameters or {}).items() if key in wanted}
         given.update({key: None for key in wanted if key not in given})
-        return connection.sql(last.query, params=given or None).pl()
+        relation = connection.sql(statement.query, params=given or None)
+        if relation is None:  # a statement without a result (e.g. a PRAGMA that sets nothing to show)
+            import polars as pl
+
+            return pl.DataFrame()
+        return _to_polars(relation)
     except duckdb.Error as error:
         raise LoopmeterError(_one_line(error)) from None
     finally:
@@ -101,37 +106,168 @@ def run_sql(
         connection.close()
 
 
+# Column types polars cannot take from DuckDB as they are (INTERVAL: "could not import from
+# month_day_nano_interval", and a panic when nested; UNION: no polars type), or takes wrongly
+# (BIT, BIGNUM: opaque bytes; TIME WITH TIME ZONE: the offset dropped). They are shown as
+# DuckDB's text of them ('3 days', '0101', ...).
+AS_TEXT = {"interval", "union", "bit", "bignum", "time with time zone"}
+# 128-bit integers reach polars as DECIMAL(38,0), wrong beyond 38 digits (UHUGEINT's maximum
+# reads as -1): they go through text to polars' Int128 / UInt128, exactly.
+WIDE_INTEGERS = {"hugeint": "Int128", "uhugeint": "UInt128"}
+
+
+def _type_ids(duck_type: Any) -> set[str]:
+    ids = {duck_type.id}
+    if duck_type.id in ("list", "array", "struct", "map", "union"):
+        for _, child in duck_type.children:
+            if hasattr(child, "id"):
+                ids |= _type_ids(child)
+    return ids
+
+
+def _to_polars(relation: Any) -> "pl.DataFrame":
+    """The relation's rows as polars, every column type of DuckDB taken (see AS_TEXT, WIDE_INTEGERS)."""
+    expressions, wide, changed = [], {}, False
+    for position, (name, duck_type) in enumerate(zip(relation.columns, relation.types), start=1):
+        alias = '"' + name.replace('"', '""') + '"'
+        ids = _type_ids(duck_type)
+        if ids & AS_TEXT or (ids & set(WIDE_INTEGERS) and duck_type.id not in WIDE_INTEGERS):
+            expressions.append(f"CAST(#{position} AS VARCHAR) AS {alias}")  # nested: the whole value as text
+            changed = True
+        elif duck_type.id in WIDE_INTEGERS:
+            expressions.append(f"CAST(#{position} AS VARCHAR) AS {alias}")
+            wide[name] = WIDE_INTEGERS[duck_type.id]
+            changed = True
+        else:
+            expressions.append(f"#{position} AS {alias}")
+    if changed:
+        relation = relation.project(", ".join(expressions))
+    import duckdb
+
+    try:
+        frame = relation.pl()
+    except (duckdb.Error, KeyboardInterrupt, SystemExit):  # the query's own errors: run_sql tells them
+        raise
+    except BaseException as error:  # noqa: BLE001 - polars panics (a BaseException) on a type it cannot take
+        types = ", ".join(f"{name} {duck_type}" for name, duck_type in zip(relation.columns, relation.types))
+        raise LoopmeterError(f"the result's column types ({types}) cannot be converted: {_one_line(error)[:200]}; "
+                             "cast the column in SQL, e.g. CAST(x AS VARCHAR)") from None
+    if wide:
+        import polars as pl
+
+        frame = frame.with_columns(pl.col(name).cast(getattr(pl, dtype)) for name, dtype in wide.items())
+    return frame
+
+
 def _one_line(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
+def check_output(out: Path) -> None:
+    """The errors writing `out` would meet, told before the SQL runs."""
+    shown = os.fsencode(out).decode("utf-8", "backslashreplace")
+    if out.is_dir():
+        raise LoopmeterError(f"--out {shown} is a directory; give the file to write")
+    parent = out.parent
+    if not parent.is_dir():
+        reason = f"the directory {parent} does not exist" if not parent.exists() else f"{parent} is not a directory"
+        raise LoopmeterError(f"--out {shown}: {reason}")
+
+
+def _json_default(value: Any) -> Any:
+    """JSON for what orjson leaves: bytes (BLOB) as base64 text, a DECIMAL as its exact number."""
+    import base64
+    from decimal import Decimal
+
+    import orjson
+
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Decimal) and value.is_finite():
+        return orjson.Fragment(str(value))
+    return str(value)
+
+
+def _dumps(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value, default=_json_default,
+                        option=orjson.OPT_NAIVE_UTC | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def cell_text(value: Any) -> str:
+    """A value as a table cell: bytes as base64 (as in csv and json)."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _json_default(value)
+    return str(value)
+
+
+def _wide(frame: "pl.DataFrame") -> list[str]:
+    import polars as pl
+
+    return [name for name, dtype in frame.schema.items() if dtype in (pl.Int128, pl.UInt128)]
+
+
 def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) -> str | None:
-    """Render `frame` as csv/json text (returned when `out` is None) or write it to `out`."""
+    """Render `frame` as csv/json text (returned when `out` is None) or write it to `out` (atomically:
+    a failed write leaves what was there)."""
     import orjson
     import polars as pl
 
     if output_format not in FORMATS:
-        raise LoopmeterError(f"--format must be one of {', '.join(FORMATS)}")
+        raise LoopmeterError(f"--format must be one of {', '.join(FORMATS)}", Exit.USAGE)
     if output_format == "parquet":
         if out is None:
-            raise LoopmeterError("--format parquet needs --out FILE")
-        frame.write_parquet(out)
+            raise LoopmeterError("--format parquet needs --out FILE", Exit.USAGE)
+        wide = _wide(frame)
+        try:  # Parquet has no 128-bit integers: DECIMAL(38, 0) holds them up to 38 digits
+            frame = frame.with_columns(pl.col(name).cast(pl.Decimal(38, 0), strict=True) for name in wide)
+        except pl.exceptions.PolarsError:
+            raise LoopmeterError(f"column {', '.join(wide)}: integers of more than 38 digits do not fit Parquet's "
+                                 "DECIMAL(38); cast them in SQL (e.g. CAST(x AS VARCHAR))") from None
+        _write_atomically(Path(out), frame.write_parquet)
         return None
     if output_format == "csv":
         nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
+        binary = [name for name, dtype in frame.schema.items() if dtype == pl.Binary]
         flat = frame.with_columns(  # CSV has no lists: a list or struct cell is written as its JSON text
-            pl.Series(name, [None if v is None else orjson.dumps(v).decode() for v in frame[name].to_list()], dtype=pl.String)
+            pl.Series(name, [None if v is None else _dumps(v) for v in frame[name].to_list()], dtype=pl.String)
             for name in nested
+        ).with_columns(  # nor bytes: base64 text, as in json
+            pl.Series(name, [None if v is None else _json_default(v) for v in frame[name].to_list()], dtype=pl.String)
+            for name in binary
         )
         text = flat.write_csv()
     elif output_format == "json":
-        text = orjson.dumps(frame.to_dicts(), option=orjson.OPT_NAIVE_UTC | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+        rows = frame.to_dicts()
+        for name in _wide(frame):  # 128-bit integers as JSON integers (orjson stops at 64 bits)
+            for row in rows:
+                if row[name] is not None:
+                    row[name] = orjson.Fragment(str(row[name]))
+        text = _dumps(rows) + "\n"
     else:
-        raise LoopmeterError("--format table prints to the terminal; use csv, json or parquet with --out")
+        raise LoopmeterError("--format table prints to the terminal; use csv, json or parquet with --out", Exit.USAGE)
     if out is None:
         return text
-    Path(out).write_text(text, encoding="utf-8")
+    _write_atomically(Path(out), lambda path: path.write_text(text, encoding="utf-8"))
     return None
+
+
+def _write_atomically(out: Path, write) -> None:
+    import secrets
+
+    check_output(out)
+    temporary = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        write(temporary)
+        os.replace(temporary, out)
+    except OSError as error:
+        shown = os.fsencode(out).decode("utf-8", "backslashreplace")
+        raise LoopmeterError(f"--out {shown}: cannot write it: {error.strerror or error}") from None
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def parse_parameters(pairs: list[str]) -> dict[str, Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import LoopmeterError
+
 ENV_WAREHOUSE = "LOOPMETER_WAREHOUSE"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_WAREHOUSE = Path("data") / "warehouse"
@@ -11,13 +13,29 @@ DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
 def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
-    """`--warehouse DIR`, else $LOOPMETER_WAREHOUSE, else data/warehouse (relative to the cwd)."""
+    """`--warehouse DIR`, else $LOOPMETER_WAREHOUSE, else data/warehouse (relative to the cwd).
+
+    A path that is not valid UTF-8, or a file (or a path under a file) where the directory should
+    be, is refused with a one-line error naming where the path came from."""
     if option:
-        return Path(option).expanduser().resolve()
-    env = os.environ.get(ENV_WAREHOUSE)
-    if env:
-        return Path(env).expanduser().resolve()
-    return DEFAULT_WAREHOUSE.resolve()
+        given, source = os.fspath(option), "--warehouse"
+    elif os.environ.get(ENV_WAREHOUSE):
+        given, source = os.environ[ENV_WAREHOUSE], f"${ENV_WAREHOUSE}"
+    else:
+        given, source = str(DEFAULT_WAREHOUSE), "the default warehouse"
+    shown = os.fsencode(given).decode("utf-8", "backslashreplace")
+    try:
+        given.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LoopmeterError(f"{source} {shown}: the path is not valid UTF-8; rename it") from None
+    root = Path(given).expanduser().resolve()
+    for path in (root, *root.parents):
+        if path.exists():
+            if not path.is_dir():
+                what = "is a file, not a directory" if path == root else f": {path} is a file, not a directory"
+                raise LoopmeterError(f"{source} {shown} {what}".replace(" :", ":"))
+            break
+    return root
 
 
 def queries_dir() -> Path:

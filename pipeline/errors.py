@@ -10,11 +10,14 @@ class Exit(IntEnum):
     USAGE = 2  # the command line itself is wrong (unknown option, missing argument)
     REJECTED = 3  # some inputs were rejected (each listed with its reason); the rest was stored
     BUSY = 4  # another loopmeter process holds the warehouse lock and --wait was not given
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); tables already replaced keep their new version, the others the old
+    BROKEN_PIPE = 141  # stdout's reader left (`| head`): 128 + SIGPIPE, what the shell reports for any tool it ends
 
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 all good; 1 fatal error, nothing changed; 2 wrong command line; "
-    "3 some inputs rejected, the rest stored; 4 warehouse locked by another process."
+    "3 some inputs rejected, the rest stored; 4 warehouse locked by another process; "
+    "130 interrupted; 141 the reader of the output left (| head)."
 )
 
 

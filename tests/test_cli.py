@@ -36,5 +36,5 @@ def test_aggregate_on_an_empty_warehouse_is_one_clear_line(tmp_path):
 
 
 def test_bad_tier_is_refused(corpus_warehouse, tmp_path):
-    result = run_cli("aggregate", "--tier", "huge", "--out", str(tmp_path), warehouse=corpus_warehouse, check=1)
+    result = run_cli("aggregate", "--tier", "huge", "--out", str(tmp_path), warehouse=corpus_warehouse, check=2)  # a wrong command line
     assert "--tier must be one of smoke, evidence, tail" in result.stderr

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import traceback
@@ -26,12 +27,137 @@ WaitOption = Annotated[bool, typer.Option("--wait", help="Wait for another write
 
 DEBUG = False
 
+# The warehouses this command opened, with the version of each table at that moment: an
+# interruption says which tables it had replaced already (each is replaced atomically, not the set).
+_WATCHED: list[tuple[Path, dict[str, str]]] = []
+
 
 def open_warehouse(option: Optional[Path]):
     from ..config import warehouse_dir
     from ..warehouse import Warehouse
 
-    return Warehouse(warehouse_dir(option))
+    root = warehouse_dir(option)
+    watch(root)
+    return Warehouse(root)
+
+
+def watch(root: Path) -> None:
+    """Remember the tables' versions in `root` now, to tell an interruption what changed since."""
+    _WATCHED.append((root, _table_versions(root)))
+
+
+def _table_versions(root: Path) -> dict[str, str]:
+    try:
+        with os.scandir(root) as entries:
+            return {entry.name: os.readlink(entry.path) for entry in entries
+                    if not entry.name.startswith(".") and entry.is_symlink()}
+    except OSError:
+        return {}
+
+
+def _replaced_tables() -> list[str]:
+    replaced: list[str] = []
+    for root, before in _WATCHED:
+        after = _table_versions(root)
+        replaced += sorted(name for name, version in after.items() if before.get(name) != version and name not in replaced)
+    return replaced
+
+
+def interrupted_message() -> str:
+    """What an interruption left: every table is replaced atomically, the set of them is not."""
+    replaced = _replaced_tables()
+    if not replaced:
+        return "interrupted; no table was replaced: the warehouse keeps its previous tables"
+    shown = ", ".join(replaced[:8]) + (f" and {len(replaced) - 8} more" if len(replaced) > 8 else "")
+    return (f"interrupted; tables already replaced keep their new version ({shown}), the others their previous one; "
+            "run the command again to finish")
+
+
+def usage_error(message: str) -> LoopmeterError:
+    """A wrong command line: exit 2, as typer's own argument errors."""
+    return LoopmeterError(message, Exit.USAGE)
+
+
+def check_number(option: str, value: float | None, *, minimum: float, inclusive: bool = True) -> None:
+    """A float option must be finite and at least (or above) `minimum`: `nan`, `inf` and `1e400`
+    parse as floats, and would pass any range check typer makes."""
+    if value is None:
+        return
+    low_ok = value >= minimum if inclusive else value > minimum
+    if not math.isfinite(value) or not low_ok:
+        bound = f"{'at least' if inclusive else 'greater than'} {minimum:g}"
+        raise usage_error(f"{option} must be a finite number {bound} (got {value:g})")
+
+
+def check_choice(option: str, value: str | None, allowed) -> None:
+    if value is not None and value not in allowed:
+        raise usage_error(f"{option} must be one of {', '.join(allowed)} (got {value!r})")
+
+
+def printable(path: str | os.PathLike) -> str:
+    """A path as text for a message (bytes that are not UTF-8 shown as \\xNN)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def check_utf8_path(path: str | os.PathLike | None, what: str = "") -> None:
+    """Refuse a path that is not valid UTF-8: DuckDB, polars and the manifest take paths as UTF-8 text."""
+    if path is None:
+        return
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        label = f"{what} {printable(path)}" if what else printable(path)
+        raise LoopmeterError(f"{label}: the path is not valid UTF-8; use a UTF-8 name (rename or link it)") from None
+
+
+def refuse_inside_warehouse(option: str, path: Path, root: Path, allowed: Callable[[Path], bool] | None = None,
+                            hint: str = "write it outside the warehouse") -> None:
+    """An output path inside the warehouse would overwrite what loopmeter keeps there (its tables,
+    loopmeter.duckdb, its state): refused (a usage error), unless `allowed` accepts the path
+    relative to the warehouse root. Symbolic links are followed, so `link/x` is caught too."""
+    real, real_root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    if real != real_root and real_root not in real.parents:
+        return
+    if allowed is not None and allowed(real.relative_to(real_root)):
+        return
+    where = "is the warehouse" if real == real_root else "is inside the warehouse"
+    raise usage_error(f"{option} {printable(path)} {where} {printable(real_root)}, whose files only loopmeter writes; {hint}")
+
+
+def stdout_console(width_when_piped: int, **options: Any):
+    """A rich Console on stdout whose broken pipe ends the command as `command` ends it (rich's
+    own way exits 1 with no word)."""
+    import errno
+
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    return _Console(width=None if sys.stdout.isatty() else width_when_piped, **options)
+
+
+def _stdout_broken() -> bool:
+    """Whether stdout is a pipe (or socket) nobody reads any more."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush finds no broken pipe to complain about."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def set_quiet(quiet: bool) -> None:
@@ -46,32 +172,58 @@ def command(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _WATCHED.clear()  # this command's warehouses only (tests run many commands in one process)
         try:
             code = function(*args, **kwargs)
+            sys.stdout.flush()  # a reader gone away shows here, not in the interpreter's last flush
         except typer.Exit:
             raise
+        except BrokenPipeError as error:
+            if not _stdout_broken():  # a pipe to a child process, not stdout
+                _fail(error)
+            # `loopmeter report ... | head`: the reader has what it wanted; no message, no traceback
+            _silence_stdout()
+            raise typer.Exit(int(Exit.BROKEN_PIPE)) from None
         except LoopmeterError as error:
             if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
                 traceback.print_exc()
             print(f"loopmeter: error: {error}", file=sys.stderr)
             raise typer.Exit(int(error.exit_code)) from None
         except KeyboardInterrupt:
-            print("loopmeter: interrupted; the warehouse keeps its previous tables", file=sys.stderr)
-            raise typer.Exit(130) from None
+            _interrupted()
         except Exception as error:  # noqa: BLE001 - the last line of defence of a CLI
-            if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
-                traceback.print_exc()
-            print(f"loopmeter: error: {type(error).__name__}: {error} (rerun with --debug for the traceback)", file=sys.stderr)
-            raise typer.Exit(int(Exit.FATAL)) from None
+            if isinstance(error, RuntimeError) and str(error) == "Query interrupted":
+                _interrupted()  # Ctrl-C while DuckDB ran a query: DuckDB turns it into this error
+            _fail(error)
         raise typer.Exit(int(code or 0))
 
     return wrapper
 
 
+def _interrupted() -> None:
+    print(f"loopmeter: {interrupted_message()}", file=sys.stderr)
+    raise typer.Exit(int(Exit.INTERRUPTED)) from None
+
+
+def _fail(error: BaseException) -> None:
+    if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
+        traceback.print_exc()
+    print(f"loopmeter: error: {type(error).__name__}: {error} (rerun with --debug for the traceback)", file=sys.stderr)
+    raise typer.Exit(int(Exit.FATAL)) from None
+
+
 def print_json(value: Any, indent: int | None = None) -> None:
     from ..jsjson import dumps
 
-    sys.stdout.write(dumps(value, indent) + "\n")
+    write_stdout(dumps(value, indent) + "\n")
+
+
+def write_stdout(text: str, chunk: int = 1 << 16) -> None:
+    """Write `text` to stdout a piece at a time: unbuffered (PYTHONUNBUFFERED, -u), one large write that
+    the system takes only in part (a pipe whose reader left, a full disk) would lose the rest without
+    an error; the next piece's write tells it instead."""
+    for start in range(0, len(text), chunk):
+        sys.stdout.write(text[start:start + chunk])
 
 
 SHOWN_REJECTIONS = 20

@@ -9,7 +9,10 @@ import typer
 
 from ..cli import app
 from ..errors import EXIT_CODES_HELP, Exit
-from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, open_warehouse, print_json, set_quiet
+from .common import (
+    JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_utf8_path, command, open_warehouse, print_json,
+    refuse_inside_warehouse, set_quiet, stdout_console,
+)
 
 
 def _as_json(outcome, data: Path | None) -> dict:
@@ -25,13 +28,11 @@ def _as_json(outcome, data: Path | None) -> dict:
 
 
 def _show(outcome, store, data: Path | None) -> None:
-    from rich.console import Console
-
     from ..demo import SAMPLE_PLANS
     from ..forgeloop.reports import render_tail, tail_report
     from ..forgeloop.stage import expected_profiles
 
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = stdout_console(200)
     for step in outcome.steps:
         console.print(f"[green]✓[/green] {step}")
     if outcome.forgeloop is not None:
@@ -85,13 +86,21 @@ def run_all_command(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
-    set_quiet(quiet or json)
     from ..errors import LoopmeterError
-    from ..stages import run_all
+    from ..forgeloop.contract import TIERS
+    from .forgeloop import AGGREGATE_HINT, inside_aggregate
 
     if results is None and forge is None:
         raise LoopmeterError("give RESULTS (ForgeLoop), --forge STORE (Forge), or both", Exit.USAGE)
+    check_choice("--tier", tier, TIERS)
+    for path, what in ((results, "RESULTS"), (scenarios, "--scenarios"), (forge, "--forge"), (out, "--out")):
+        check_utf8_path(path, what)
+    set_quiet(quiet or json)
     store = open_warehouse(warehouse)
+    if out is not None:
+        refuse_inside_warehouse("--out", out, store.root, inside_aggregate, AGGREGATE_HINT)
+    from ..stages import run_all
+
     outcome = run_all(store, results=results, scenarios=scenarios, forge_store=forge, out=out, tier=tier,
                       horizon_days=horizon_days, include_temp=include_temp, wait=wait)
     if json:

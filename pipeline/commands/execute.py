@@ -9,7 +9,10 @@ import typer
 
 from ..cli import app
 from ..errors import EXIT_CODES_HELP, Exit
-from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet
+from .common import (
+    JsonOption, QuietOption, WaitOption, WarehouseOption, check_utf8_path, command, note, print_json, refuse_inside_warehouse,
+    set_quiet, watch,
+)
 
 HELP = (
     "Run every scenario in every mode (direct, forgeloopBalanced, forgeloopAdaptive) through an adapter, "
@@ -49,9 +52,15 @@ def execute_command(
 ) -> int:
     set_quiet(quiet or json)
     from ..config import warehouse_dir
+
+    root = warehouse_dir(warehouse)  # a wrong --warehouse is told before the benchmark runs, not after
+    watch(root)
+    results = output if output is not None else scenarios / "results"
+    check_utf8_path(scenarios, "--scenarios")
+    check_utf8_path(results, "--output")
+    refuse_inside_warehouse("--output", results, root)
     from ..forgeloop.runner import aggregate_run_set, execute
 
-    results = output if output is not None else scenarios / "results"
     execution = execute(
         adapter_spec=adapter,
         scenarios_dir=scenarios,
@@ -65,7 +74,7 @@ def execute_command(
         keep_going=keep_going,
         on_note=lambda message: print(message, file=sys.stderr),
     )
-    aggregate_run_set(execution, scenarios, warehouse_dir(warehouse), wait=wait)
+    aggregate_run_set(execution, scenarios, root, wait=wait)
     if execution.other_rejections:
         note(f"note: ingest rejected {execution.other_rejections} files of other run sets in {execution.paths.results} "
              "(see `loopmeter ingest forgeloop`)")

@@ -1,6 +1,7 @@
 """Forge commands: `ingest forge`, `report routing`, `harvest survival`, `report survival`."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,8 +11,8 @@ import typer
 from ..cli import harvest_app, ingest_app, report_app
 from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
 from .common import (
-    SHOWN_REJECTIONS, JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, open_warehouse, print_rejections,
-    set_quiet,
+    SHOWN_REJECTIONS, JsonOption, QuietOption, WaitOption, WarehouseOption, check_number, check_utf8_path, command, note,
+    open_warehouse, print_rejections, set_quiet, usage_error, write_stdout,
 )
 
 RepoOption = Annotated[Optional[Path], typer.Option("--repo", help="Only this repository (its path).", show_default=False)]
@@ -47,6 +48,8 @@ def ingest_forge_command(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
+    check_number("--busy-timeout", busy_timeout, minimum=0)
+    check_utf8_path(store_path)  # an unreadable input, as a missing file: exit 1
     set_quiet(quiet or json)
     from ..catalog import refresh_catalog
     from ..forge.ingest import ingest_forge
@@ -60,7 +63,7 @@ def ingest_forge_command(
     if json:
         from ..forge.reports import routing_json
 
-        print(routing_json(result.as_dict()))
+        write_stdout(routing_json(result.as_dict()) + "\n")
     else:
         print_rejections([f"rejected {r.where(result.source)}: {r.field}: {r.rule}" for r in result.rejections],
                          result.rejected, "forge_rejections")
@@ -81,19 +84,26 @@ def ingest_forge_command(
 @command
 def report_routing(
     repo: RepoOption = None,
-    since: Annotated[Optional[float], typer.Option("--since", help="Only tasks whose first attempt started in the last DAYS days.", metavar="DAYS")] = None,
+    since: Annotated[Optional[float], typer.Option("--since", help="Only tasks whose first attempt started in the last DAYS "
+                                                   "days (0: no limit, as the seed).", metavar="DAYS")] = None,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     json: JsonOption = False,
 ) -> int:
+    check_number("--since", since, minimum=0)
     from ..forge import tables as t
     from ..forge.reports import routing_document, routing_frames, routing_json, routing_scope, routing_text
 
     store = open_warehouse(warehouse)
     _require(store, t.TASKS)
-    scope = routing_scope(str(repo) if repo else None, since)
+    scope = routing_scope(None, since)
+    if repo:  # the repository as forge_repos spells its path (the query compares the text)
+        scope = dataclasses.replace(scope, repo=_require_repo(store, repo))
     document = routing_document(store, scope)
-    print(routing_json(document) if json else routing_text(document))
+    if (repo or since) and not document["observational"] and not any("note" not in r for r in document["randomized"]):
+        chosen = " and ".join(([f"--repo {repo}"] if repo else []) + ([f"--since {since:g}"] if since else []))
+        note(f"note: no task matched {chosen}: the report is empty")
+    write_stdout((routing_json(document) if json else routing_text(document)) + "\n")
     sys.stdout.flush()
     _store_tables(store, routing_frames(document, scope), wait, "report routing")
     return Exit.OK
@@ -116,6 +126,7 @@ def harvest_survival(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
+    moment = _parse_time(now) if now else None
     set_quiet(quiet or json)
     from ..catalog import refresh_catalog
     from ..forge import tables as t
@@ -124,7 +135,8 @@ def harvest_survival(
 
     store = open_warehouse(warehouse)
     _require(store, t.INTEGRATIONS)
-    moment = _parse_time(now) if now else None
+    if repo:
+        _require_repo(store, repo)
     if dry_run:
         result = harvest(store, horizon_days=horizon_days, repo=str(repo) if repo else None,
                          include_temp=include_temp, now=moment, workers=workers)
@@ -137,7 +149,7 @@ def harvest_survival(
             if recorded:
                 refresh_catalog(store)
     if json:
-        print(routing_json(result.as_dict(recorded, dry_run)))
+        write_stdout(routing_json(result.as_dict(recorded, dry_run)) + "\n")
     else:
         label = "would record" if dry_run else "recorded"
         print("%s %d survival outcome(s) at %d days" % (label, len(result.outcomes) if dry_run else recorded, horizon_days))
@@ -171,23 +183,46 @@ def report_survival(
     store = open_warehouse(warehouse)
     _require(store, t.TASKS)
     document = survival_document(store)
-    print(routing_json(document) if json else survival_text(document))
+    write_stdout((routing_json(document) if json else survival_text(document)) + "\n")
     sys.stdout.flush()
     _store_tables(store, {t.SURVIVAL: survival_frame(document)}, wait, "report survival")
     return Exit.OK
+
+
+def _require_repo(store, repo: Path) -> str:
+    """The path of the Forge repository --repo names, as forge_repos holds it (the same directory,
+    symbolic links and relative paths resolved); none is an error, as `--run-set` naming no run set."""
+    import os
+
+    from ..forge import tables as t
+
+    frame = store.read(t.REPOS, columns=["path"])
+    known = sorted({path for path in ([] if frame is None else frame["path"].to_list()) if path})
+    wanted = os.path.realpath(repo)
+    matching = [path for path in known if os.path.realpath(path) == wanted]
+    if not matching:
+        listed = ", ".join(known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+        raise LoopmeterError(f"--repo {repo}: no Forge repository of {store.root} has this path "
+                             f"(known: {listed or 'none'})")
+    return wanted if wanted in matching else matching[0]
 
 
 def _parse_time(text: str) -> float:
     from datetime import datetime, timezone
 
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise LoopmeterError(f"--now {text!r}: give unix seconds or an ISO 8601 time", Exit.USAGE) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise usage_error(f"--now {text!r}: give unix seconds or an ISO 8601 time") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        seconds = moment.timestamp()
+    try:  # nan, inf, 1e400 and times no calendar holds would be compared with every horizon, and recorded
+        datetime.fromtimestamp(seconds, timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        raise usage_error(f"--now {text!r}: must be a finite time (unix seconds or ISO 8601) "
+                          "between the years 1 and 9999") from None
+    return seconds

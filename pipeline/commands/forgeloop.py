@@ -8,9 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from ..cli import app, ingest_app, report_app
-from ..errors import EXIT_CODES_HELP, Exit
+from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
 from .common import (
-    JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, open_warehouse, print_json, print_rejections, set_quiet,
+    JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_number, check_utf8_path, command, note,
+    open_warehouse, print_json, print_rejections, refuse_inside_warehouse, set_quiet, stdout_console,
 )
 
 RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")]
@@ -34,13 +35,17 @@ def ingest_forgeloop_command(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
+    check_number("--max-file-mb", max_file_mb, minimum=0, inclusive=False)
+    check_utf8_path(results, "RESULTS")
+    check_utf8_path(scenarios, "--scenarios")
     set_quiet(quiet or json)
     from ..forgeloop.ingest import ingest_forgeloop
     from ..catalog import refresh_catalog
 
     store = open_warehouse(warehouse)
     with store.lock(wait=wait, command="ingest forgeloop"):
-        result = ingest_forgeloop(store, results, scenarios, max_file_bytes=int(max_file_mb * 1024 * 1024), run_sets=run_set or None)
+        result = ingest_forgeloop(store, results, scenarios, max_file_bytes=max(1, int(max_file_mb * 1024 * 1024)),
+                                  run_sets=run_set or None)
         refresh_catalog(store)  # rebuilt only if the tables it shows changed
     if json:
         print_json(result.as_dict(), 2)
@@ -73,11 +78,17 @@ def aggregate_command(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
+    from ..forgeloop.contract import TIERS
+
+    check_choice("--tier", tier, TIERS)
     set_quiet(quiet or json)
+    store = open_warehouse(warehouse)
+    if out is not None:
+        check_utf8_path(out, "--out")
+        refuse_inside_warehouse("--out", out, store.root, inside_aggregate, AGGREGATE_HINT)
     from ..catalog import refresh_catalog
     from ..forgeloop.stage import aggregate, check, compute, publish
 
-    store = open_warehouse(warehouse)
     destination = out or store.root / "aggregate"
     if run_set is not None:
         result = compute(store, run_set, tier, rendered=True)  # reads whole table versions: needs no lock
@@ -111,13 +122,19 @@ def aggregate_command(
     return Exit.OK
 
 
-def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: bool) -> int:
-    from rich.console import Console
+AGGREGATE_HINT = "inside it, documents go under its aggregate/ folder (the default); or write them outside it"
 
+
+def inside_aggregate(relative: Path) -> bool:
+    """Inside the warehouse, documents go under aggregate/ (the default --out) and nowhere else."""
+    return relative.parts[:1] == ("aggregate",)
+
+
+def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: bool) -> int:
+    store = open_warehouse(warehouse)
     from ..forgeloop.reports import REPORTS
     from ..forgeloop.stage import compute, expected_profiles
 
-    store = open_warehouse(warehouse)
     result = compute(store, run_set)
     scenario_ids = sorted(expected_profiles(store))
     if not scenario_ids:
@@ -127,7 +144,7 @@ def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: 
     if json:
         print_json(report, indent)
     else:
-        render(report, Console(width=None if sys.stdout.isatty() else 250))
+        render(report, stdout_console(250))
     return Exit.OK
 
 
@@ -158,9 +175,27 @@ def report_html(
     run_set: RunSetOption = None,
     warehouse: WarehouseOption = None,
 ) -> int:
+    store = open_warehouse(warehouse)
+    check_utf8_path(out, "--out")
+    # the warehouse's own page (demo and run-all write it there) may be written again; nothing else inside
+    refuse_inside_warehouse("--out", out, store.root, lambda relative: relative == Path("report.html"),
+                            "inside it, only its own report.html (where demo and run-all write the page); or write it outside")
+    if out.is_dir():
+        raise LoopmeterError(f"--out {out} is a directory; give the HTML file to write (e.g. {out / 'report.html'})")
+    if out.name in ("", ".", ".."):
+        raise LoopmeterError(f"--out {out}: give the HTML file to write (e.g. report.html)")
+    from ..forge.tables import TASKS
+
+    if not store.has_table("runs") and not store.has_table(TASKS):
+        raise LoopmeterError(f"no ForgeLoop runs and no Forge data in {store.root}; run `loopmeter ingest forgeloop "
+                             "RESULTS` or `loopmeter ingest forge STORE` first (is --warehouse right?)")
     from ..html import build_page
     from ..warehouse import atomic_write_text
 
-    atomic_write_text(out, build_page(open_warehouse(warehouse), run_set))
+    page = build_page(store, run_set)
+    try:
+        atomic_write_text(out, page)
+    except OSError as error:
+        raise LoopmeterError(f"--out {out}: cannot write it: {error.strerror or error}") from None
     print(f"wrote {out}")
     return Exit.OK

@@ -9,7 +9,10 @@ import typer
 
 from ..cli import app
 from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
-from .common import JsonOption, WarehouseOption, command, open_warehouse, print_json
+from .common import (
+    JsonOption, WarehouseOption, check_choice, check_utf8_path, command, open_warehouse, print_json, refuse_inside_warehouse,
+    stdout_console, usage_error, write_stdout,
+)
 
 
 @app.command("sql", help="Run read-only SQL against the warehouse (its tables are views in loopmeter.duckdb). "
@@ -24,12 +27,20 @@ def sql_command(
     out: Annotated[Optional[Path], typer.Option("--out", help="Write the result to this file instead of printing it.")] = None,
     warehouse: WarehouseOption = None,
 ) -> int:
-    from ..adhoc import parse_parameters, run_sql, write_result
+    from ..adhoc import FORMATS, cell_text, check_output, parse_parameters, run_sql, write_result
     from ..sql import prerequisites, query_text, runs_inside
 
     given = [value for value in (text, file, query) if value is not None]
     if len(given) != 1:
         raise LoopmeterError("give exactly one of: SQL text, --file F, --query NAME", Exit.USAGE)
+    check_choice("--format", output_format, FORMATS)
+    if output_format == "parquet" and out is None:
+        raise usage_error("--format parquet needs --out FILE")
+    store = open_warehouse(warehouse)
+    if out is not None:
+        check_utf8_path(out, "--out")
+        refuse_inside_warehouse("--out", out, store.root)  # before any SQL runs: nothing there is touched
+        check_output(out)
     if file is not None:
         try:
             text = file.read_text(encoding="utf-8")
@@ -40,22 +51,21 @@ def sql_command(
         stage = runs_inside(query)
         if stage:
             raise LoopmeterError(f"{query} is a step of a stage, not a query of the warehouse: it runs inside {stage}")
-    frame = run_sql(open_warehouse(warehouse), text, parse_parameters(param), prerequisites(query) if query else [])
+    frame = run_sql(store, text, parse_parameters(param), prerequisites(query) if query else [])
     if output_format == "table" and out is None:
-        from rich.console import Console
         from rich.table import Table
 
         table = Table(show_lines=False)
         for name in frame.columns:
             table.add_column(name)
         for row in frame.iter_rows():
-            table.add_row(*("" if value is None else str(value) for value in row))
-        Console(width=None if sys.stdout.isatty() else 250, emoji=False, markup=False, highlight=False).print(table)
+            table.add_row(*(cell_text(value) for value in row))
+        stdout_console(250, emoji=False, markup=False, highlight=False).print(table)
         print(f"({frame.height} rows)", file=sys.stderr)
         return Exit.OK
     printed = write_result(frame, output_format if output_format != "table" else "csv", out)
     if printed is not None:
-        sys.stdout.write(printed)
+        write_stdout(printed)
     return Exit.OK
 
 

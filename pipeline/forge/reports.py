@@ -7,12 +7,14 @@ them for people (routing exactly as the seed prints it); `*_frames` turn them in
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from datetime import datetime, timezone
 
 import polars as pl
 
+from ..errors import Exit, LoopmeterError
 from ..sql import run_query
 from ..warehouse import Warehouse
 from . import tables as t
@@ -23,6 +25,10 @@ from .routing import Scope, routing_report, wilson
 # ---- routing -------------------------------------------------------------------------------
 
 def routing_scope(repo: str | None, since_days: float | None, now: float | None = None) -> Scope:
+    """`since_days`: the last DAYS days (None or 0: no limit, as the seed); negative, NaN or
+    infinite days would select nothing, or everything, without a word: refused."""
+    if since_days is not None and not (math.isfinite(since_days) and since_days >= 0):
+        raise LoopmeterError(f"--since must be a finite number of days, at least 0 (got {since_days})", Exit.USAGE)
     return Scope(
         repo=os.path.realpath(repo) if repo else None,
         since=((time.time() if now is None else now) - since_days * 86400) if since_days else None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..errors import Exit, LoopmeterError
 from ..sql import run_query
 from ..warehouse import Warehouse
 from . import tables as t
@@ -143,8 +145,10 @@ def harvest(
     workers: int = 4,
 ) -> HarvestResult:
     """Find the survival outcomes not yet recorded (nothing is written here)."""
-    state = read_state(warehouse)
     now = time.time() if now is None else float(now)
+    if not math.isfinite(now):  # NaN compares false with every horizon: a pending integration would read as measured
+        raise LoopmeterError(f"now must be a finite time in unix seconds (got {now})", Exit.USAGE)
+    state = read_state(warehouse)
     result = HarvestResult(horizon_days=horizon_days, now=now)
     wanted = str(Path(repo).resolve()) if repo else None
     by_path: dict[str, list[dict]] = defaultdict(list)

@@ -1,0 +1,297 @@
+"""Bad command lines and awkward surroundings, as users meet them: one clear line, the right exit
+code, and nothing written (or corrupted) where nothing should be."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, imported_packages, run_cli
+from runs import run, write_tree
+
+
+def one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
+    """The command ended with `code` and said one line, `loopmeter: error: ...`, holding `fragments`."""
+    message = result.stderr.strip()
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert message.startswith("loopmeter: error: ") and "\n" not in message, message
+    assert "Traceback" not in result.stderr, result.stderr
+    assert not re.match(r"\w+(Error|Exception): ", message[len("loopmeter: error: "):]), message  # not a raw exception
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    return message
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under `directory` (symbolic links followed) and its bytes."""
+    return {str(path.relative_to(directory)): path.read_bytes()
+            for path in sorted(directory.rglob("*")) if path.is_file() and ".lock" not in path.name}
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory, demo_warehouse) -> Path:
+    """A copy of the demo warehouse this module may write to (the session's stays as it is)."""
+    copy = tmp_path_factory.mktemp("guards") / "warehouse"
+    shutil.copytree(demo_warehouse, copy, symlinks=True)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def sample(demo_warehouse) -> Path:
+    """The demo's sample data: forge/dataset.sqlite (with its git repositories), forgeloop/."""
+    return demo_warehouse.parent / "data" / "sample"
+
+
+# ---- 1: --out inside the warehouse -----------------------------------------------------------
+
+def test_an_out_inside_the_warehouse_is_refused_and_nothing_is_touched(warehouse, tmp_path):
+    before = snapshot(warehouse)
+    database = warehouse / "loopmeter.duckdb"
+    link = tmp_path / "link"
+    link.symlink_to(warehouse)
+    for args in (
+        ["sql", "select 1", "--format", "csv", "--out", str(database)],
+        ["sql", "select 1", "--format", "csv", "--out", str(link / "loopmeter.duckdb")],  # through a link
+        ["sql", "select 1", "--format", "parquet", "--out", str(warehouse / "runs" / "part-9.parquet")],
+        ["report", "html", "--out", str(database)],
+        ["aggregate", "--out", str(warehouse)],
+        ["aggregate", "--out", str(warehouse / "runs")],
+    ):
+        result = run_cli(*args, warehouse=warehouse, check=None)
+        one_line_error(result, 2, "inside the warehouse" if args[-1] != str(warehouse) else "is the warehouse",
+                       "whose files only loopmeter writes")
+    assert snapshot(warehouse) == before
+    assert run_cli("sql", "select count(*) AS n from runs", "--format", "json", warehouse=warehouse).stdout == '[{"n":720}]\n'
+
+
+def test_the_warehouse_keeps_its_own_page_and_documents(warehouse):
+    """Inside the warehouse, report.html (where demo and run-all put the page) may be written again."""
+    result = run_cli("report", "html", "--out", str(warehouse / "report.html"), warehouse=warehouse)
+    assert result.stdout.startswith("wrote ") and (warehouse / "report.html").read_text().startswith("<!doctype html>")
+
+
+# ---- 2: raw exception text -------------------------------------------------------------------
+
+def test_a_warehouse_that_is_a_file_is_one_line(tmp_path, sample):
+    file = tmp_path / "afile"
+    file.write_text("not a warehouse")
+    for args in (["report", "summary"], ["ingest", "forge", str(sample / "forge" / "dataset.sqlite"), "-q"],
+                 ["sql", "select 1"]):
+        one_line_error(run_cli(*args, warehouse=file, check=None), 1, f"--warehouse {file} is a file, not a directory")
+        one_line_error(run_cli(*args, warehouse=file / "sub", check=None), 1, f"{file} is a file, not a directory")
+    result = run_cli("report", "routing", check=None, env={"LOOPMETER_WAREHOUSE": str(file)})
+    assert result.returncode == 1  # run_cli drops the variable; it names it when it is used
+    assert file.read_text() == "not a warehouse"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-1", "0"])
+def test_max_file_mb_must_be_a_finite_positive_number(tmp_path, value):
+    results = write_tree(tmp_path / "results", [run()])
+    result = run_cli("ingest", "forgeloop", str(results), "--max-file-mb", value, warehouse=tmp_path / "w", check=None)
+    one_line_error(result, 2, "--max-file-mb must be a finite number greater than 0")
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_small_positive_max_file_mb_still_works(tmp_path):
+    results = write_tree(tmp_path / "results", [run()])
+    run_cli("ingest", "forgeloop", str(results), "--max-file-mb", "0.5", "-q", warehouse=tmp_path / "w")
+
+
+def test_sql_runs_one_statement(demo_warehouse):
+    result = run_cli("sql", "select 1; select 2", warehouse=demo_warehouse, check=None)
+    one_line_error(result, 1, "loopmeter sql runs one statement at a time; this SQL has 2")
+    assert run_cli("sql", "select 1 AS x;", "--format", "csv", warehouse=demo_warehouse).stdout == "x\n1\n"
+
+
+def test_sql_out_in_a_missing_directory_or_on_a_directory(demo_warehouse, tmp_path):
+    missing = tmp_path / "nodir" / "x.csv"
+    one_line_error(run_cli("sql", "select 1", "--format", "csv", "--out", str(missing), warehouse=demo_warehouse, check=None),
+                   1, f"--out {missing}: the directory {missing.parent} does not exist")
+    one_line_error(run_cli("sql", "select 1", "--format", "csv", "--out", str(tmp_path), warehouse=demo_warehouse, check=None),
+                   1, f"--out {tmp_path} is a directory")
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_report_html_out_a_directory(demo_warehouse, tmp_path):
+    result = run_cli("report", "html", "--out", str(tmp_path), warehouse=demo_warehouse, check=None)
+    one_line_error(result, 1, f"--out {tmp_path} is a directory; give the HTML file to write")
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_sql_json_encodes_blobs_and_wide_integers(demo_warehouse):
+    text = ("SELECT 'ab'::BLOB AS b, ['ab'::BLOB] AS bl, 12345678901234567890123::HUGEINT AS h, "
+            "170141183460469231731687303715884105727::HUGEINT AS hmax, "
+            "340282366920938463463374607431768211455::UHUGEINT AS umax, 1.50::DECIMAL(4,2) AS d")
+    result = run_cli("sql", text, "--format", "json", warehouse=demo_warehouse)
+    assert json.loads(result.stdout) == [{"b": "YWI=", "bl": ["YWI="], "h": 12345678901234567890123,
+                                          "hmax": 2 ** 127 - 1, "umax": 2 ** 128 - 1, "d": 1.5}]
+    assert '"d":1.50' in result.stdout  # the decimal's own digits
+    csv = run_cli("sql", text, "--format", "csv", warehouse=demo_warehouse).stdout
+    assert csv.splitlines()[1].startswith('YWI=,"[""YWI=""]",12345678901234567890123,170141183460469231731687303715884105727,')
+
+
+def test_sql_shows_intervals_as_text(demo_warehouse):
+    text = "SELECT INTERVAL 3 DAY AS i, [INTERVAL 1 DAY] AS il, {'a': INTERVAL 2 HOUR} AS s"
+    assert json.loads(run_cli("sql", text, "--format", "json", warehouse=demo_warehouse).stdout) == [
+        {"i": "3 days", "il": "[1 day]", "s": "{'a': '02:00:00'}"}]
+    table = run_cli("sql", text, warehouse=demo_warehouse)
+    assert "3 days" in table.stdout and table.stderr.strip() == "(1 rows)"
+
+
+# ---- 3: option validation --------------------------------------------------------------------
+
+def test_choices_are_usage_errors_naming_the_allowed_values(demo_warehouse, tmp_path, sample):
+    one_line_error(run_cli("aggregate", "--tier", "bogus", warehouse=demo_warehouse, check=None), 2,
+                   "--tier must be one of smoke, evidence, tail (got 'bogus')")
+    result = run_cli("run-all", "--forge", str(sample / "forge" / "dataset.sqlite"), "--tier", "bogus",
+                     warehouse=tmp_path / "w", check=None)
+    one_line_error(result, 2, "--tier must be one of smoke, evidence, tail")
+    assert not (tmp_path / "w").exists()
+    one_line_error(run_cli("sql", "select 1", "--format", "xml", warehouse=demo_warehouse, check=None), 2,
+                   "--format must be one of table, csv, json, parquet (got 'xml')")
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1"])
+def test_busy_timeout_must_be_finite_and_not_negative(sample, tmp_path, value):
+    result = run_cli("ingest", "forge", str(sample / "forge" / "dataset.sqlite"), "--busy-timeout", value,
+                     warehouse=tmp_path / "w", check=None)
+    one_line_error(result, 2, "--busy-timeout must be a finite number at least 0")
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("value", ["-5", "nan", "inf"])
+def test_routing_since_is_validated(demo_warehouse, value):
+    result = run_cli("report", "routing", "--since", value, "--json", warehouse=demo_warehouse, check=None)
+    one_line_error(result, 2, "--since must be a finite number at least 0")
+    assert result.stdout == ""
+
+
+def test_routing_repo_unknown_is_an_error_and_an_empty_selection_a_note(warehouse, sample):
+    result = run_cli("report", "routing", "--repo", "/nope", "--json", warehouse=warehouse, check=None)
+    one_line_error(result, 1, "--repo /nope: no Forge repository of", "has this path (known: ")
+    assert result.stdout == ""
+    repo = sample / "forge" / "repos" / "api"
+    scoped = run_cli("report", "routing", "--repo", str(repo), "--json", warehouse=warehouse)
+    assert json.loads(scoped.stdout)["observational"] and scoped.stderr == ""
+    empty = run_cli("report", "routing", "--repo", str(repo), "--since", "0.000001", "--json", warehouse=warehouse)
+    assert json.loads(empty.stdout) == {"observational": [], "randomized": []}
+    assert empty.stderr.strip() == f"note: no task matched --repo {repo} and --since 1e-06: the report is empty"
+
+
+# ---- 4: harvest --now ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["nan", "1e400", "-inf", "1e300"])
+def test_harvest_now_must_be_a_finite_time(demo_warehouse, value):
+    result = run_cli("harvest", "survival", "--include-temp", "--dry-run", "--json", "--now", value,
+                     warehouse=demo_warehouse, check=None)
+    one_line_error(result, 2, f"--now '{value}': must be a finite time")
+    assert result.stdout == ""
+
+
+# ---- 5: broken pipes -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    ["report", "summary"],
+    ["report", "routing", "--json"],
+    ["sql", "select * from runs"],
+    ["sql", "select * from runs", "--format", "csv"],
+], ids=["summary", "routing-json", "sql-table", "sql-csv"])
+def test_a_reader_that_leaves_ends_the_command_quietly(warehouse, args):
+    """`loopmeter ... | head`: exit 141 (128 + SIGPIPE, as any Unix tool the signal ends), not a word."""
+    process = subprocess.Popen([sys.executable, "-m", "pipeline", *args, "--warehouse", str(warehouse)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    process.stdout.close()  # the reader has gone before the first line is written
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141, stderr
+    assert stderr in ("", "(720 rows)\n"), stderr
+
+
+# ---- 6: report html on no data ---------------------------------------------------------------
+
+def test_report_html_on_a_warehouse_without_data_is_an_error(tmp_path):
+    out = tmp_path / "report.html"
+    for warehouse in (tmp_path / "missing", tmp_path / "empty"):
+        if warehouse.name == "empty":
+            warehouse.mkdir()
+        result = run_cli("report", "html", "--out", str(out), warehouse=warehouse, check=None)
+        one_line_error(result, 1, f"no ForgeLoop runs and no Forge data in {warehouse}")
+    assert not out.exists() and not (tmp_path / "missing").exists()
+
+
+# ---- 7: the interruption message -------------------------------------------------------------
+
+INTERRUPT = '''
+import os, signal, sys
+import pipeline.warehouse as warehouse
+point = sys.argv.pop(1)
+def checkpoint(name):
+    if name == point:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, at this point of the publishing
+warehouse.checkpoint = checkpoint
+sys.argv[0] = "loopmeter"
+from pipeline.cli import main
+main()
+'''
+
+
+def interrupted(tmp_path: Path, point: str, *args: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "interrupt.py"
+    script.write_text(INTERRUPT)
+    return subprocess.run([sys.executable, str(script), point, *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+
+
+def test_an_interruption_says_which_tables_were_replaced(tmp_path, sample):
+    store = str(sample / "forge" / "dataset.sqlite")
+    warehouse = tmp_path / "w"
+    result = interrupted(tmp_path, "after-publish:forge_plans", "ingest", "forge", store, "-q", "--warehouse", str(warehouse))
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == ("loopmeter: interrupted; tables already replaced keep their new version "
+                                     "(forge_plans), the others their previous one; run the command again to finish")
+    assert (warehouse / "forge_plans").is_symlink() and not (warehouse / "forge_events").exists()
+
+    nothing = tmp_path / "n"
+    result = interrupted(tmp_path, "before-publish:forge_plans", "ingest", "forge", store, "-q", "--warehouse", str(nothing))
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables"
+
+
+def test_an_interrupted_forgeloop_ingest_says_so_too(tmp_path):
+    results = write_tree(tmp_path / "results", [run(), run(mode="forgeloopAdaptive")], {"small-bug-fix": "balanced"})
+    result = interrupted(tmp_path, "after-publish:runs", "ingest", "forgeloop", str(results), "-q",
+                         "--warehouse", str(tmp_path / "w"))
+    assert result.returncode == 130, result.stderr
+    assert "tables already replaced keep their new version (runs), the others their previous one" in result.stderr
+
+
+# ---- 8: paths that are not UTF-8 -------------------------------------------------------------
+
+def test_a_store_path_that_is_not_utf8(tmp_path, sample):
+    store = os.path.join(os.fsencode(tmp_path), b"st\xff.jsonl")
+    shutil.copy(sample / "forge" / "export.jsonl", store)
+    result = run_cli("ingest", "forge", os.fsdecode(store), warehouse=tmp_path / "w", check=None)
+    one_line_error(result, 1, "st\\xff.jsonl: the path is not valid UTF-8")
+    assert not (tmp_path / "w").exists()
+
+
+# ---- the rule behind all of them: usage errors answer before the heavy libraries load ----------
+
+@pytest.mark.parametrize("args", [
+    ["harvest", "survival", "--now", "nan"],
+    ["aggregate", "--tier", "bogus"],
+    ["ingest", "forgeloop", "x", "--max-file-mb", "nan"],
+    ["ingest", "forge", "x", "--busy-timeout", "inf"],
+    ["report", "routing", "--since", "-5"],
+    ["sql", "select 1", "--format", "xml"],
+])
+def test_usage_errors_do_not_import_the_heavy_libraries(args, tmp_path):
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "pipeline", *args, "--warehouse", str(tmp_path)],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2, result.stderr
+    assert imported_packages(result.stderr).isdisjoint({"polars", "duckdb", "pyarrow"})
