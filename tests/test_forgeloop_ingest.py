@@ -166,6 +166,16 @@ def test_names_that_are_not_utf8_and_files_that_are_not_regular_are_rejected_not
     assert stored_runs(tmp_path / "w")["mode"].to_list() == ["direct", "forgeloopBalanced"]
 
 
+def test_a_file_rejected_for_the_size_limit_is_judged_again_under_another_limit(tmp_path):
+    results = write_tree(tmp_path / "results", [GOOD, run(mode="forgeloopBalanced", tokens=1200)])
+    small = run_cli("ingest", "forgeloop", str(results), "--max-file-mb", "0.0001", warehouse=tmp_path / "w", check=3)
+    assert "2 files: 0 accepted, 0 unchanged, 2 rejected" in small.stdout
+    assert {status for status, _, _ in manifest(tmp_path / "w").values()} == {"rejected"}
+    again = run_cli("ingest", "forgeloop", str(results), warehouse=tmp_path / "w")  # the default limit, 16 MB
+    assert "2 files: 2 accepted, 0 unchanged, 0 rejected" in again.stdout
+    assert stored_runs(tmp_path / "w")["mode"].to_list() == ["direct", "forgeloopBalanced"]
+
+
 def test_json_output_lists_every_rejection(tmp_path):
     results = write_tree(tmp_path / "results", [GOOD])
     (results / "raw" / "rs-test" / "x.json").write_text("[]")

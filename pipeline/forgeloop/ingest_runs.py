@@ -208,7 +208,11 @@ def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataF
     same_stat = (pl.col("before_size") == pl.col("size_bytes")) & (pl.col("before_mtime") == pl.col("mtime_ns"))
     unchanged = (same_stat & pl.col("before_status").is_in(["accepted", "unchanged"])
                  & (pl.col("stored_hash") == pl.col("before_hash"))).fill_null(False)
-    still_rejected = (same_stat & (pl.col("before_status") == "rejected") & (pl.col("before_field") != DUPLICATE)).fill_null(False)
+    # a verdict on the bytes stands while they look the same; one on the options (the size limit) or on
+    # the moment (the file could not be read) is given again
+    judged_again = (pl.col("before_field") == DUPLICATE) | (
+        (pl.col("before_field") == "file") & pl.col("before_reason").str.contains(r"^(?:is larger than the |cannot be read)"))
+    still_rejected = (same_stat & (pl.col("before_status") == "rejected") & ~judged_again).fill_null(False)
     has_problem = pl.col("problem_field").is_not_null()
     return joined.select(
         pl.lit("run").alias("kind"),
