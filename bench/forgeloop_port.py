@@ -55,10 +55,15 @@ def pct(s, f):
 
 
 def js_sum(values):
-    total = 0
+    total = 0.0  # JavaScript's numbers are doubles: beyond 2^53 each addition rounds
     for v in values:
         total += v
     return total
+
+
+def is_integer(value):
+    """JavaScript's Number.isInteger: 4.0 is 4."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
 
 
 def statistic(values):
@@ -179,7 +184,7 @@ def quality(run):
 def mode_aggregate(runs, legacy, with_context, with_quality):
     stat = statistic if legacy else robust
     passes = sum(1 for r in runs if r["verification"] == "PASS")
-    per_step = [tokens(r) / r["comparableSteps"] if is_num(tokens(r)) and isinstance(r.get("comparableSteps"), int) and r["comparableSteps"] > 0 else None for r in runs]
+    per_step = [tokens(r) / r["comparableSteps"] if is_num(tokens(r)) and is_integer(r.get("comparableSteps")) and r["comparableSteps"] > 0 else None for r in runs]
     doc = {"runCount": len(runs), "verificationSuccessRate": fixed4(passes / len(runs)) if runs else None,
            "usageSources": sorted({usage(r)["source"] for r in runs}),
            "totalTokens": stat([tokens(r) for r in runs]), "wallClockMs": stat([r.get("wallClockMs") for r in runs]),

@@ -91,12 +91,12 @@ def run_sets(draw):
                         "correctionCycles": draw(st.one_of(st.none(), st.integers(0, 3))),
                         "contextRefreshes": draw(st.one_of(st.none(), st.integers(0, 3))),
                         "verificationCycles": draw(st.one_of(st.none(), st.integers(0, 3))),
-                        "flags": draw(st.lists(st.sampled_from(RUNAWAY_SIGNALS[:-1]), max_size=2, unique=True)),
+                        "flags": draw(st.lists(st.sampled_from(RUNAWAY_SIGNALS), max_size=2, unique=True)),
                     }
                 context = None
                 if draw(st.integers(0, 3)) == 0:
                     context = {"source": "HOST_REPORTED", "profile": resolved,
-                               "items": {k: draw(st.one_of(st.integers(0, 5000), st.none())) for k in CONTEXT_ITEMS}}
+                               "items": {k: draw(st.one_of(st.integers(0, 5000), st.none(), st.just(2**53 - 1))) for k in CONTEXT_ITEMS}}
                 run_version = version if draw(st.integers(0, 9)) else draw(st.sampled_from(["1", "2"]))  # mixed scenarios too
                 document = run(
                     scenario, mode, index, tokens, run_set=run_set, version=run_version,
@@ -106,7 +106,7 @@ def run_sets(draw):
                     source=draw(st.sampled_from(["HOST_REPORTED", "PROVIDER_REPORTED", "UNKNOWN"])) if draw(st.integers(0, 5)) == 0 else "HOST_REPORTED",
                     diagnostics=diagnostics,
                     context=context,
-                    steps=draw(st.sampled_from([0, 1, 4, 7, None])),
+                    steps=draw(st.sampled_from([0, 1, 4, 4.0, 7, None])),  # 4.0 is an integer to JavaScript
                     cycles=draw(st.sampled_from([0, 1, 2, None])),
                 )
                 if draw(st.integers(0, 9)) == 0:

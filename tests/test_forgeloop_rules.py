@@ -119,7 +119,7 @@ def test_missing_diagnostics_and_the_signals_of_outliers(tmp_path):
     assert (direct["q1"], direct["q3"], direct["iqr"], direct["median"], direct["upperFence"]) == (1000, 5250, 4250, 1000, 11625)
     assert direct["outliers"] == []
     runs.append(run(index=9, tokens=40000))
-    runs.append(run(index=10, tokens=50000, diagnostics={"modelTurns": 3, "toolCalls": 9, "correctionCycles": 2, "contextRefreshes": 2, "flags": ["HOST_RETRY", "MODEL_STALL"]}))
+    runs.append(run(index=10, tokens=50000, diagnostics={"modelTurns": 3, "toolCalls": 9, "correctionCycles": 2, "contextRefreshes": 2, "flags": ["UNKNOWN_TOKEN_SPIKE", "HOST_RETRY", "MODEL_STALL"]}))
     document = only(aggregate(tmp_path / "second", runs)[0])
     direct = document["outlierAnalysis"]["modes"]["direct"]
     # tokens [1000 x5, 5000, 6000, 7000, 40000, 50000]: q1 = 1000, q3 = 6000 + 1000 * 0.75 = 6750, fence = 6750 + 1.5 * 5750
@@ -129,8 +129,9 @@ def test_missing_diagnostics_and_the_signals_of_outliers(tmp_path):
          "ratioToMedian": 13.3333, "reasons": ["TOKEN_IQR_OUTLIER"], "diagnosticSignals": ["UNKNOWN_TOKEN_SPIKE"]},
         {"runId": "run-small-bug-fix-direct-010", "runIndex": 10, "totalTokens": 50000, "scenarioMedianTokens": 3000,
          "ratioToMedian": 16.6667, "reasons": ["TOKEN_IQR_OUTLIER"],
-         # median modelTurns 1 (3 > 2), median toolCalls 4 (9 > 8), host flags kept, in ForgeLoop's order
-         "diagnosticSignals": ["EXCESSIVE_MODEL_TURNS", "EXCESSIVE_TOOL_CALLS", "REPEATED_CONTEXT_REFRESH", "CORRECTION_LOOP", "HOST_RETRY", "MODEL_STALL"]},
+         # median modelTurns 1 (3 > 2), median toolCalls 4 (9 > 8), host flags kept (UNKNOWN_TOKEN_SPIKE too), in ForgeLoop's order
+         "diagnosticSignals": ["EXCESSIVE_MODEL_TURNS", "EXCESSIVE_TOOL_CALLS", "REPEATED_CONTEXT_REFRESH", "CORRECTION_LOOP",
+                               "HOST_RETRY", "MODEL_STALL", "UNKNOWN_TOKEN_SPIKE"]},
     ]
     diagnostics = document["modeAggregates"]["direct"]["diagnostics"]
     assert diagnostics["modelTurns"]["count"] == 7 and diagnostics["filesRead"]["count"] == 0
@@ -173,6 +174,24 @@ def test_context_inflation(tmp_path, light_items, balanced_items, resolved, stat
     assert document["lightObjectives"] == {
         "p50TokenOverheadPercent": 35, "p95TokenOverheadPercent": 60, "status": "OBSERVATIONAL", "p50Pass": True, "p95Pass": True,
     }
+
+
+def test_context_totals_are_added_as_javascript_adds_them(tmp_path):
+    """Beyond 2^53 each addition of doubles rounds: light [2^53-1, 1, 1, 1, 0, 0] and balanced
+    [2^53-1, 1, 0, 0, 0, 0] both add up to 2^53 in item order, so light is not above balanced
+    (node: [2**53-1, 1, 1, 1, 0, 0].reduce((s, x) => s + x, 0) === 2**53). The exact sums differ."""
+    names = ("taskContext", "guides", "history", "protocolInstructions", "repositoryContext", "other")
+    light = context(dict(zip(names, (2**53 - 1, 1, 1, 1, 0, 0))), profile="light")
+    balanced = context(dict(zip(names, (2**53 - 1, 1, 0, 0, 0, 0))), profile="balanced")
+    runs = [
+        run(mode="direct", index=1, tokens=1000),
+        run(mode="forgeloopBalanced", index=1, tokens=1000, context=balanced),
+        run(mode="forgeloopAdaptive", index=1, tokens=900, resolved="light", context=light),
+    ]
+    document = only(aggregate(tmp_path, runs, {SCENARIO: "light"})[0])
+    inflation = document["contextInflation"]
+    assert (inflation["status"], inflation["comparablePairs"], inflation["inflatedPairs"]) == ("NOT_DETECTED", 1, 0)
+    assert document["modeAggregates"]["forgeloopAdaptive"]["contextUsage"]["totalTokens"]["maximum"] == 2**53
 
 
 def test_version_1_run_sets_keep_the_version_1_layout(tmp_path):

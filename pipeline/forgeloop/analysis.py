@@ -227,11 +227,10 @@ def runaway_signals() -> pl.Expr:
         "UNEXPECTED_RETRY": pl.col("diag_retries") > 0,
         "CORRECTION_LOOP": pl.col("diag_correction_cycles") > 1,
     }
-    present = [
+    present = [  # a host's own UNKNOWN_TOKEN_SPIKE flag is one of its flags, kept as the others are
         pl.when(pl.col("diag_flags").list.contains(pl.lit(signal)) | derived.get(signal, pl.lit(False)).fill_null(False))
         .then(pl.lit(signal))
         for signal in RUNAWAY_SIGNALS
-        if signal != "UNKNOWN_TOKEN_SPIKE"
     ]
     signals = pl.concat_list(present).list.drop_nulls()
     return pl.when(signals.list.len() > 0).then(signals).otherwise(pl.lit(["UNKNOWN_TOKEN_SPIKE"]))

@@ -313,8 +313,17 @@ def _context_usage(run: dict, resolved: str | None) -> tuple:
     values = _counts(items, CONTEXT_ITEMS, _CONTEXT_FIELDS)
     if source == "UNKNOWN" and any(v is not None for v in values):
         raise RunRejected("contextUsage.items", "UNKNOWN context usage must keep every item null")
-    total = sum(values) if source == "HOST_REPORTED" and all(v is not None for v in values) else None
+    total = _js_total(values) if source == "HOST_REPORTED" and all(v is not None for v in values) else None
     return (present, source, profile, *values, total)
+
+
+def _js_total(values: list[int]) -> int:
+    """The items added as JavaScript adds them: doubles, in item order (beyond 2^53 a sum rounds at
+    each step, and so may differ from the exact one)."""
+    total = 0.0
+    for value in values:
+        total += value
+    return int(total)
 
 
 def _quality(run: dict) -> tuple:
