@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from .ingest import shown_name, utf8_name
 from .contract import BENCHMARK_VERSIONS, PROFILES, SCENARIO_ID, SCENARIO_RULE
+from .ingest import shown_name, utf8_name
 from .schema import RunRejected
 
 SCENARIO_COLUMNS: list[tuple[str, str, str]] = [
