@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import Exit, LoopmeterError
+from .errors import Exit, LoopmeterError, shown_path
 from .warehouse import DATABASE, Warehouse
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def _one_line(error: Exception) -> str:
 
 def check_output(out: Path) -> None:
     """The errors writing `out` would meet, told before the SQL runs."""
-    shown = os.fsencode(out).decode("utf-8", "backslashreplace")
+    shown = shown_path(out)
     if out.is_dir():
         raise LoopmeterError(f"--out {shown} is a directory; give the file to write")
     parent = out.parent
@@ -264,8 +264,7 @@ def _write_atomically(out: Path, write) -> None:
         write(temporary)
         os.replace(temporary, out)
     except OSError as error:
-        shown = os.fsencode(out).decode("utf-8", "backslashreplace")
-        raise LoopmeterError(f"--out {shown}: cannot write it: {error.strerror or error}") from None
+        raise LoopmeterError(f"--out {shown_path(out)}: cannot write it: {error.strerror or error}") from None
     finally:
         temporary.unlink(missing_ok=True)
 

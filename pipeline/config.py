@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import LoopmeterError
+from .errors import LoopmeterError, is_utf8, shown_path
 
 ENV_WAREHOUSE = "LOOPMETER_WAREHOUSE"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -23,19 +23,22 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
         given, source = os.environ[ENV_WAREHOUSE], f"${ENV_WAREHOUSE}"
     else:
         given, source = str(DEFAULT_WAREHOUSE), "the default warehouse"
-    shown = os.fsencode(given).decode("utf-8", "backslashreplace")
-    try:
-        given.encode("utf-8")
-    except UnicodeEncodeError:
-        raise LoopmeterError(f"{source} {shown}: the path is not valid UTF-8; rename it") from None
+    shown = shown_path(given)
+    if not is_utf8(given):
+        raise LoopmeterError(f"{source} {shown}: the path is not valid UTF-8; rename it")
     root = Path(given).expanduser().resolve()
-    for path in (root, *root.parents):
-        if path.exists():
-            if not path.is_dir():
-                what = "is a file, not a directory" if path == root else f": {path} is a file, not a directory"
-                raise LoopmeterError(f"{source} {shown} {what}".replace(" :", ":"))
-            break
+    blocking = file_in_the_way(root)
+    if blocking is not None:
+        what = "is a file, not a directory" if blocking == root else f": {blocking} is a file, not a directory"
+        raise LoopmeterError(f"{source} {shown} {what}".replace(" :", ":"))
     return root
+
+
+def file_in_the_way(directory: Path) -> Path | None:
+    """The nearest of `directory` and its parents that exists, when it is not a directory (the
+    directory cannot be made there); None otherwise."""
+    existing = next((place for place in (directory, *directory.parents) if place.exists()), None)
+    return None if existing is None or existing.is_dir() else existing
 
 
 def queries_dir() -> Path:

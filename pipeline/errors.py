@@ -1,6 +1,7 @@
 """Errors users see, and the exit codes every command shares."""
 from __future__ import annotations
 
+import os
 from enum import IntEnum
 
 
@@ -34,3 +35,17 @@ class LoopmeterError(Exception):
 
 class WarehouseBusy(LoopmeterError):
     exit_code = Exit.BUSY
+
+
+def is_utf8(text: str) -> bool:
+    """A name or path from the file system is text (not bytes Python kept as surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as text for a message: bytes that are not UTF-8 as \\xNN escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")

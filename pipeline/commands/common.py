@@ -11,7 +11,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from ..errors import Exit, LoopmeterError
+from ..errors import Exit, LoopmeterError, is_utf8, shown_path
 
 WarehouseOption = Annotated[
     Optional[Path],
@@ -94,20 +94,13 @@ def check_choice(option: str, value: str | None, allowed) -> None:
         raise usage_error(f"{option} must be one of {', '.join(allowed)} (got {value!r})")
 
 
-def printable(path: str | os.PathLike) -> str:
-    """A path as text for a message (bytes that are not UTF-8 shown as \\xNN)."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
-
-
 def check_utf8_path(path: str | os.PathLike | None, what: str = "") -> None:
     """Refuse a path that is not valid UTF-8: DuckDB, polars and the manifest take paths as UTF-8 text."""
     if path is None:
         return
-    try:
-        os.fspath(path).encode("utf-8")
-    except UnicodeEncodeError:
-        label = f"{what} {printable(path)}" if what else printable(path)
-        raise LoopmeterError(f"{label}: the path is not valid UTF-8; use a UTF-8 name (rename or link it)") from None
+    if not is_utf8(os.fspath(path)):
+        label = f"{what} {shown_path(path)}" if what else shown_path(path)
+        raise LoopmeterError(f"{label}: the path is not valid UTF-8; use a UTF-8 name (rename or link it)")
 
 
 def refuse_inside_warehouse(option: str, path: Path, root: Path, allowed: Callable[[Path], bool] | None = None,
@@ -121,7 +114,7 @@ def refuse_inside_warehouse(option: str, path: Path, root: Path, allowed: Callab
     if allowed is not None and allowed(real.relative_to(real_root)):
         return
     where = "is the warehouse" if real == real_root else "is inside the warehouse"
-    raise usage_error(f"{option} {printable(path)} {where} {printable(real_root)}, whose files only loopmeter writes; {hint}")
+    raise usage_error(f"{option} {shown_path(path)} {where} {shown_path(real_root)}, whose files only loopmeter writes; {hint}")
 
 
 def stdout_console(width_when_piped: int, **options: Any):

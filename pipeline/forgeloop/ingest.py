@@ -24,7 +24,7 @@ from typing import Iterator
 
 from .. import SCHEMA_VERSION, __version__, collector
 from ..config import DEFAULT_MAX_FILE_BYTES
-from ..errors import LoopmeterError
+from ..errors import LoopmeterError, is_utf8, shown_path
 from ..warehouse import STATE as STATE_DIR
 from ..warehouse import Warehouse, atomic_write_text
 from .contract import RUN_SET_ID, RUN_SET_RULE
@@ -115,15 +115,15 @@ class _Walker:
         except OSError as error:
             found.append(SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})")))
             return []
-        if utf8_name("".join([entry.name for entry in entries])):
+        if is_utf8("".join([entry.name for entry in entries])):
             return entries
         kept = []
         for entry in entries:
-            if utf8_name(entry.name):
+            if is_utf8(entry.name):
                 kept.append(entry)
             elif entry.name.endswith(".json") or entry.is_dir():
                 rule = "name is not valid UTF-8" + ("" if entry.name.endswith(".json") else ": its files are not read")
-                found.append(SeenFile(f"{relative}/{shown_name(entry.name)}", run_set, 0, 0, ("file", rule)))
+                found.append(SeenFile(f"{relative}/{shown_path(entry.name)}", run_set, 0, 0, ("file", rule)))
         return kept
 
     def visit(self, entry: os.DirEntry, real_parent: str, relative: str, run_set: str | None,
@@ -160,20 +160,6 @@ class _Walker:
             else:
                 problem = folder_problem
             found.append(SeenFile(path, run_set, stat.st_size, stat.st_mtime_ns, problem))
-
-
-def utf8_name(text: str) -> bool:
-    """A name from the file system is text (not bytes Python kept as surrogates)."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def shown_name(name: str) -> str:
-    """A name that is not UTF-8 as text: its undecodable bytes as \\x escapes."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def ingest_forgeloop(

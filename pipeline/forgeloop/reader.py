@@ -8,6 +8,7 @@ Arrow table, never a list of Python rows.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import multiprocessing
@@ -133,9 +134,12 @@ def read_batch(results: str, batch: ToRead, max_file_bytes: int) -> tuple[Verdic
     return columns, _table(rows)
 
 
+@functools.cache
 def _pdeathsig_setter() -> Callable[[], bool] | None:
     """On Linux, a function that asks the kernel to SIGKILL the calling process when the
-    thread that forked it ends (prctl PR_SET_PDEATHSIG), true when it did; None elsewhere."""
+    thread that forked it ends (prctl PR_SET_PDEATHSIG), true when it did; None elsewhere.
+    Looked up once, in the parent before the workers fork (they inherit it and make one
+    system call; a spawned worker looks it up itself)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -153,9 +157,6 @@ def _pdeathsig_setter() -> Callable[[], bool] | None:
     return set_pdeathsig
 
 
-# looked up in the parent before the workers fork (they inherit it and make one system call);
-# False: not looked up yet
-_set_pdeathsig: Callable[[], bool] | None | bool = False
 WATCH_PARENT_EVERY = 0.5  # seconds, where the kernel cannot be asked to end a worker
 
 
@@ -170,7 +171,7 @@ def _end_with_parent(parent: int | None, forker_outlives_pool: bool) -> None:
     parent's pid. `parent`, the pid that forks the workers as recorded before they forked
     (None: unknown, a fork server's), closes the race of a parent that died before the
     worker was tied to it."""
-    setter = _set_pdeathsig if _set_pdeathsig is not False else _pdeathsig_setter()  # spawned: not inherited
+    setter = _pdeathsig_setter()
     if not (forker_outlives_pool and setter is not None and setter()):
         started_by = os.getppid() if parent is None else parent
 
@@ -227,12 +228,10 @@ class RunReader:
         """The worker pool, its workers tied to this process's life (`_end_with_parent`).
         With the fork start method they fork in the thread that submits the first batch:
         this one (an ingest's, the main thread's from the command line), all of them at once."""
-        global _set_pdeathsig
         context = multiprocessing.get_context()
         method = context.get_start_method()
         forker_outlives_pool = method == "forkserver" or threading.current_thread() is threading.main_thread()
-        if _set_pdeathsig is False:
-            _set_pdeathsig = _pdeathsig_setter()
+        _pdeathsig_setter()  # looked up here, so the workers inherit it
         parent = None if method == "forkserver" else os.getpid()  # a fork server's children are not ours
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_end_with_parent,
                                    initargs=(parent, forker_outlives_pool))

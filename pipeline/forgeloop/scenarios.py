@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
+from ..errors import is_utf8, shown_path
 from .contract import BENCHMARK_VERSIONS, PROFILES, SCENARIO_ID, SCENARIO_RULE
-from .ingest import shown_name, utf8_name
 from .schema import RunRejected
 
 SCENARIO_COLUMNS: list[tuple[str, str, str]] = [
@@ -79,8 +79,8 @@ def read_scenarios(directory: Path) -> tuple[list[tuple], list[tuple[str, str, s
     rows, rejected = [], []
     for path in sorted(directory.glob("*.json")):
         try:
-            if not utf8_name(path.name):  # kept by Python as surrogates: no text to store
-                rejected.append((shown_name(str(path)), "file", "name is not valid UTF-8"))
+            if not is_utf8(path.name):  # kept by Python as surrogates: no text to store
+                rejected.append((shown_path(path), "file", "name is not valid UTF-8"))
                 continue
             if not S_ISREG(path.stat().st_mode):  # a FIFO would block the reading forever
                 rejected.append((str(path), "file", "is not a regular file"))

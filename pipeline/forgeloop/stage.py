@@ -11,6 +11,7 @@ import duckdb
 import polars as pl
 
 from .. import collector
+from ..config import file_in_the_way
 from ..errors import LoopmeterError
 from ..jsjson import dumps_bytes
 from ..sql import query_text
@@ -151,9 +152,9 @@ def check_out(out: Path, run_sets: Collection[str]) -> None:
     """What would stop the documents from being written under `out`, told before anything is (the
     tables, written beside them, would otherwise tell another story than the documents)."""
     out = Path(out)
-    existing = next((place for place in (out, *out.parents) if place.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise LoopmeterError(f"--out {out}: {existing} is not a directory")
+    blocking = file_in_the_way(out)
+    if blocking is not None:
+        raise LoopmeterError(f"--out {out}: {blocking} is not a directory")
     if out.is_dir():
         for run_set in sorted(run_sets):
             place = out / run_set
