@@ -3,6 +3,14 @@
 `routing_document` / `survival_document` return what `--json` prints; `*_text` render
 them for people (routing exactly as the seed prints it); `*_frames` turn them into the
 `forge_routing_*` and `forge_survival` tables.
+
+Non-finite numbers: the seed's `json.dumps` writes NaN and Infinity, which are not JSON. In
+routing they come from a weight 1/propensity that overflows (a propensity below ~5.6e-309 makes
+it infinite, below ~7e-155 its square; a Hajek mean, Kish's n, the difference or an interval
+bound is then NaN or infinite) or from a runtime sum that overflows. Such a number says
+nothing: `routing_json`, `routing_text` and `routing_frames` make it None (`finite_or_none`),
+so it is `null` in `--json`, `-` in the text and null in the `forge_routing_*` tables. Every
+finite number is the seed's, to the last bit.
 """
 from __future__ import annotations
 
@@ -35,7 +43,21 @@ def routing_scope(repo: str | None, since_days: float | None, now: float | None 
     )
 
 
+def finite_or_none(value):
+    """`value` with every NaN and infinite float in it, at any depth, replaced by None (new lists
+    and dicts; tuples become lists, as JSON writes them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(item) for item in value]
+    return value
+
+
 def routing_document(warehouse: Warehouse, scope: Scope) -> dict:
+    """The seed's routing document, NaN and infinities as the seed has them; `routing_json`,
+    `routing_text` and `routing_frames` write those as null / - / null."""
     connection = connect(warehouse, [t.TASKS, t.REPOS])
     try:
         return routing_report(connection, scope)
@@ -44,15 +66,22 @@ def routing_document(warehouse: Warehouse, scope: Scope) -> dict:
 
 
 def routing_json(document: dict) -> str:
-    """The seed's `--json`: Python's json, keys sorted, two-space indent."""
-    return json.dumps(document, indent=2, sort_keys=True)
+    """The seed's `--json` (Python's json, keys sorted, two-space indent), but always valid JSON:
+    NaN and infinities are written null where the seed writes NaN / Infinity."""
+    return json.dumps(finite_or_none(document), indent=2, sort_keys=True, allow_nan=False)
 
 
 def _pct(x: float | None) -> str:
     return "   -" if x is None else "%3.0f%%" % (100 * x)
 
 
+def _signed(x: float | None) -> str:
+    return "-" if x is None else "%+.2f" % x
+
+
 def routing_text(document: dict) -> str:
+    """The seed's text; a number that is None (non-finite in the seed, which prints nan) shows as -."""
+    document = finite_or_none(document)
     lines = ["observational: first attempts by declared tier and the model that ran them",
              "  (routing chose who ran what, so a model given the hard tasks looks worse than it is)",
              "  %-7s %-26s %5s %6s %-13s %6s %10s %8s %8s" % ("tier", "model:effort", "tasks", "first", "95%",
@@ -74,16 +103,21 @@ def routing_text(document: dict) -> str:
             r["tier"], r["default"], r["alternative"], r["alternative_is"], r["runs"],
             ", judged at window %d" % r["window"] if r["window"] else ""))
         for name, arm in (("default", d), ("alternative", a)):
-            lines.append("    %-11s %-24s assigned %3d  first-pass %s  n_eff %5.1f  not followed %d  no outcome %d  dwarf min %s" % (
-                name, arm["spec"], arm["assigned"], _pct(arm["first_pass"]), arm["n_eff"], arm["not_followed"],
+            lines.append("    %-11s %-24s assigned %3d  first-pass %s  n_eff %5s  not followed %d  no outcome %d  dwarf min %s" % (
+                name, arm["spec"], arm["assigned"], _pct(arm["first_pass"]),
+                "-" if arm["n_eff"] is None else "%5.1f" % arm["n_eff"], arm["not_followed"],
                 arm["no_outcome"], "-" if arm["runtime_min"] is None else "%.1f" % arm["runtime_min"]))
-        if r["difference"] is not None:
-            lines.append("    difference %+.2f%s" % (r["difference"], "" if not r["ci"] else "  95%% [%+.2f, %+.2f]" % tuple(r["ci"])))
+        ci = r["ci"]
+        if r["difference"] is not None or (ci and ci != [None, None]):
+            lines.append("    difference %s%s" % (_signed(r["difference"]),
+                                                  "" if not ci else "  95%% [%s, %s]" % (_signed(ci[0]), _signed(ci[1]))))
         lines.append("    -> %s" % r["verdict"])
     return "\n".join(lines)
 
 
 def routing_frames(document: dict, scope: Scope) -> dict[str, pl.DataFrame]:
+    """The forge_routing_* tables; a non-finite number is null, as --json writes it."""
+    document = finite_or_none(document)
     now = datetime.now(timezone.utc)
     common = {"scope_repo": scope.repo, "scope_since_unix": scope.since, "computed_at": now}
     observational = [

@@ -202,18 +202,26 @@ def _bootstrap_frame(items: pl.DataFrame, rng: random.Random, resamples: int = B
     """The seed's run-cluster percentile interval of the difference, for the items of a frame.
 
     Each run is reduced to four lists — the weights of its default and alternative items
-    with an outcome, and the weights of those that passed — in item order. A resample
+    with an outcome, and their weight * (1.0 if passed else 0.0) — in item order. A resample
     concatenates the drawn runs' lists and folds them left to right (a cumulative sum per
-    resample), which is the seed's `sum()` over its resampled items, to the last bit."""
+    resample), which is the seed's `sum()` over its resampled items, to the last bit.
+
+    A failed item's term, weight * 0.0, is left out when it is 0.0 (adding it changes no sum),
+    but kept when the weight is not finite (1/p overflows for a propensity below ~5.6e-309),
+    where it is NaN, as in the seed. The differences are then sorted by Python's `list.sort`
+    in resample order, as the seed sorts them: with NaN among them the order (and the
+    interval) is the seed's, not a total order's."""
     runs = sorted(items.get_column("run").unique().to_list(), key=str)
     default = pl.col("arm") == "default"
     default = default.fill_null(False)
     passed = pl.col("first_pass")
+    weighted = pl.col("weight") * pl.when(passed).then(1.0).otherwise(0.0)
+    counted = passed | ~pl.col("weight").is_finite()  # a term that can change the sum
     lists = (
         items.filter(pl.col("first_pass").is_not_null())
         .group_by("run", maintain_order=True)
-        .agg(wd=pl.col("weight").filter(default), yd=pl.col("weight").filter(default & passed),
-             wa=pl.col("weight").filter(~default), ya=pl.col("weight").filter(~default & passed))
+        .agg(wd=pl.col("weight").filter(default), yd=weighted.filter(default & counted),
+             wa=pl.col("weight").filter(~default), ya=weighted.filter(~default & counted))
     )
     order = pl.DataFrame({"run": runs, "position": pl.int_range(0, len(runs), eager=True)},
                          schema={"run": items.schema["run"], "position": pl.Int64})
@@ -234,16 +242,16 @@ def _bootstrap_frame(items: pl.DataFrame, rng: random.Random, resamples: int = B
             .group_by("resample").agg(pl.col(name).cum_sum().last())
         )
         totals = totals.join(folded, on="resample", how="left")
-    totals = totals.fill_null(0.0)
+    totals = totals.fill_null(0.0).sort("resample")  # resample order: the seed's order before its sort
     diffs = (
         totals.filter((pl.col("wa") != 0) & (pl.col("wd") != 0))
         .select((pl.col("ya") / pl.col("wa") - pl.col("yd") / pl.col("wd")).alias("difference"))
         .get_column("difference")
-        .sort()
         .to_list()
     )
     if len(diffs) < resamples // 2:
         return None
+    diffs.sort()  # Python's sort, as the seed's: NaN (an overflowed weight) compares false both ways
     return [diffs[int(0.025 * len(diffs))], diffs[int(0.975 * len(diffs)) - 1]]
 
 
