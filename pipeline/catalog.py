@@ -55,6 +55,8 @@ def _built_for(warehouse: Warehouse, docs: dict) -> str:
 def refresh_catalog(warehouse: Warehouse, force: bool = False) -> Path:
     """Make loopmeter.duckdb hold a view and comments for every table present (rebuilt only
     when it is missing, stale, or was built for other tables)."""
+    if warehouse.publishing_now:
+        raise ValueError("the catalog is built from published tables: refresh it after the publishing block")
     docs = table_docs()
     target = warehouse.root / DATABASE
     signature = _built_for(warehouse, docs)

@@ -80,8 +80,9 @@ def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float
     outcome.steps.append(f"ingest forge: {ingested.stored} new events ({ingested.read} read, {ingested.rejected} rejected)")
     scope = routing_scope(None, None)
     routing = routing_document(warehouse, scope)
-    for name, frame in routing_frames(routing, scope).items():
-        warehouse.write_table(name, frame)
+    with warehouse.publishing():
+        for name, frame in routing_frames(routing, scope).items():
+            warehouse.write_table(name, frame)
     pairs = sum(1 for row in routing["randomized"] if "note" not in row)
     outcome.steps.append(f"report routing: {len(routing['observational'])} observational rows, {pairs} randomized pairs")
     harvested = harvest(warehouse, horizon_days=horizon_days, now=now, include_temp=include_temp)

@@ -11,18 +11,26 @@ Layout of a warehouse directory:
 
 A table is replaced as a whole: its new version is written aside, then the symlink is
 swapped with one atomic rename, so a reader (or a process killed half way) always sees
-either the old or the new version, never a mix. Partitioned tables (hive layout,
+either the old or the new version, never a mix. A stage that writes several tables does so
+inside `Warehouse.publishing()`: its new versions are published together when it ends, after
+a journal (`.state/publishing.json`) names them all; Ctrl-C waits for the swaps, and a
+process killed among them leaves the journal, by which the next writer (or reader, when no
+writer holds the lock) finishes them. So an interrupted stage leaves all its tables old, or
+all new. Partitioned tables (hive layout,
 `run_set_id=<id>/part-0.parquet`) keep the column inside each file too, so every file
 reads on its own; unchanged partitions are hard-linked into the new version, not copied.
 """
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -42,15 +50,23 @@ DATABASE = "loopmeter.duckdb"
 LOCK = ".lock"
 SCRATCH = ".scratch"  # stages' scratch directories
 STATE = ".state"  # what the last ingests and aggregates saw (to skip what did not change)
+JOURNAL = "publishing.json"  # in STATE: the versions a multi-table publish is swapping in
 
 
 class Warehouse:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.catalog_stale = False  # set when a killed writer left the catalog half-built
+        # inside `publishing()`: table -> its new version, published when the block ends (read here meanwhile)
+        self._pending: dict[str, Path] | None = None
 
     # ---- reading -------------------------------------------------------------------
     def table_dir(self, name: str) -> Path:
+        """Where table `name` is read: its link in the root, or inside `publishing()` the new
+        version written in the block (the block reads its own writes)."""
+        pending = self._pending
+        if pending is not None and name in pending:
+            return pending[name]
         return self.root / name
 
     def has_table(self, name: str) -> bool:
@@ -58,7 +74,10 @@ class Warehouse:
 
     def table_version(self, name: str) -> str | None:
         """Which version of table `name` is current (None: no table); any write changes it."""
-        link = self.table_dir(name)
+        pending = self._pending
+        if pending is not None and name in pending:
+            return os.path.relpath(pending[name], self.root)  # what its link will hold
+        link = self.root / name
         return os.readlink(link) if link.is_symlink() else None
 
     def table_glob(self, name: str) -> str:
@@ -107,16 +126,22 @@ class Warehouse:
     def table_names(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(
-            entry.name
-            for entry in self.root.iterdir()
-            if not entry.name.startswith(".") and entry.is_symlink() and entry.is_dir()
-        )
+        return sorted({
+            *(entry.name
+              for entry in self.root.iterdir()
+              if not entry.name.startswith(".") and entry.is_symlink() and entry.is_dir()),
+            *(self._pending or {}),
+        })
 
     def view_sql(self, name: str, *, absolute: bool) -> str:
         location = self.table_glob(name) if absolute else f"{name}/**/*.parquet"
         location = location.replace("'", "''")
         return f"SELECT * FROM read_parquet('{location}', hive_partitioning = false, union_by_name = true)"
+
+    @property
+    def publishing_now(self) -> bool:
+        """Inside a `publishing()` block (tables written now are not published yet)."""
+        return self._pending is not None
 
     # ---- writing -------------------------------------------------------------------
     @contextmanager
@@ -141,6 +166,7 @@ class Warehouse:
             since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({command or 'loopmeter'}) since {since}\n")
             handle.flush()
+            self._finish_publishing()
             self._collect_garbage()
             yield
         finally:
@@ -224,18 +250,113 @@ class Warehouse:
             raise ValueError(f"{path}: a table file is written in the warehouse's scratch space ({self.root / SCRATCH})")
         return self._copy_file(connection, query, Path(path), table, params, level)
 
+    @contextmanager
+    def publishing(self) -> Iterator[None]:
+        """Publish the tables written in the block together, when it ends without error (see the
+        module's docstring); an error or Ctrl-C inside leaves every table as it was. Reads in the
+        block see its writes. Nested blocks are part of the outermost one."""
+        if self._pending is not None:
+            yield
+            return
+        self._pending = {}
+        try:
+            yield
+        except BaseException:
+            pending, self._pending = self._pending, None
+            for version in pending.values():
+                shutil.rmtree(version, ignore_errors=True)
+            raise
+        pending, self._pending = self._pending, None
+        if pending:
+            self._commit(pending)
+
     def _publish(self, name: str, version: Path) -> None:
-        link = self.table_dir(name)
+        link = self.root / name
         if link.exists() and not link.is_symlink():
             raise LoopmeterError(f"{link} is a real directory, not a loopmeter table; move it away first")
-        previous = link.resolve() if link.is_symlink() else None
-        temporary = self.root / f".{name}.{secrets.token_hex(4)}.link"
-        os.symlink(os.path.relpath(version, self.root), temporary)
+        pending = self._pending
+        if pending is not None:  # published with the others when the block ends
+            superseded = pending.get(name)
+            pending[name] = version
+            if superseded is not None and superseded != version:
+                shutil.rmtree(superseded, ignore_errors=True)  # a new version made from it has hard links
+            return
         _fsync_dir(version)
-        os.replace(temporary, link)  # the atomic step
+        previous = self._swap(name, version)
         _fsync_dir(self.root)
         if previous is not None and previous != version.resolve():
             shutil.rmtree(previous, ignore_errors=True)
+
+    def _swap(self, name: str, version: Path) -> Path | None:
+        """Point table `name`'s link at `version` (one atomic rename); the version it left."""
+        link = self.root / name
+        previous = link.resolve() if link.is_symlink() else None
+        temporary = self.root / f".{name}.{secrets.token_hex(4)}.link"
+        os.symlink(os.path.relpath(version, self.root), temporary)
+        os.replace(temporary, link)  # the atomic step
+        return previous
+
+    def _commit(self, pending: dict[str, Path]) -> None:
+        """Publish `pending` (table -> new version) as one: the journal first, then the swaps."""
+        for name in pending:
+            link = self.root / name
+            if link.exists() and not link.is_symlink():
+                raise LoopmeterError(f"{link} is a real directory, not a loopmeter table; move it away first")
+        for version in pending.values():
+            _fsync_dir(version)
+        journal = self.root / STATE / JOURNAL
+        previous = []
+        with _interruption_deferred():  # from the journal on, Ctrl-C waits for the last swap
+            atomic_write_text(journal, json.dumps({name: os.path.relpath(version, self.root) for name, version in pending.items()}))
+            _fsync_dir(journal.parent)
+            checkpoint("publishing:journal")
+            for name, version in pending.items():
+                previous.append((self._swap(name, version), version))
+                checkpoint(f"publishing:swapped:{name}")
+            _fsync_dir(self.root)
+            journal.unlink()
+        for old, version in previous:
+            if old is not None and old != version.resolve():
+                shutil.rmtree(old, ignore_errors=True)
+
+    def _finish_publishing(self) -> bool:
+        """Finish the swaps a killed writer's journal names (its versions were complete when it
+        was written); the caller holds the lock. Whether there was one."""
+        journal = self.root / STATE / JOURNAL
+        try:
+            entries = json.loads(journal.read_text())
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError):
+            entries = {}  # unreadable: written atomically, so never half; nothing to finish
+        for name, relative in entries.items() if isinstance(entries, dict) else ():
+            version, link = self.root / relative, self.root / name
+            if not version.is_dir() or (link.exists() and not link.is_symlink()):
+                continue  # nothing to point to, or not a loopmeter table (left to the next publish to refuse)
+            if not link.is_symlink() or os.readlink(link) != relative:
+                self._swap(name, version)
+        _fsync_dir(self.root)
+        journal.unlink(missing_ok=True)
+        self.catalog_stale = True
+        return True
+
+    def finish_interrupted_publishing(self) -> None:
+        """For a reader: when a killed writer left a publish half done and no writer holds the
+        lock, finish it, so what is read is one stage's tables, all old or all new."""
+        if not (self.root / STATE / JOURNAL).exists():
+            return
+        try:
+            handle = open(self.root / LOCK, "a+")
+        except OSError:
+            return
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # a writer holds it: it finishes the publish as it takes the lock
+            self._finish_publishing()
+        finally:
+            handle.close()
 
     @contextmanager
     def scratch(self) -> Iterator[Path]:
@@ -354,6 +475,30 @@ class TableBuilder:
         checkpoint(f"before-publish:{self.name}")
         self.warehouse._publish(self.name, self.version)
         checkpoint(f"after-publish:{self.name}")
+
+
+@contextmanager
+def _interruption_deferred() -> Iterator[None]:
+    """Ctrl-C (SIGINT) during the block takes effect when it ends (only the main thread can
+    catch it; elsewhere the block runs as it is, the journal covering a kill)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    except ValueError:  # not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received and previous is not signal.SIG_IGN:
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        else:
+            raise KeyboardInterrupt
 
 
 def _tags(table: str) -> dict[str, str]:

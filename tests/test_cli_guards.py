@@ -247,19 +247,50 @@ def interrupted(tmp_path: Path, point: str, *args: str) -> subprocess.CompletedP
                           timeout=300)
 
 
-def test_an_interruption_says_which_tables_were_replaced(tmp_path, sample):
+def test_ctrl_c_before_the_publish_leaves_every_table_as_it_was(tmp_path, sample):
     store = str(sample / "forge" / "dataset.sqlite")
     warehouse = tmp_path / "w"
+    # forge_plans' new version is complete, the other tables' not yet: nothing is published
     result = interrupted(tmp_path, "after-publish:forge_plans", "ingest", "forge", store, "-q", "--warehouse", str(warehouse))
     assert result.returncode == 130, result.stderr
-    assert result.stderr.strip() == ("loopmeter: interrupted; tables already replaced keep their new version "
-                                     "(forge_plans), the others their previous one; run the command again to finish")
-    assert (warehouse / "forge_plans").is_symlink() and not (warehouse / "forge_events").exists()
-
-    nothing = tmp_path / "n"
-    result = interrupted(tmp_path, "before-publish:forge_plans", "ingest", "forge", store, "-q", "--warehouse", str(nothing))
-    assert result.returncode == 130, result.stderr
     assert result.stderr.strip() == "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables"
+    assert not [p.name for p in warehouse.iterdir() if p.is_symlink()]
+    assert not (warehouse / ".state" / "publishing.json").exists()
+
+
+def test_ctrl_c_during_the_swaps_waits_for_the_last_one(tmp_path, sample):
+    store = str(sample / "forge" / "dataset.sqlite")
+    clean, warehouse = tmp_path / "clean", tmp_path / "w"
+    run_cli("ingest", "forge", store, "-q", warehouse=clean)
+    tables = sorted(p.name for p in clean.iterdir() if p.is_symlink())
+    # Ctrl-C right after the first table's link is swapped
+    result = interrupted(tmp_path, f"publishing:swapped:{_first_swapped(tmp_path, store)}", "ingest", "forge", store, "-q",
+                         "--warehouse", str(warehouse))
+    assert result.returncode == 130, result.stderr
+    assert sorted(p.name for p in warehouse.iterdir() if p.is_symlink()) == tables  # every table, not only the first
+    assert "tables already replaced keep their new version (forge_" in result.stderr
+    assert not (warehouse / ".state" / "publishing.json").exists()
+
+
+def _first_swapped(tmp_path: Path, store: str) -> str:
+    """The table a Forge ingest publishes first (a trace of the publishing checkpoints)."""
+    script = tmp_path / "trace.py"
+    script.write_text(TRACE)
+    done = subprocess.run([sys.executable, str(script), "ingest", "forge", store, "-q", "--warehouse", str(tmp_path / "trace")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    swaps = [line.split(":", 2)[2] for line in done.stderr.splitlines() if line.startswith("publishing:swapped:")]
+    assert done.returncode == 0 and len(swaps) > 3, done.stderr
+    return swaps[0]
+
+
+TRACE = '''
+import sys
+import pipeline.warehouse as warehouse
+warehouse.checkpoint = lambda name: print(name, file=sys.stderr)
+sys.argv[0] = "loopmeter"
+from pipeline.cli import main
+main()
+'''
 
 
 def test_an_interrupted_forgeloop_ingest_says_so_too(tmp_path):
@@ -267,7 +298,8 @@ def test_an_interrupted_forgeloop_ingest_says_so_too(tmp_path):
     result = interrupted(tmp_path, "after-publish:runs", "ingest", "forgeloop", str(results), "-q",
                          "--warehouse", str(tmp_path / "w"))
     assert result.returncode == 130, result.stderr
-    assert "tables already replaced keep their new version (runs), the others their previous one" in result.stderr
+    assert "no table was replaced: the warehouse keeps its previous tables" in result.stderr
+    assert not (tmp_path / "w" / "runs").exists()
 
 
 # ---- 8: paths that are not UTF-8 -------------------------------------------------------------

@@ -26,6 +26,8 @@ CRASH_POINTS = [
     "before-publish:runs",
     "after-publish:runs",  # runs replaced, manifest not yet
     "before-publish:ingest_manifest",
+    "publishing:journal",  # every new version complete and named in the journal, no link swapped yet
+    "publishing:swapped:runs",  # runs' link swapped, the others' not yet
     "before-publish:catalog",
     "ingest:read",
 ]
@@ -81,10 +83,12 @@ def test_a_killed_ingest_leaves_the_previous_warehouse_and_the_next_run_complete
                      warehouse=warehouse, check=-9, env={"LOOPMETER_CRASH_AT": point})
     assert killed.returncode == -9
     # every table is whole: each one is either the old or the new version, never a mix
-    seen = snapshot(warehouse)
-    for name, rows in seen.items():
+    for name, rows in snapshot(warehouse).items():
         assert rows in (expected_before[name], expected_after.get(name)), name
+    # and the set is one ingest's: a reader finishes a publish the killed writer left half done
     assert run_cli("sql", "SELECT count(*) AS n FROM runs", "--format", "json", warehouse=warehouse).stdout
+    assert snapshot(warehouse) in (expected_before, expected_after)
+    assert not (warehouse / ".state" / "publishing.json").exists()
     # and the next run completes, ending where a clean ingest ends
     run_cli("ingest", "forgeloop", str(after), "--scenarios", str(after / "scenarios"), "--quiet", warehouse=warehouse)
     assert snapshot(warehouse) == expected_after
@@ -199,6 +203,8 @@ FORGE_CRASH_POINTS = [
     "after-publish:forge_tasks",
     "wrote-file:forge_events",  # forge_events half-written
     "after-publish:forge_events",  # the first month of events stored, the others not
+    "publishing:journal",
+    "publishing:swapped:forge_plans",
 ]
 
 
@@ -221,6 +227,9 @@ def test_a_killed_forge_ingest_is_completed_by_the_next_run(tmp_path, forge_stor
     assert killed.returncode == -9
     for name in Warehouse(warehouse).table_names():  # whatever was stored reads whole
         assert Warehouse(warehouse).read(name) is not None
+    # the tables are published together: none before the journal, all once a reader finishes its swaps
+    run_cli("sql", "SELECT 1 AS one", "--format", "json", warehouse=warehouse, check=None)  # no catalog yet: exits 1
+    assert snapshot(warehouse) == (expected if point.startswith("publishing:") else {})
     run_cli("ingest", "forge", str(store), "--quiet", warehouse=warehouse)
     seen = snapshot(warehouse)
     assert set(seen) == set(expected)

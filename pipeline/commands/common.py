@@ -37,8 +37,10 @@ def open_warehouse(option: Optional[Path]):
     from ..warehouse import Warehouse
 
     root = warehouse_dir(option)
+    store = Warehouse(root)
+    store.finish_interrupted_publishing()  # a killed writer's publish, finished before anything is read
     watch(root)
-    return Warehouse(root)
+    return store
 
 
 def watch(root: Path) -> None:

@@ -29,8 +29,9 @@ def _store_tables(store, frames: dict, wait: bool, what: str) -> None:
 
     try:
         with store.lock(wait=wait, command=what):
-            for name, frame in frames.items():
-                store.write_table(name, frame)
+            with store.publishing():
+                for name, frame in frames.items():
+                    store.write_table(name, frame)
             refresh_catalog(store)
     except WarehouseBusy as error:
         raise WarehouseBusy(f"the report above was not stored: {error}") from None

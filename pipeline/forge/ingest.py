@@ -106,26 +106,28 @@ def ingest_forge(
     # a first ingest writes the tables' files as it stages (nothing stored to compare with)
     direct = not any(warehouse.has_table(name) for name in (t.EVENTS, *EVENT_TABLES, *PLAN_TABLES))
     timings: dict[str, float] = {}
-    # the rows read are many small objects and no cycles: the collector's walks are pure cost
-    with collector.paused():
-        while True:
-            container, batches = open_store(store_path, busy_timeout=busy_timeout, batch_rows=batch_rows)
-            result = IngestResult(source=source, format=container.format, timings=timings)
-            repos: dict[str, str] = dict(container.repos)
-            try:
-                _stage_and_store(warehouse, store_path, batches, result, repos, now, direct)
-                break
-            except Repeated:  # the store repeats a rid: stage it again, comparing events
-                direct = False
-    clock = time.perf_counter()
-    result.repos = write_repos(warehouse, repos, str(source), now)
-    write_rejections(warehouse, result.rejections, str(source), now)
-    summaries = (t.ATTEMPTS, t.DECISIONS, t.TASKS)
-    if not result.stored and not all(warehouse.has_table(name) for name in (*EVENT_TABLES, *PLAN_TABLES, *summaries)):
-        for table in (*EVENT_TABLES, *PLAN_TABLES):  # nothing new and nothing before: the tables, empty
-            if not warehouse.has_table(table):
-                warehouse.write_table(table, typed_frame(pl.DataFrame(), table))
-        rebuild_summaries(warehouse)
+    # every Forge table it writes is published with the others, at the end: all new, or all as they were
+    with warehouse.publishing():
+        # the rows read are many small objects and no cycles: the collector's walks are pure cost
+        with collector.paused():
+            while True:
+                container, batches = open_store(store_path, busy_timeout=busy_timeout, batch_rows=batch_rows)
+                result = IngestResult(source=source, format=container.format, timings=timings)
+                repos: dict[str, str] = dict(container.repos)
+                try:
+                    _stage_and_store(warehouse, store_path, batches, result, repos, now, direct)
+                    break
+                except Repeated:  # the store repeats a rid: stage it again, comparing events
+                    direct = False
+        clock = time.perf_counter()
+        result.repos = write_repos(warehouse, repos, str(source), now)
+        write_rejections(warehouse, result.rejections, str(source), now)
+        summaries = (t.ATTEMPTS, t.DECISIONS, t.TASKS)
+        if not result.stored and not all(warehouse.has_table(name) for name in (*EVENT_TABLES, *PLAN_TABLES, *summaries)):
+            for table in (*EVENT_TABLES, *PLAN_TABLES):  # nothing new and nothing before: the tables, empty
+                if not warehouse.has_table(table):
+                    warehouse.write_table(table, typed_frame(pl.DataFrame(), table))
+            rebuild_summaries(warehouse)
     result.rebuilt = bool(result.stored)
     timings["summaries"] = timings.get("summaries", 0.0) + time.perf_counter() - clock
     return result

@@ -386,11 +386,12 @@ def record(warehouse: Warehouse, result: HarvestResult) -> int:
     current = warehouse.read(t.OUTCOMES)
     if current is not None:
         rows = pl.concat([typed_frame(current, t.OUTCOMES).filter(~pl.col("rid").is_in(rows["rid"].to_list())), rows])
-    warehouse.write_table(t.OUTCOMES, rows)
     previous = warehouse.read_partition(t.EVENTS, "month", month)
     if previous is not None:
         events = pl.concat([typed_frame(previous, t.EVENTS).filter(~pl.col("rid").is_in(events["rid"].to_list())), events])
-    warehouse.write_table(t.EVENTS, events, partition_by="month", keep_partitions=True)
+    with warehouse.publishing():
+        warehouse.write_table(t.OUTCOMES, rows)
+        warehouse.write_table(t.EVENTS, events, partition_by="month", keep_partitions=True)
     return len(result.outcomes)
 
 

@@ -187,8 +187,9 @@ def ingest_forgeloop(
         from .ingest_runs import ingest_runs
 
         scope = tree.scope()
-        result = ingest_runs(warehouse, results, tree.files(), scenarios, max_file_bytes=max_file_bytes,
-                             only=scope if scope is not None else run_sets)
+        with warehouse.publishing():  # runs, ingest_manifest and scenarios: all new, or all as they were
+            result = ingest_runs(warehouse, results, tree.files(), scenarios, max_file_bytes=max_file_bytes,
+                                 only=scope if scope is not None else run_sets)
         whole = tree.answer(result)
         tree.remember(whole)
         return whole

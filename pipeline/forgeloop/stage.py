@@ -140,7 +140,8 @@ def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collect
     thread while the documents are built (once `check_out` finds nothing in their way)."""
     computed = [] if result.analysis is None else result.analysis.mode_runs.get_column("run_set_id").unique().to_list()
     check_out(out, {*computed, *(replace or ())})
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    # the forgeloop_* tables published together, once the documents are written too
+    with warehouse.publishing(), ThreadPoolExecutor(max_workers=1) as pool:
         tables = pool.submit(store_tables, warehouse, result.analysis, replace)
         try:
             write_documents(result, out)
