@@ -129,9 +129,11 @@ def overhead_chart(series: Sequence[tuple[str, Sequence[tuple[int, float, bool]]
 def interval_chart(rows: Sequence[tuple[str, float | None, float | None, float | None]], title: str, *,
                    low: float | None = None, high: float | None = None, line: tuple[float, str] | None = None,
                    percent: bool = True) -> str:
-    """One row per label: the estimate as a dot and its interval as a bar."""
+    """One row per label: the estimate as a dot and its interval as a bar (a value that is missing or
+    not finite, as a Hajek mean under an overflowing weight, is not drawn)."""
     if not rows:
         return "<p class=empty>Nothing to show yet.</p>"
+    rows = [(label, *(v if v is not None and math.isfinite(v) else None for v in values)) for label, *values in rows]
     values = [v for _, *vs in rows for v in vs if v is not None] + ([line[0]] if line else [])
     axis = _Axis(low if low is not None else min(values + [0.0]), high if high is not None else max(values + [0.0]))
     height = 30 + ROW * len(rows) + 30
@@ -147,6 +149,6 @@ def interval_chart(rows: Sequence[tuple[str, float | None, float | None, float |
             parts.append(f'<line x1="{axis.x(lower):.1f}" y1="{y}" x2="{axis.x(upper):.1f}" y2="{y}" stroke="#4c78a8" stroke-width="3" stroke-opacity="0.5"/>')
         if value is not None:
             shown = _number(value, percent) if percent else f"{value:g}"
-            interval = "" if lower is None else f" [{_number(lower, percent)}, {_number(upper, percent)}]"
+            interval = "" if lower is None or upper is None else f" [{_number(lower, percent)}, {_number(upper, percent)}]"
             parts.append(f'<circle cx="{axis.x(value):.1f}" cy="{y}" r="4.5" fill="#4c78a8"><title>{escape(label)}: {shown}{interval}</title></circle>')
     return _svg(height, "".join(parts), title)

@@ -58,3 +58,15 @@ def test_the_console_check_sees_errors(tmp_path):
     broken.write_text("<html><body><script>missingFunction()</script></body></html>")
     rendered = chromium(broken, tmp_path / "profile", "--dump-dom")
     assert any("Uncaught ReferenceError" in line for line in rendered.stderr.splitlines() if ":CONSOLE" in line)
+
+
+def test_an_interval_chart_leaves_out_what_is_not_a_finite_number():
+    """A Hajek mean under an overflowing weight is NaN, and the seed's bootstrap can give [0.125, NaN]:
+    neither is drawn (no `nan` coordinates), the finite estimate still is."""
+    from pipeline.charts import interval_chart
+
+    svg = interval_chart([("low tier", 0.5, 0.125, float("nan")), ("high tier", float("nan"), None, None),
+                          ("mid tier", 0.25, 0.0, float("inf"))], "first-pass rate", low=0.0, high=1.0)
+    assert "nan" not in svg.lower() and "inf" not in svg.lower()
+    assert svg.count("<circle") == 2 and svg.count('stroke-width="3"') == 0
+    assert "low tier: 50" in svg and "[" not in svg.split("low tier: 50")[1].split("</title>")[0]
