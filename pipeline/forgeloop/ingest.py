@@ -287,10 +287,17 @@ class TreeState:
         return {name: self.warehouse.table_version(name) for name in (RUNS, MANIFEST, SCENARIOS)}
 
     def _same(self, group: str) -> bool:
-        return self.state is not None and self.state["groups"].get(group, {}).get("digest") == self.digests[group]
+        """The entry's files look as the recorded ingest saw them, and none was rejected for a
+        reason of the moment (a file that could not be read may be readable now: it is read again)."""
+        if self.state is None:
+            return False
+        recorded = self.state["groups"].get(group, {})
+        return recorded.get("digest") == self.digests[group] and not any(
+            _passing(rule) for _, _, rule in recorded.get("rejections", []))
 
     def unchanged(self) -> bool:
         return (self.state is not None and self.state["scenarioListing"] == self.scenario_listing
+                and not any(_passing(rule) for _, _, rule in self.state["scenarioRejections"])
                 and set(self.state["groups"]) == set(self.digests) and not self.changed)
 
     def scope(self) -> list[str] | None:
@@ -360,6 +367,11 @@ class TreeState:
             "scenarios": whole.scenarios, "scenarioRejections": rejected.get(None, []),
         }
         atomic_write_text(self.path, json.dumps(state))
+
+
+def _passing(rule: str) -> bool:
+    """A rejection that says nothing about the file itself, only about the moment: it could not be read."""
+    return rule.startswith(("cannot be read", "directory cannot be read"))
 
 
 def _digest(files: list[SeenFile], before: str = "") -> str:
