@@ -14,10 +14,16 @@ Arrow reader has read the plain rows: SQLite leaves the others out, counted) wit
 which sorts such rows one by one (`restart`). The Arrow reader is a second connection: in a
 WAL store, where a writer may commit between the two, it reads only if it sees the repos and the
 number of events the first one saw; else the first one reads.
+
+The repos table is small: its rows are judged here, in Python (`_judge_repos`). A row that cannot be a
+mapping (repo or path null, empty, not text, not UTF-8) or that gives a repo another path than an earlier
+row is rejected, and its rejection travels with the first batch of the events (`SourceBatch.rejected`),
+so it is counted and stored with the others.
 """
 from __future__ import annotations
 
 import codecs
+import json
 import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field
@@ -68,6 +74,8 @@ class Container:
     path: Path
     format: str  # sqlite or jsonl
     repos: list[tuple[str, str]] = field(default_factory=list)  # (repo, path) from the SQLite repos table
+    # (line, rid, field, rule) of the SQLite repos rows that are not mappings; the batches carry them too
+    repo_rejections: list[tuple] = field(default_factory=list)
 
 
 def detect_format(path: Path) -> str:
@@ -166,8 +174,9 @@ def _row_problem(row: tuple, text: type) -> tuple[str, str] | None:
 
 
 def _split_bad_rows(rows: list[tuple], start: int, text: type) -> tuple[list[tuple], list[tuple]]:
-    """Rows whose SQLite storage classes are wrong (a blob rid, a text ts, ...), found when a
-    batch does not fit the typed frame: each becomes a rejection naming its rid and column."""
+    """Rows whose SQLite storage classes are wrong (a blob rid, a text ts, an integer rid, ...), found
+    when a batch does not fit the typed frame (or holds a rid or kind stored as a number): each becomes
+    a rejection naming its rid and column."""
     good, bad = [], []
     for offset, row in enumerate(rows):
         problem = _row_problem(row, text)
@@ -180,12 +189,23 @@ def _split_bad_rows(rows: list[tuple], start: int, text: type) -> tuple[list[tup
     return good, bad
 
 
+# A number in a text column fits the typed frame (it takes 7 as "7"), as the format lets src, run, task,
+# repo and mode be. The rid and the kind must be text (JSON Lines rejects a rid or kind that is not a
+# string): a row holding either as a number reads with the text 'number' for its ts, which does not fit,
+# so its rows are sorted one by one and `_row_problem` (which looks at rid and kind before ts) names the
+# rid or the kind. `x < ''` is true for an integer or a real only (SQLite orders numbers before text, null
+# compares to nothing), and costs less than typeof(x), or than a column more in every row.
+_EXACT_QUERY = ("SELECT rid, kind, src, CASE WHEN rid < '' OR kind < '' THEN 'number' ELSE ts END AS ts, "
+                "run, task, repo, mode, data FROM events")
+
+
 def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: int) -> Iterator[SourceBatch]:
     """Batches of typed rows; a batch whose rows do not all fit is sorted row by row."""
     text = bytes if binary else str
     connection.text_factory = text
-    # no typeof(ts): a ts that fits the Float64 column is a number or null (others are sorted row by row)
-    cursor = connection.execute("SELECT rid, kind, src, ts, run, task, repo, mode, data FROM events")
+    # no typeof(ts): a ts that fits the Float64 column is a number or null (others are sorted row by row;
+    # so is a rid or kind stored as a number: `_EXACT_QUERY`)
+    cursor = connection.execute(_EXACT_QUERY)
     position = 0
     schema = {"position": pl.Int64} | {
         name: (pl.Binary if binary and name != "ts" else dtype) for name, dtype in _SCHEMA.items()
@@ -276,8 +296,8 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "
         cursor = connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         if snapshot.events is not None:  # WAL: this connection's transaction (it holds one) may see more
-            cursor.execute("SELECT repo, path FROM repos")
-            if _repos(cursor.fetchall()) != snapshot.repos:
+            cursor.execute(_REPOS_QUERY)
+            if [tuple(row) for row in cursor.fetchall()] != snapshot.repos:
                 raise _NotPlain("the repos changed since the store was opened")
         # the driver's batches (half a batch: the first batch is the first of them, so checking starts
         # as soon as it is read) are cut and joined where the plan says (known once the first tells the total)
@@ -342,13 +362,55 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """What the first connection saw: the repos, and (WAL stores only) the number of events."""
-    repos: list[tuple[str, str]]
+    """What the first connection saw: the repos rows (as `_REPOS_QUERY` reads them), and (WAL stores
+    only) the number of events."""
+    repos: list[tuple]
     events: int | None
 
 
-def _repos(rows) -> list[tuple[str, str]]:
-    return [(str(repo), str(where)) for repo, where in rows if repo is not None and where is not None]
+# the repos rows as they are stored, whatever their storage class or bytes (hex: text that is not UTF-8
+# reads as well as any other, and two connections compare what they see exactly); in the table's order
+_REPOS_QUERY = "SELECT typeof(repo), hex(repo), typeof(path), hex(path) FROM repos"
+
+
+def _repo_value(storage_class: str, hex_text: str) -> tuple[str | None, str]:
+    """A repos column's text, or None and what was found instead (as `_storage_class` names it)."""
+    if storage_class != "text":
+        return None, storage_class
+    try:
+        value = bytes.fromhex(hex_text).decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "text that is not valid UTF-8"
+    return (value, "") if value else (None, "empty text")
+
+
+def _judge_repos(rows: list[tuple]) -> tuple[list[tuple[str, str]], list[tuple]]:
+    """The repos rows (`_REPOS_QUERY`) -> the mappings, in the table's order, and the rejections
+    (line, rid, field, rule) of the rows that are not: as a JSON Lines repo line, a row needs repo and
+    path, each non-empty text. A repo given twice is one mapping, the first row's: a row repeating it
+    with the same path adds nothing (as a repeated event), with another path it is rejected, naming
+    the first row's path (the PRIMARY KEY of the format keeps a store from holding either)."""
+    mappings: dict[str, str] = {}
+    rejections: list[tuple] = []
+    for repo_class, repo_hex, path_class, path_hex in rows:
+        repo, repo_found = _repo_value(repo_class, repo_hex)
+        path, path_found = _repo_value(path_class, path_hex)
+        if repo is None:
+            shown = json.dumps(path, ensure_ascii=False) if path is not None else path_found
+            rejections.append((None, None, "repo", f"a repos row needs repo, non-empty text "
+                                                   f"(found {repo_found}; the row's path: {shown})"))
+        elif path is None:
+            rejections.append((None, None, "path", f"a repos row needs path, non-empty text "
+                                                   f"(found {path_found}; the row's repo: "
+                                                   f"{json.dumps(repo, ensure_ascii=False)})"))
+        elif repo not in mappings:
+            mappings[repo] = path
+        elif mappings[repo] != path:
+            rejections.append((None, None, "repo", f"a repos row repeats repo {json.dumps(repo, ensure_ascii=False)} "
+                                                   f"with another path ({json.dumps(path, ensure_ascii=False)}; an "
+                                                   f"earlier row has {json.dumps(mappings[repo], ensure_ascii=False)}); "
+                                                   "the first is kept"))
+    return list(mappings.items()), rejections
 
 
 def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS,
@@ -361,12 +423,13 @@ def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATC
     try:
         connection.execute("BEGIN")  # one snapshot for repos and events
         check_sqlite_schema(connection, path)
-        container.repos = _repos(connection.execute("SELECT repo, path FROM repos"))
+        repo_rows = connection.execute(_REPOS_QUERY).fetchall()
+        container.repos, container.repo_rejections = _judge_repos(repo_rows)
         # The Arrow reader is a second connection. In rollback-journal mode this transaction keeps
         # writers out until the end, so it sees the same store. In WAL mode a writer may commit in
         # between: it checks that it sees these repos and this many events, else the rows are read here.
         wal = connection.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
-        snapshot = _Snapshot(container.repos, connection.execute("SELECT count(*) FROM events").fetchone()[0] if wal else None)
+        snapshot = _Snapshot(repo_rows, connection.execute("SELECT count(*) FROM events").fetchone()[0] if wal else None)
     except StoreError:
         connection.close()
         raise
@@ -374,7 +437,7 @@ def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATC
         connection.close()
         raise _sqlite_problem(path, error, busy_timeout) from None
 
-    def batches() -> Iterator[SourceBatch]:
+    def events() -> Iterator[SourceBatch]:
         try:
             if arrow:
                 try:
@@ -399,6 +462,24 @@ def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATC
             except sqlite3.Error:
                 pass
             connection.close()
+
+    def batches() -> Iterator[SourceBatch]:
+        """The events' batches, the first of each reading (a restart forgets what came before) carrying
+        the rejected repos rows; an empty batch carries them when there are no events."""
+        pending = list(container.repo_rejections)
+        source = events()
+        try:
+            for batch in source:
+                if batch.kind == "restart":
+                    pending = list(container.repo_rejections)
+                elif pending:
+                    batch.rejected = pending + batch.rejected
+                    pending = []
+                yield batch
+        finally:
+            source.close()  # closed early (the ingest stopped): the transaction ends, the store is closed
+        if pending:
+            yield SourceBatch("sqlite", pl.DataFrame(schema={"position": pl.Int64} | _SCHEMA), rejected=pending)
 
     return container, batches()
 
