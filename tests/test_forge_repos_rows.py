@@ -226,18 +226,21 @@ def test_a_rejected_row_does_not_make_a_later_good_row_a_repeat(tmp_path):
     assert stored_repos(warehouse) == [("api", "/r/api")]
 
 
-@pytest.mark.xfail(strict=True, reason="JSON Lines repo lines are merged in pipeline/forge/stage.py (Stage.accept: "
-                   "repos.update, the last wins, across batches), outside this change's files")
-def test_a_json_lines_repo_repeated_with_another_path_is_rejected_as_in_a_sqlite_store(tmp_path):
+@pytest.mark.parametrize("batch_rows", [1, 2, 1000])  # the repeat in another batch, or in the same one
+def test_a_json_lines_repo_repeated_with_another_path_is_rejected_as_in_a_sqlite_store(tmp_path, batch_rows):
     export = tmp_path / "export.jsonl"
     export.write_text("\n".join([
         '{"kind": "repo", "repo": "api", "path": "/r/api"}',
         '{"kind": "repo", "repo": "api", "path": "/r/other"}',
+        '{"kind": "repo", "repo": "api", "path": "/r/api"}',  # the same mapping again: nothing to reject
         '{"rid": "e1", "kind": "attempt", "ts": 100, "data": {"n": 1}}',
     ]) + "\n")
     warehouse = Warehouse(tmp_path / "w")
-    result = ingest_forge(warehouse, export)
-    assert [(r.line, r.field) for r in result.rejections] == [(2, "repo")]
+    with warehouse.lock():
+        result = ingest_forge(warehouse, export, batch_rows=batch_rows)
+    assert [(r.line, r.rid, r.field, r.rule) for r in result.rejections] == [
+        (2, None, "repo", 'a repo line repeats repo "api" with another path ("/r/other"; line 1 has "/r/api"); the first is kept')]
+    assert (result.read, result.repo_lines, result.stored, result.rejected) == (4, 2, 1, 1)
     assert stored_repos(warehouse) == [("api", "/r/api")]
 
 

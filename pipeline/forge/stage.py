@@ -15,6 +15,7 @@ whatever the size of the store. It writes either
 """
 from __future__ import annotations
 
+import json
 import os
 import queue
 import shutil
@@ -173,7 +174,7 @@ class StagedBatch:
     seen: int  # rows or lines read
     repo_lines: int
     rejections: list[tuple]  # (position, line, rid, field, rule)
-    repos: list[tuple[str, str]]  # (repo, path) in source order
+    repos: list[tuple[int, int | None, str, str]]  # JSON Lines repo lines: (position, line, repo, path), in source order
     written: list[tuple[str, str | None, Path, int]] = field(default_factory=list)  # DirectWrite files
 
 
@@ -218,6 +219,7 @@ class Stage:
         self._cursors_lock = threading.Lock()
         self.batches: list[int] = []
         self.rejections: list[tuple] = []  # (position, line, rid, field, rule)
+        self.repo_lines: dict[str, int | None] = {}  # repo -> the line of the repo line that mapped it
         self.next_number = 0
 
     @staticmethod
@@ -259,6 +261,7 @@ class Stage:
             self.direct.reset()
         self.batches.clear()
         self.rejections.clear()
+        self.repo_lines.clear()
         self.next_number = 0
 
     def add(self, batch: SourceBatch, repos: dict[str, str]) -> tuple[int, int]:
@@ -276,7 +279,17 @@ class Stage:
         """Merge what checking a batch found; called in batch order."""
         self.batches.append(staged.number)
         self.rejections += staged.rejections
-        repos.update(staged.repos)
+        for position, line, repo, path in staged.repos:
+            known = repos.get(repo)
+            if known is None:
+                repos[repo] = path
+                self.repo_lines[repo] = line
+            elif known != path:  # as a SQLite store's repos rows: the first mapping is kept
+                first = self.repo_lines.get(repo)
+                where = f"line {first}" if first is not None else "the store's repos"
+                self.rejections.append((position, line, None, "repo", f"a repo line repeats repo {json.dumps(repo)} with another "
+                                        f"path ({json.dumps(path)}; {where} has {json.dumps(known)}); the first is kept"))
+                staged.repo_lines -= 1
         if self.direct is not None:
             self.direct.add(staged.written)
 
@@ -328,9 +341,8 @@ class Stage:
                         f"OR position IN (SELECT position FROM {staged} WHERE problem_field IS NOT NULL)")
             for table in (plan_tasks, routes, staged):
                 c.execute(f"DELETE FROM {table} WHERE {rejected}")
-            repos = c.sql(
-                "SELECT repo, repo_path FROM forge_envelopes WHERE repo_line AND problem_field IS NULL ORDER BY position"
-            ).fetchall()
+            repos = c.sql("SELECT position, line, repo, repo_path FROM forge_envelopes "
+                          "WHERE repo_line AND problem_field IS NULL ORDER BY position").fetchall()
             seen, repo_lines = c.sql(
                 "SELECT count(*), count(*) FILTER (WHERE repo_line AND problem_field IS NULL) FROM forge_envelopes"
             ).fetchall()[0]
