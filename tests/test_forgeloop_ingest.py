@@ -121,7 +121,7 @@ def test_hostile_files_are_rejected_and_the_good_ones_stored(tmp_path):
     (results / "raw" / "loose.json").write_text(json.dumps(GOOD))
 
     result = run_cli("ingest", "forgeloop", str(results), "--max-file-mb", "0.002", warehouse=tmp_path / "w", check=3)
-    assert "14 files: 2 accepted, 0 unchanged, 12 rejected" in result.stdout
+    assert "14 run files: 2 accepted, 0 unchanged, 12 rejected" in result.stdout
     assert "12 of 14 files rejected; the rest is stored" in result.stderr
     assert "Traceback" not in result.stderr
     seen = manifest(tmp_path / "w")
@@ -155,7 +155,8 @@ def test_names_that_are_not_utf8_and_files_that_are_not_regular_are_rejected_not
         result = run_cli("ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"),
                          warehouse=tmp_path / "w", check=3, timeout=60)
         assert "Traceback" not in result.stderr
-        assert f"7 files: {2 - 2 * attempt} accepted, {2 * attempt} unchanged, 5 rejected" in result.stdout
+        assert (f"5 run files: {2 - 2 * attempt} accepted, {2 * attempt} unchanged, 3 rejected; run sets rs-test; "
+                "3 scenario files: 1 accepted, 2 rejected") in result.stdout
         for line in ("rejected raw/rs-\\xfe: file: name is not valid UTF-8: its files are not read",
                      "rejected raw/rs-test/run-\\xff.json: file: name is not valid UTF-8",
                      "rejected raw/rs-test/pipe.json: file: is not a regular file",
@@ -171,10 +172,10 @@ def test_names_that_are_not_utf8_and_files_that_are_not_regular_are_rejected_not
 def test_a_file_rejected_for_the_size_limit_is_judged_again_under_another_limit(tmp_path):
     results = write_tree(tmp_path / "results", [GOOD, run(mode="forgeloopBalanced", tokens=1200)])
     small = run_cli("ingest", "forgeloop", str(results), "--max-file-mb", "0.0001", warehouse=tmp_path / "w", check=3)
-    assert "2 files: 0 accepted, 0 unchanged, 2 rejected" in small.stdout
+    assert "2 run files: 0 accepted, 0 unchanged, 2 rejected" in small.stdout
     assert {status for status, _, _ in manifest(tmp_path / "w").values()} == {"rejected"}
     again = run_cli("ingest", "forgeloop", str(results), warehouse=tmp_path / "w")  # the default limit, 16 MB
-    assert "2 files: 2 accepted, 0 unchanged, 0 rejected" in again.stdout
+    assert "2 run files: 2 accepted, 0 unchanged, 0 rejected" in again.stdout
     assert stored_runs(tmp_path / "w")["mode"].to_list() == ["direct", "forgeloopBalanced"]
 
 
@@ -330,7 +331,7 @@ def test_ingest_can_be_limited_to_some_run_sets(tmp_path):
     results = write_tree(tmp_path / "results", [run(run_set="rs-one"), run(run_set="rs-two", tokens=2000)])
     (results / "raw" / "rs-two" / "broken.json").write_text("{")
     outcome = run_cli("ingest", "forgeloop", str(results), "--run-set", "rs-one", warehouse=tmp_path / "w")
-    assert "1 files: 1 accepted" in outcome.stdout
+    assert "1 run file: 1 accepted" in outcome.stdout
     assert stored_runs(tmp_path / "w")["run_set_id"].to_list() == ["rs-one"]
     missing = run_cli("ingest", "forgeloop", str(results), "--run-set", "rs-nine", warehouse=tmp_path / "w", check=1)
     assert f"no run set folder rs-nine in {results / 'raw'}" in missing.stderr
@@ -353,26 +354,26 @@ def test_unchanged_tree_is_answered_from_the_last_ingest_without_the_dataframe_s
     command = [sys.executable, "-X", "importtime", "-m", "pipeline", "ingest", "forgeloop", str(results),
                "--scenarios", str(scenarios), "--warehouse", str(warehouse)]
     first = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    assert first.returncode == 3 and "3 files: 2 accepted, 0 unchanged, 1 rejected" in first.stdout, first.stdout + first.stderr
+    assert first.returncode == 3 and "3 run files: 2 accepted, 0 unchanged, 1 rejected" in first.stdout, first.stdout + first.stderr
     versions = {name: os.readlink(warehouse / name) for name in ("runs", "ingest_manifest", "scenarios")}
     again = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     # the same verdicts (the rejection too, exit 3), nothing written, no polars/DuckDB/pyarrow
     assert again.returncode == 3
-    assert "3 files: 0 accepted, 2 unchanged, 1 rejected; run sets rs-test; 1 scenarios" in again.stdout
+    assert "3 run files: 0 accepted, 2 unchanged, 1 rejected; run sets rs-test; 1 scenario file: 1 accepted, 0 rejected" in again.stdout
     assert "rejected raw/rs-test/small-bug-fix/direct/run-003.json: usage.totalTokens: must be" in again.stderr
     assert not _heavy_imports(again.stderr), _heavy_imports(again.stderr)
     assert {name: os.readlink(warehouse / name) for name in versions} == versions
     # a touched scenario file, a touched run file, a table written by someone else: a real ingest
     os.utime(scenarios / "small-bug-fix.json", ns=(5, 5))  # same bytes: read again, nothing new
     touched = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    assert "3 files: 0 accepted, 2 unchanged, 1 rejected" in touched.stdout and _heavy_imports(touched.stderr)
+    assert "3 run files: 0 accepted, 2 unchanged, 1 rejected" in touched.stdout and _heavy_imports(touched.stderr)
     os.utime(results / "raw" / "rs-test" / "small-bug-fix" / "direct" / "run-002.json", ns=(5, 5))
     assert _heavy_imports(subprocess.run(command, capture_output=True, text=True, cwd=ROOT).stderr)
     assert not _heavy_imports(subprocess.run(command, capture_output=True, text=True, cwd=ROOT).stderr)
     other = write_tree(tmp_path / "elsewhere", [run(run_set="rs-two", tokens=4000)])
     ingest_forgeloop(Warehouse(warehouse), other)
     after_other = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    assert "3 files: 0 accepted, 2 unchanged, 1 rejected" in after_other.stdout and _heavy_imports(after_other.stderr)
+    assert "3 run files: 0 accepted, 2 unchanged, 1 rejected" in after_other.stdout and _heavy_imports(after_other.stderr)
     # other options are another question, answered by a real ingest
     limited = subprocess.run([*command, "--max-file-mb", "8"], capture_output=True, text=True, cwd=ROOT)
     assert "0 accepted, 2 unchanged, 1 rejected" in limited.stdout and _heavy_imports(limited.stderr)
@@ -475,3 +476,18 @@ def test_a_file_that_could_not_be_read_is_read_again_once_it_can_be(tmp_path):
     assert second.returncode == 0, second.stderr
     answer = json.loads(second.stdout)
     assert (answer["accepted"], answer["unchanged"], answer["rejected"], answer["scenarios"]) == (1, 1, 0, 2)
+
+
+def test_scenario_files_are_counted_apart_from_run_files(tmp_path):
+    """One run file and eight scenario files, two of them broken: the summary counts each kind, and
+    the files rejected are said out of all the files seen (it said 2 of 3)."""
+    results = write_tree(tmp_path / "results", [run()], {f"scenario-{n}": "balanced" for n in range(6)})
+    (results / "scenarios" / "broken.json").write_text("{")
+    (results / "scenarios" / "empty.json").write_text("")
+    command = ["ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios")]
+    result = run_cli(*command, warehouse=tmp_path / "w", check=3)
+    assert "1 run file: 1 accepted, 0 unchanged, 0 rejected; run sets rs-test; 8 scenario files: 6 accepted, 2 rejected" in result.stdout
+    assert "loopmeter: 2 of 9 files rejected; the rest is stored" in result.stderr
+    report = json.loads(run_cli(*command, "--json", warehouse=tmp_path / "w2", check=3).stdout)
+    assert (report["seen"], report["accepted"], report["rejected"], report["scenarios"], report["scenariosRejected"]) == (1, 1, 0, 6, 2)
+    assert len(report["rejections"]) == 2

@@ -159,7 +159,7 @@ def test_smoke_run_set_has_forgeloops_layout_values_and_aggregate(tmp_path, scen
     # what it writes is accepted by `ingest forgeloop`, and its aggregate is what `aggregate` makes of it
     fresh = tmp_path / "fresh-warehouse"
     ingested = run_cli("ingest", "forgeloop", str(results), "--scenarios", str(scenarios), warehouse=fresh)
-    assert "6 files: 6 accepted, 0 unchanged, 0 rejected; run sets rs-smoke" in ingested.stdout
+    assert "6 run files: 6 accepted, 0 unchanged, 0 rejected; run sets rs-smoke" in ingested.stdout
     run_cli("aggregate", "--out", str(tmp_path / "again"), "--run-set", "rs-smoke", "--tier", "smoke", warehouse=fresh)
     written = sorted(p.name for p in (results / "aggregate/rs-smoke").iterdir())
     assert written == ["small-bug-fix.json", "static-landing-page.json", "summary.json"]
@@ -370,7 +370,7 @@ def test_keep_going_records_failures_outside_raw_and_exits_3(tmp_path, scenarios
     assert [(s["scenarioId"], s["claimsAllowed"]) for s in summary["scenarios"]] == [
         ("small-bug-fix", False), ("static-landing-page", True)]
     ingested = run_cli("ingest", "forgeloop", str(results), warehouse=tmp_path / "fresh")
-    assert "3 files: 3 accepted, 0 unchanged, 0 rejected" in ingested.stdout
+    assert "3 run files: 3 accepted, 0 unchanged, 0 rejected" in ingested.stdout
 
     resumed = json.loads(execute(tmp_path, scenarios, target, "--resume", "--run-set", "rs-keep", "--json").stdout)
     assert (resumed["status"], resumed["executed"], resumed["resumed"], resumed["tier"]) == ("MEASURED", 3, 3, "smoke")

@@ -18,6 +18,10 @@ RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only thi
 SHOWN_RUN_SETS = 10
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
 def _names(run_sets: list[str]) -> str:
     shown = ", ".join(run_sets[:SHOWN_RUN_SETS]) or "-"
     return shown + (f" and {len(run_sets) - SHOWN_RUN_SETS} more" if len(run_sets) > SHOWN_RUN_SETS else "")
@@ -52,15 +56,18 @@ def ingest_forgeloop_command(
     else:
         print_rejections([f"rejected {path}: {field}: {reason}" for path, field, reason in result.rejections],
                          result.rejected, "ingest_manifest")
+        scenario_files = result.scenarios + result.scenarios_rejected
         print(
-            f"{result.seen} files: {result.accepted} accepted, {result.unchanged} unchanged, {result.rejected} rejected; "
-            f"run sets {_names(result.run_sets)}"
-            + (f"; {result.scenarios} scenarios" if scenarios is not None else "")
+            f"{_count(result.seen, 'run file')}: {result.accepted} accepted, {result.unchanged} unchanged, "
+            f"{result.runs_rejected} rejected; run sets {_names(result.run_sets)}"
+            + (f"; {_count(scenario_files, 'scenario file')}: {result.scenarios} accepted, {result.scenarios_rejected} rejected"
+               if scenarios is not None else "")
             + f" -> {store.root}"
         )
     if result.rejected:
         if not json:
-            print(f"loopmeter: {result.rejected} of {result.seen} files rejected; the rest is stored", file=sys.stderr)
+            seen = result.seen + result.scenarios + result.scenarios_rejected
+            print(f"loopmeter: {result.rejected} of {_count(seen, 'file')} rejected; the rest is stored", file=sys.stderr)
         return Exit.REJECTED
     return Exit.OK
 

@@ -55,11 +55,21 @@ class IngestResult:
 
     @property
     def rejected(self) -> int:
+        """Every file rejected: run files and scenario files."""
         return len(self.rejections)
 
     @property
+    def runs_rejected(self) -> int:
+        return sum(1 for path, _, _ in self.rejections if _rejection_group(path) is not None)
+
+    @property
+    def scenarios_rejected(self) -> int:
+        return self.rejected - self.runs_rejected
+
+    @property
     def seen(self) -> int:
-        return self.accepted + self.unchanged + self.rejected
+        """Run files seen (the scenario files are `scenarios` + `scenarios_rejected`)."""
+        return self.accepted + self.unchanged + self.runs_rejected
 
     def as_dict(self) -> dict:
         return {
@@ -68,8 +78,9 @@ class IngestResult:
             "seen": self.seen,
             "accepted": self.accepted,
             "unchanged": self.unchanged,
-            "rejected": self.rejected,
+            "rejected": self.runs_rejected,
             "scenarios": self.scenarios,
+            "scenariosRejected": self.scenarios_rejected,
             "rejections": [{"path": p, "field": f, "reason": r} for p, f, r in self.rejections],
         }
 
