@@ -4,12 +4,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))  # the per-run port of ForgeLoop's aggregator: the oracle
+
+# A command a test runs without --warehouse must never reach the project's own data/warehouse,
+# where a user's `loopmeter demo` keeps its warehouse: every command (in this process or a child)
+# finds $LOOPMETER_WAREHOUSE pointing at a place of this test process's own, which does not exist
+# until a command writes there. A test may still set the variable itself (`env=`).
+DEFAULT_WAREHOUSE = Path(tempfile.mkdtemp(prefix="loopmeter-tests-")) / "default-warehouse"
+os.environ["LOOPMETER_WAREHOUSE"] = str(DEFAULT_WAREHOUSE)
 
 
 def imported_packages(importtime_stderr: str) -> set[str]:
@@ -34,7 +42,6 @@ def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, en
             timeout: float | None = None) -> subprocess.CompletedProcess:
     """Run `loopmeter ARGS` in a fresh process, as a user would (`timeout`: seconds, for what could hang)."""
     environment = dict(os.environ, **(env or {}))
-    environment.pop("LOOPMETER_WAREHOUSE", None)
     command = [sys.executable, "-m", "pipeline", *args]
     if warehouse is not None:
         command += ["--warehouse", str(warehouse)]

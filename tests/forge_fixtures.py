@@ -25,16 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def cli(*args: str, warehouse: Path | None = None):
     """`loopmeter ARGS` in this process (typer's runner): result.exit_code, .stdout, .stderr."""
     argv = list(args) + (["--warehouse", str(warehouse)] if warehouse is not None else [])
-    env = {"LOOPMETER_WAREHOUSE": ""}
-    return CliRunner().invoke(app, argv, env=env)
+    return CliRunner().invoke(app, argv)  # $LOOPMETER_WAREHOUSE: conftest's own place, never data/warehouse
 
 
 def run_user(*args: str, warehouse: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`loopmeter ARGS` in a fresh process, as a user runs it."""
     command = [sys.executable, "-m", "pipeline", *args] + (["--warehouse", str(warehouse)] if warehouse else [])
-    environment = dict(os.environ)
-    environment.pop("LOOPMETER_WAREHOUSE", None)
-    return subprocess.run(command, capture_output=True, text=True, env=environment, cwd=cwd or ROOT)
+    return subprocess.run(command, capture_output=True, text=True, cwd=cwd or ROOT)
 
 
 def write_store(path: Path, events: list[dict], repos: list[tuple[str, str]] = (("api", "/nowhere/api"),)) -> Path:

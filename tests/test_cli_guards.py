@@ -86,7 +86,7 @@ def test_a_warehouse_that_is_a_file_is_one_line(tmp_path, sample):
         one_line_error(run_cli(*args, warehouse=file, check=None), 1, f"--warehouse {file} is a file, not a directory")
         one_line_error(run_cli(*args, warehouse=file / "sub", check=None), 1, f"{file} is a file, not a directory")
     result = run_cli("report", "routing", check=None, env={"LOOPMETER_WAREHOUSE": str(file)})
-    assert result.returncode == 1  # run_cli drops the variable; it names it when it is used
+    one_line_error(result, 1, f"$LOOPMETER_WAREHOUSE {file} is a file, not a directory")
     assert file.read_text() == "not a warehouse"
 
 
