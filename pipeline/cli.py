@@ -47,4 +47,25 @@ _register()
 
 
 def main() -> None:
-    app()
+    """Run the command. A wrong command line is one line too, as every other error
+    (`loopmeter: error: ...`, exit 2), not click's usage block."""
+    import sys
+
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+    try:
+        code = app(standalone_mode=False, prog_name="loopmeter")
+    except NoArgsIsHelpError as error:  # `loopmeter` or a group alone: its help
+        error.show()
+        sys.exit(error.exit_code)
+    except UsageError as error:
+        where = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
+        print(f"loopmeter: error: {error.format_message().rstrip('.')}{where}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    except ClickException as error:
+        print(f"loopmeter: error: {error.format_message()}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        print("loopmeter: aborted", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

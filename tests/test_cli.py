@@ -4,6 +4,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, imported_packages, run_cli
 
 
@@ -38,3 +40,16 @@ def test_aggregate_on_an_empty_warehouse_is_one_clear_line(tmp_path):
 def test_bad_tier_is_refused(corpus_warehouse, tmp_path):
     result = run_cli("aggregate", "--tier", "huge", "--out", str(tmp_path), warehouse=corpus_warehouse, check=2)  # a wrong command line
     assert "--tier must be one of smoke, evidence, tail" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nosuch"], "loopmeter: error: No such command 'nosuch' (see 'loopmeter --help')"),
+    (["report", "routing", "--since", "abc"],
+     "loopmeter: error: Invalid value for '--since': 'abc' is not a valid float (see 'loopmeter report routing --help')"),
+    (["report", "summary", "--bogus"], "loopmeter: error: No such option: --bogus (see 'loopmeter report summary --help')"),
+    (["ingest", "forgeloop"], "loopmeter: error: Missing argument 'RESULTS' (see 'loopmeter ingest forgeloop --help')"),
+])
+def test_a_wrong_command_line_is_one_line_and_exit_2(args, message):
+    """As every other error: one line on stderr, not click's usage block of four."""
+    result = run_cli(*args, check=2)
+    assert result.stderr == message + "\n" and result.stdout == ""
