@@ -16,6 +16,7 @@ class AllStages:
     texts: list[str] = field(default_factory=list)  # the Forge reports, as text
     rejected: int = 0  # inputs rejected by the ingests
     unharvested: int = 0  # integrations or tasks the harvest could not measure (tried again next time)
+    notes: list[str] = field(default_factory=list)  # what a user should know about the numbers (shown on stderr)
     forgeloop: object = None  # the ForgeLoop aggregate (stage.Aggregated)
 
 
@@ -64,6 +65,10 @@ def _forgeloop(warehouse: Warehouse, results: Path, scenarios: Path | None, tier
     publish(warehouse, aggregated, outcome.aggregate)
     outcome.forgeloop = aggregated
     outcome.steps.append(f"aggregate: {len(aggregated.written)} ForgeLoop documents in {outcome.aggregate}")
+    unknown = sorted({scenario for documents in aggregated.documents for scenario in documents.unknown_scenarios})
+    if unknown:  # as `aggregate` says it
+        outcome.notes.append(f"note: no scenario file for {', '.join(unknown)}: expectedProfile unknown, lightObjectives null"
+                             + ("" if scenarios is not None else " (pass --scenarios DIR); the reports list only scenarios with a file"))
 
 
 def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float | None, include_temp: bool,
@@ -88,6 +93,10 @@ def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float
     harvested = harvest(warehouse, horizon_days=horizon_days, now=now, include_temp=include_temp)
     recorded = record(warehouse, harvested)
     outcome.unharvested += harvested.problems
+    skipped = harvested.counts.get("skipped_temp", 0)
+    if skipped:
+        outcome.notes.append(f"note: {skipped} integration(s) in repositories under the temporary directory were not harvested "
+                             "(pass --include-temp to measure them)")
     outcome.steps.append(
         f"harvest survival: {recorded} outcomes recorded ({harvested.git_processes} git processes"
         + (f", {harvested.problems} could not be measured" if harvested.problems else "") + ")"

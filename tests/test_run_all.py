@@ -38,3 +38,20 @@ def test_run_all_json_lists_the_stages(tmp_path):
     assert [step.split(":")[0] for step in outcome["steps"]] == [
         "ingest forge", "report routing", "harvest survival", "report html"]
     assert outcome["rejected"] == 0 and outcome["report"].endswith("report.html")
+    assert outcome["aggregate"] is None and outcome["notes"] == []  # no ForgeLoop data: no aggregate folder named
+
+
+def test_run_all_says_what_it_left_out(tmp_path, corpus):
+    """Without --scenarios the reports list no scenario, and without --include-temp the harvest skips
+    repositories under the temporary directory: run-all says both, as aggregate and harvest do."""
+    write_sample(tmp_path / "forge", runs=20)
+    command = ["run-all", str(corpus / "results"), "--forge", str(tmp_path / "forge" / "dataset.sqlite")]
+    result = run_cli(*command, warehouse=tmp_path / "w")
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 2, result.stderr
+    assert notes[0].startswith("note: no scenario file for ") and "(pass --scenarios DIR)" in notes[0]
+    assert "in repositories under the temporary directory were not harvested (pass --include-temp" in notes[1]
+    outcome = json.loads(run_cli(*command, "--json", warehouse=tmp_path / "w2").stdout)
+    assert outcome["notes"] == notes
+    quiet = run_cli(*command, "--quiet", warehouse=tmp_path / "w3")
+    assert "note:" not in quiet.stderr

@@ -10,8 +10,8 @@ import typer
 from ..cli import app
 from ..errors import EXIT_CODES_HELP, Exit
 from .common import (
-    JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_utf8_path, command, open_warehouse, print_json,
-    refuse_inside_warehouse, set_quiet, stdout_console,
+    JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_utf8_path, command, note, open_warehouse,
+    print_json, refuse_inside_warehouse, set_quiet, stdout_console,
 )
 
 
@@ -20,10 +20,11 @@ def _as_json(outcome, data: Path | None) -> dict:
         "steps": outcome.steps,
         "sample": None if data is None else str(data / "sample"),
         "warehouse": str(outcome.warehouse),
-        "aggregate": str(outcome.aggregate),
+        "aggregate": None if outcome.forgeloop is None else str(outcome.aggregate),  # no ForgeLoop data: none written
         "report": str(outcome.report),
         "rejected": outcome.rejected,
         "unharvested": outcome.unharvested,
+        "notes": outcome.notes,
     }
 
 
@@ -35,6 +36,8 @@ def _show(outcome, store, data: Path | None) -> None:
     console = stdout_console(200)
     for step in outcome.steps:
         console.print(f"[green]✓[/green] {step}")
+    for line in outcome.notes:
+        note(line)
     if outcome.forgeloop is not None:
         tail = tail_report(outcome.forgeloop, sorted(expected_profiles(store)))
         if data is not None:  # the demo shows its tail-tier run set, the one with enough pairs to judge tails
@@ -45,12 +48,14 @@ def _show(outcome, store, data: Path | None) -> None:
     if data is not None:
         console.print(f"\nsample data:  {data / 'sample'}")
     console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)")
-    console.print(f"aggregates:   {outcome.aggregate}")
+    if outcome.forgeloop is not None:
+        console.print(f"aggregates:   {outcome.aggregate}")
     console.print(f"HTML report:  {outcome.report}  (open it in a browser)")
     console.print("next: loopmeter report summary | outliers | tail | regression | routing | survival   (--json for JSON)")
 
 
-@app.command("demo", help="Make the sample data in data/ (deterministic), run every stage on it, show the key tables.")
+@app.command("demo", help="Make the sample data in data/ (deterministic), run every stage on it, show the key tables. "
+             + EXIT_CODES_HELP)
 @command
 def demo_command(
     data: Annotated[Path, typer.Option("--data", help="Where the sample data goes.")] = Path("data"),
@@ -74,7 +79,8 @@ def demo_command(
              "harvest survival, report survival, the catalog and the HTML report. " + EXIT_CODES_HELP)
 @command
 def run_all_command(
-    results: Annotated[Optional[Path], typer.Argument(help="ForgeLoop results directory (holds raw/).", show_default=False)] = None,
+    results: Annotated[Optional[Path], typer.Argument(metavar="[RESULTS]", help="ForgeLoop results directory (holds raw/).",
+                                                      show_default=False)] = None,
     scenarios: Annotated[Optional[Path], typer.Option("--scenarios", help="ForgeLoop scenario files.")] = None,
     forge: Annotated[Optional[Path], typer.Option("--forge", help="Forge store: dataset.sqlite or a .jsonl export.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Where ForgeLoop documents go (default: <warehouse>/aggregate).")] = None,

@@ -89,9 +89,11 @@ def report_routing(
                                                    "days (0: no limit, as the seed).", metavar="DAYS")] = None,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
+    quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
     check_number("--since", since, minimum=0)
+    set_quiet(quiet)
     from ..forge import tables as t
     from ..forge.reports import routing_document, routing_frames, routing_json, routing_scope, routing_text
 
@@ -176,8 +178,10 @@ def harvest_survival(
 def report_survival(
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
+    quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
+    set_quiet(quiet)
     from ..forge import tables as t
     from ..forge.reports import routing_json, survival_document, survival_frame, survival_text
 

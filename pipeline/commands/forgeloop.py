@@ -30,7 +30,7 @@ def _names(run_sets: list[str]) -> str:
 @ingest_app.command("forgeloop", help="Read ForgeLoop run files (RESULTS/raw/<runSetId>/**/*.json) into the warehouse. " + EXIT_CODES_HELP)
 @command
 def ingest_forgeloop_command(
-    results: Annotated[Path, typer.Argument(help="ForgeLoop results directory (holds raw/).", show_default=False)],
+    results: Annotated[Path, typer.Argument(metavar="RESULTS", help="ForgeLoop results directory (holds raw/).", show_default=False)],
     scenarios: Annotated[Optional[Path], typer.Option("--scenarios", help="Directory of scenario files (<scenarioId>.json).")] = None,
     max_file_mb: Annotated[float, typer.Option("--max-file-mb", help="Reject run files larger than this.")] = 16.0,
     run_set: Annotated[Optional[list[str]], typer.Option("--run-set", help="Only this run set folder (repeatable; default: all).")] = None,
@@ -164,7 +164,9 @@ REPORT_HELP = {
 
 
 def _report_command(name: str):
-    def report(run_set: RunSetOption = None, warehouse: WarehouseOption = None, json: JsonOption = False) -> int:
+    def report(run_set: RunSetOption = None, warehouse: WarehouseOption = None, quiet: QuietOption = False,
+               json: JsonOption = False) -> int:
+        set_quiet(quiet)  # notes on stderr; the report itself is always printed
         return _report(name, run_set, warehouse, json)
 
     report.__name__ = f"report_{name}"
@@ -172,15 +174,18 @@ def _report_command(name: str):
 
 
 for _name, _help in REPORT_HELP.items():
-    report_app.command(_name, help=_help + " --json prints what ForgeLoop's script prints.")(_report_command(_name))
+    report_app.command(_name, help=_help + " --json prints what ForgeLoop's script prints. " + EXIT_CODES_HELP)(
+        _report_command(_name))
 
 
-@report_app.command("html", help="One self-contained HTML page with charts (no network needed to view it).")
+@report_app.command("html", help="One self-contained HTML page with charts (no network needed to view it). " + EXIT_CODES_HELP)
 @command
 def report_html(
     out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")],
     run_set: RunSetOption = None,
     warehouse: WarehouseOption = None,
+    quiet: QuietOption = False,
+    json: JsonOption = False,
 ) -> int:
     store = open_warehouse(warehouse)
     check_utf8_path(out, "--out")
@@ -204,5 +209,8 @@ def report_html(
         atomic_write_text(out, page)
     except OSError as error:
         raise LoopmeterError(f"--out {out}: cannot write it: {error.strerror or error}") from None
-    print(f"wrote {out}")
+    if json:
+        print_json({"written": str(out.resolve()), "bytes": len(page.encode())}, 2)
+    elif not quiet:
+        print(f"wrote {out}")
     return Exit.OK
