@@ -29,6 +29,10 @@ SUMMARIES: list[tuple[str, str, tuple[str, ...]]] = [
 def typed_frame(frame: pl.DataFrame, table: str) -> pl.DataFrame:
     """`frame` with exactly the documented columns of `table`, in order and type (missing ones null)."""
     columns = t.columns(table)
+    if not any(name in frame.columns for name, _, _ in columns):
+        # a select of literals only is one row whatever the frame's height (`typed_frame(pl.DataFrame(), ...)`,
+        # an empty table, would hold a row of nulls): as many null rows as the frame has
+        return pl.DataFrame([pl.Series(name, [None] * frame.height, dtype=polars_dtype(dtype)) for name, dtype, _ in columns])
     return frame.select(
         [
             (pl.col(name) if name in frame.columns else pl.lit(None)).cast(polars_dtype(dtype)).alias(name)

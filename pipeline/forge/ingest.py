@@ -72,6 +72,16 @@ class IngestResult:
     def rejected(self) -> int:
         return len(self.rejections)
 
+    def rejected_summary(self) -> str:
+        """What `ingest forge` says last when something was rejected: 'the rest is stored' only when an
+        event was stored."""
+        said = f"{self.rejected} of {self.read} rejected"
+        if self.stored:
+            return f"{said}; the rest is stored"
+        if self.rejected >= self.read:
+            return f"{said}; no event is stored"
+        return f"{said}; no new event is stored (the others were stored already or map repositories)"
+
     def as_dict(self) -> dict:
         return {
             "source": str(self.source),
@@ -122,15 +132,23 @@ def ingest_forge(
         clock = time.perf_counter()
         result.repos = write_repos(warehouse, repos, str(source), now)
         write_rejections(warehouse, result.rejections, str(source), now)
-        summaries = (t.ATTEMPTS, t.DECISIONS, t.TASKS)
-        if not result.stored and not all(warehouse.has_table(name) for name in (*EVENT_TABLES, *PLAN_TABLES, *summaries)):
-            for table in (*EVENT_TABLES, *PLAN_TABLES):  # nothing new and nothing before: the tables, empty
-                if not warehouse.has_table(table):
-                    warehouse.write_table(table, typed_frame(pl.DataFrame(), table))
-            rebuild_summaries(warehouse)
+        if not result.stored:
+            write_empty_tables(warehouse)
     result.rebuilt = bool(result.stored)
     timings["summaries"] = timings.get("summaries", 0.0) + time.perf_counter() - clock
     return result
+
+
+def write_empty_tables(warehouse: Warehouse) -> None:
+    """Nothing new stored: the Forge tables not stored before are written empty, with their columns
+    (forge_events too, partitioned by month: one empty file), so every documented table can be queried
+    whatever the store held; the summaries are rebuilt when one of their inputs or one of them was missing."""
+    summaries = (t.ATTEMPTS, t.DECISIONS, t.TASKS)
+    missing = [table for table in (t.EVENTS, *EVENT_TABLES, *PLAN_TABLES) if not warehouse.has_table(table)]
+    for table in missing:
+        warehouse.write_table(table, typed_frame(pl.DataFrame(), table), partition_by="month" if table == t.EVENTS else None)
+    if [table for table in missing if table != t.EVENTS] or not all(warehouse.has_table(name) for name in summaries):
+        rebuild_summaries(warehouse)
 
 
 def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: IngestResult, repos: dict[str, str],

@@ -46,6 +46,7 @@ TEXT_FIELDS = ("rid", "kind", "src", "run", "task", "repo", "mode", "data")
 BATCH_ROWS = 150_000
 FETCH_ROWS = 20_000  # SQLite rows fetched as Python objects at a time
 READ_CHUNK_BYTES = 8 * 1024 * 1024
+HEAD_BYTES = 1024 * 1024  # what `detect_format` reads of a file that is not SQLite
 
 
 class StoreError(LoopmeterError):
@@ -79,26 +80,96 @@ class Container:
 
 
 def detect_format(path: Path) -> str:
-    """sqlite or jsonl, from the file's first bytes (the name does not decide)."""
+    """sqlite or jsonl, from the file's first bytes (the name does not decide), or `StoreError`.
+
+    A file is a SQLite store when it starts with the SQLite header. It is a JSON Lines export when
+    one of the lines in its first MiB (`HEAD_BYTES`) is an event or a repo line: a JSON object with a
+    kind (a string); or when its first line, longer than that MiB, starts with `{` (a large plan event:
+    the ingest judges it as any line). Lines around an event line that are broken
+    are rejected with their numbers and the rest loads. A file with no such line is no Forge store (a
+    pretty-printed JSON document, a ForgeLoop run file, a JSON array, a binary file) and is refused
+    before anything is written; so is an empty file, unless it is named `.jsonl` or `.ndjson` (an
+    export of an empty store). Only the first MiB is read: a real export's first line decides."""
     if not path.exists():
         raise StoreError(f"{path}: no such file")
     if path.is_dir():
         raise StoreError(f"{path}: is a directory; give the store file (dataset.sqlite) or a JSON Lines export")
     try:
         with open(path, "rb") as handle:
-            head = handle.read(4096)
+            head = handle.read(len(SQLITE_MAGIC))
+            if head == SQLITE_MAGIC:
+                return "sqlite"
+            head += handle.read(HEAD_BYTES - len(head))
+            whole = len(head) < HEAD_BYTES or not handle.read(1)
     except OSError as error:
         raise StoreError(f"{path}: cannot be read ({error.strerror})") from None
-    if head.startswith(SQLITE_MAGIC):
-        return "sqlite"
-    stripped = head.lstrip(b" \t\r\n\xef\xbb\xbf")
-    if stripped.startswith(b"{") or path.suffix in (".jsonl", ".ndjson"):
-        # a .jsonl file is an export even when its first line is broken: that line is
-        # rejected with its number and the rest loads
+    reason = _not_json_lines(head, whole)
+    if reason is None:
         return "jsonl"
+    if reason == _EMPTY and path.suffix in (".jsonl", ".ndjson"):
+        return "jsonl"  # an export of a store without events: 0 lines read
     if path.suffix in (".sqlite", ".sqlite3", ".db"):
         raise StoreError(f"{path}: is not a SQLite database (it does not start with the SQLite header)")
-    raise StoreError(f"{path}: is neither a SQLite Forge store nor a JSON Lines export (a line per event, each a JSON object)")
+    raise StoreError(f"{path}: is neither a SQLite Forge store nor a JSON Lines export: not SQLite (no SQLite header), "
+                     f"and {reason}; a Forge export has one event per line")
+
+
+_EMPTY = "it is empty"
+
+
+def _is_event_line(line: bytes) -> bool:
+    """A JSON object with a kind (a string): what every line of an export is meant to be."""
+    if not (line.startswith(b"{") and line.endswith(b"}")):
+        return False  # cheaply not an object (most lines of a pretty-printed document)
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep to parse
+        return False
+    return isinstance(value, dict) and isinstance(value.get("kind"), str)
+
+
+def _not_json_lines(head: bytes, whole: bool) -> str | None:
+    """None when `head` (the file's first bytes; `whole`: the whole file) holds an event line, or a line
+    cut by its end that starts with `{`; else why the file is no JSON Lines export."""
+    if head.startswith(codecs.BOM_UTF8):
+        head = head[len(codecs.BOM_UTF8):]
+    lines, first, start = 0, b"", 0
+    while start < len(head):
+        end = head.find(b"\n", start)
+        cut = end < 0 and not whole  # the line goes on past the bytes read
+        line = head[start:len(head) if end < 0 else end].strip()
+        start = len(head) if end < 0 else end + 1
+        if not line:
+            continue
+        if cut:
+            if not lines and line.startswith(b"{"):
+                return None  # a first line longer than the bytes read (a large plan event): the ingest judges it
+            break  # (a later cut line is not judged: it may be the `{` opening an object of a pretty-printed file)
+        lines += 1
+        first = first or line
+        if _is_event_line(line):
+            return None
+    if not lines:
+        return _EMPTY if whole else "its first MiB holds no complete line"
+    if whole:
+        described = "no line of it is a JSON object with a kind"
+        try:
+            value = json.loads(head)
+        except (ValueError, RecursionError):
+            return described
+        if lines > 1:
+            return f"{described} (it is one JSON document spread over {lines} lines)"
+        return f"{described} (its one line is {_described_value(value)})"
+    described = f"none of the {lines:,} lines of its first MiB is a JSON object with a kind"
+    if first in (b"{", b"["):
+        described += " (it starts like one JSON document spread over lines)"
+    return described
+
+
+def _described_value(value: object) -> str:
+    if isinstance(value, dict):
+        return "a JSON object without a kind" if "kind" not in value else "a JSON object whose kind is not a string"
+    return "JSON " + {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
 
 # ---- SQLite ----------------------------------------------------------------------------
