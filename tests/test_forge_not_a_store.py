@@ -262,8 +262,6 @@ def test_the_library_result_of_an_export_whose_every_line_is_rejected(tmp_path):
     assert result.rejected_summary() == "1 of 1 rejected; no event is stored"
 
 
-@pytest.mark.xfail(strict=True, reason="needs pipeline/commands/forge.py to print IngestResult.rejected_summary() "
-                                      "(not this change's file); remove this marker with that change")
 def test_the_command_does_not_say_the_rest_is_stored_when_nothing_was(tmp_path):
     path = tmp_path / "export.jsonl"
     path.write_text('{"rid":"a1","kind":"attempt","ts":"yesterday","data":{"n":1}}\n')

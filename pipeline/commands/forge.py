@@ -74,7 +74,7 @@ def ingest_forge_command(
               + (f"; kinds format 1 does not know (kept): {unknown}" if unknown else "") + f" -> {store.root}")
     if result.rejected:
         if not json:
-            print(f"loopmeter: {result.rejected} of {result.read} rejected; the rest is stored", file=sys.stderr)
+            print(f"loopmeter: {result.rejected_summary()}", file=sys.stderr)
         return Exit.REJECTED
     return Exit.OK
 
