@@ -4,11 +4,19 @@
 -- Inputs: forge_staged_plans(position, rid, run, ts_unix, revision, tasks) — plan events without a problem
 -- so far, tasks the JSON text of their tasks object; the macros of forge_json_macros.
 -- Output: position, run, task, plan_rid, revision, plan_ts_unix, node (the task's place in the object,
--- document order), declared_difficulty, difficulty, tier (declared_difficulty when a non-empty string, else
+-- document order: 1, 2, ...), declared_difficulty, difficulty, tier (declared_difficulty when a non-empty string, else
 -- difficulty: Python's `a or b`), route_length, route (the route list as JSON text), problem_field, problem_rule.
-WITH listed AS (
-  SELECT p.position, p.rid, p.run, p.ts_unix, p.revision, t.key AS task, t.id AS node, t.value
-  FROM forge_staged_plans p, json_each(p.tasks) t
+-- The members are listed from json_keys and the '$.*' values (in document order, repeated keys too),
+-- not with json_each: joined laterally, that copies the tasks text into every task's row, so a plan
+-- of a few thousand tasks ran the session out of memory.
+WITH members AS (
+  SELECT position, rid, run, ts_unix, revision, json_keys(tasks) AS keys, json_extract(tasks, '$.*') AS "values"
+  FROM forge_staged_plans
+),
+listed AS (
+  SELECT position, rid, run, ts_unix, revision, unnest(keys) AS task, unnest("values") AS value,
+         unnest(range(1, len(keys) + 1)) AS node
+  FROM members
 ),
 kept AS (
   SELECT position, task, any_value(rid) AS plan_rid, any_value(run) AS run, any_value(ts_unix) AS plan_ts_unix,

@@ -489,3 +489,22 @@ def test_help_does_not_import_the_heavy_libraries():
     assert out.stdout.strip() == "[]"
     result = run_user("ingest", "forge", "--help")
     assert result.returncode == 0 and "STORE" in result.stdout
+
+
+def test_a_plan_of_twenty_thousand_tasks_is_staged_within_the_sessions_memory(tmp_path):
+    """Listing a plan's tasks with json_each copied the tasks text into every task's row: a plan of 5,000
+    tasks (0.4 MB) ran the 384 MB session out of memory. A repeated task id keeps its first place and its
+    last value, as json.loads keeps it."""
+    tasks = {f"t{i}": {"difficulty": "low", "route": [{"id": f"d{i}", "model": "m", "propensity": 0.5}]} for i in range(20_000)}
+    text = json.dumps({"rid": "p1", "kind": "plan", "ts": 100, "run": "r1", "data": {"revision": 1, "tasks": tasks}})
+    text = text[:-3] + ', "t1": {"difficulty": "high"}}}}'  # t1 again, at the end of the tasks
+    export = tmp_path / "export.jsonl"
+    export.write_text(text + "\n")
+    warehouse = Warehouse(tmp_path / "w")
+    with warehouse.lock():
+        result = ingest_forge(warehouse, export)
+    assert (result.stored, result.rejected) == (1, 0)
+    rows = warehouse.read("forge_plan_tasks").sort("place")
+    assert rows.height == 20_000 and rows["place"].to_list() == list(range(1, 20_001))
+    repeated = rows.filter(pl.col("task") == "t1").row(0, named=True)
+    assert (repeated["place"], repeated["tier"], repeated["route_length"]) == (2, "high", 0)

@@ -203,7 +203,8 @@ def _interrupted() -> None:
 def _fail(error: BaseException) -> None:
     if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
         traceback.print_exc()
-    print(f"loopmeter: error: {type(error).__name__}: {error} (rerun with --debug for the traceback)", file=sys.stderr)
+    first = (str(error).strip().splitlines() or [""])[0]  # DuckDB's messages run on with hints: the line that says what
+    print(f"loopmeter: error: {type(error).__name__}: {first} (rerun with --debug for the traceback)", file=sys.stderr)
     raise typer.Exit(int(Exit.FATAL)) from None
 
 
