@@ -42,8 +42,45 @@ def open_read_only(warehouse: Warehouse) -> "duckdb.DuckDBPyConnection":
     return connection
 
 
+# Why a statement that is not a reading one is refused, by the word that names it.
+_SAVE = "to save a result, use --format csv|json|parquet --out FILE"
+_REFUSALS = {
+    **dict.fromkeys(("CREATE", "INSERT", "COPY", "EXPORT"), _SAVE),
+    **dict.fromkeys(("UPDATE", "DELETE", "MERGE", "ALTER", "DROP", "VACUUM", "ANALYZE", "CHECKPOINT", "DEALLOCATE"),
+                    "the warehouse's tables change only through loopmeter's stages"),
+    **dict.fromkeys(("ATTACH", "DETACH", "USE"), "it reads the warehouse's own database only"),
+    **dict.fromkeys(("INSTALL", "LOAD"), "it installs and loads no extension"),
+    **dict.fromkeys(("SET", "RESET"), "its settings are locked"),
+    **dict.fromkeys(("BEGIN", "COMMIT", "ROLLBACK", "ABORT", "START", "END", "TRANSACTION"),
+                    "each call runs one reading statement on its own"),
+    **dict.fromkeys(("PREPARE", "EXECUTE"), "give the statement itself, its $names with --param name=value"),
+}
+# Statement types DuckDB gives several statements, named here by their own first word instead.
+_NAMED_BY_WORD = {"LOAD", "SET", "VARIABLE_SET", "TRANSACTION", "VACUUM", "DROP", "CALL", "PRAGMA", "COPY_DATABASE",
+                  "CREATE_FUNC", "MERGE_INTO", "EXTENSION", "INVALID"}
+
+
 def _kind(statement: Any) -> str:
-    return str(statement.type).rsplit(".", 1)[-1].upper()
+    try:
+        return str(statement.type).rsplit(".", 1)[-1].upper()
+    except ValueError:  # a statement type this duckdb's Python module has no name for (UPDATE EXTENSIONS)
+        return "INVALID"
+
+
+def _statement_name(statement: Any, kind: str) -> str:
+    """The statement as a person names it: INSTALL (DuckDB's type says LOAD), RESET (SET), ..."""
+    if kind not in _NAMED_BY_WORD:
+        return kind
+    words = re.findall(r"[A-Za-z_]+", re.sub(r"--[^\n]*|/\*.*?\*/", " ", statement.query, flags=re.S))
+    word = words[0].upper() if words else kind
+    if word == "FORCE" and len(words) > 1:  # FORCE INSTALL
+        word = words[1].upper()
+    return word
+
+
+def _refusal(name: str, reason: str | None) -> str:
+    article = "an" if name[:1] in "AEIO" or (name[:1] == "U" and not name.startswith("US")) else "a"
+    return f"loopmeter sql is read-only: {article} {name} statement is refused" + (f" ({reason})" if reason else "")
 
 
 def check_read_only(connection: "duckdb.DuckDBPyConnection", text: str) -> None:
@@ -59,40 +96,43 @@ def check_read_only(connection: "duckdb.DuckDBPyConnection", text: str) -> None:
     for statement in statements:
         kind = _kind(statement)
         if kind not in READING:
-            raise LoopmeterError(
-                f"loopmeter sql is read-only: a {kind} statement is refused "
-                "(to save a result, use --format csv|json|parquet --out FILE)"
-            )
+            name = _statement_name(statement, kind)
+            raise LoopmeterError(_refusal(name, None if kind == "INVALID" else _REFUSALS.get(name)))
     if len(statements) > 1:
         raise LoopmeterError(f"loopmeter sql runs one statement at a time; this SQL has {len(statements)} "
                              "(run them one by one)")
 
 
 def run_sql(
-    warehouse: Warehouse, text: str, parameters: dict[str, Any] | None = None, prerequisites: list[str] = ()
+    warehouse: Warehouse, text: str, parameters: dict[str, Any] | None = None, prerequisites: list[str] = (),
+    optional: set[str] = frozenset(), what: str = "the SQL",
 ) -> "pl.DataFrame":
     """Run read-only SQL (the last statement's result) with $parameters; returns polars.
 
     `prerequisites` are named queries the SQL reads as tables: each is built first as a
-    temporary table (temporary objects live in memory; the database stays read-only)."""
+    temporary table (temporary objects live in memory; the database stays read-only).
+    Every parameter given must be one the SQL or its prerequisites take, and every one they take
+    must be given, except those in `optional` (a named query's documented defaults), which are NULL."""
     import duckdb
 
+    from .sql import check_parameters, query_parameters, query_text
+
+    parameters = dict(parameters or {})
     connection = open_read_only(warehouse)
     previous_directory = os.getcwd()
     try:
         os.chdir(warehouse.root)
         check_read_only(connection, text)
-        for name in prerequisites:
-            from .sql import query_text
-
-            body = query_text(name)
-            wanted = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", body))
-            given = {key: (parameters or {}).get(key) for key in wanted}
-            connection.execute(f'CREATE TEMP TABLE "{name}" AS {body}', given or None)
         (statement,) = connection.extract_statements(text)  # check_read_only let one through
-        wanted = set(re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", statement.query))
-        given = {key: value for key, value in (parameters or {}).items() if key in wanted}
-        given.update({key: None for key in wanted if key not in given})
+        bodies = [query_text(name) for name in prerequisites]
+        needs = [_named_parameters(connection, body) for body in bodies] + [_named_parameters(connection, text)]
+        in_order = query_parameters("\n".join(bodies + [text]))  # DuckDB's names, in the order the SQL uses them
+        every = set().union(*needs)
+        check_parameters(parameters, [name for name in in_order if name in every] + sorted(every - set(in_order)),
+                         optional, what)
+        for name, body, wanted in zip(prerequisites, bodies, needs):
+            connection.execute(f'CREATE TEMP TABLE "{name}" AS {body}', {key: parameters.get(key) for key in wanted} or None)
+        given = {key: parameters.get(key) for key in needs[-1]}
         relation = connection.sql(statement.query, params=given or None)
         if relation is None:  # a statement without a result (e.g. a PRAGMA that sets nothing to show)
             import polars as pl
@@ -104,6 +144,11 @@ def run_sql(
     finally:
         os.chdir(previous_directory)
         connection.close()
+
+
+def _named_parameters(connection: "duckdb.DuckDBPyConnection", text: str) -> set[str]:
+    """The $names (and positions, as '1') DuckDB's parser finds in `text`."""
+    return set().union(*(statement.named_parameters for statement in connection.extract_statements(text)))
 
 
 # Column types polars cannot take from DuckDB as they are (INTERVAL: "could not import from
@@ -204,6 +249,31 @@ def cell_text(value: Any) -> str:
     return str(value)
 
 
+def _flat(frame: "pl.DataFrame") -> "pl.DataFrame":
+    """`frame` with what CSV cannot hold as text: a list or struct cell as its JSON text, bytes as base64."""
+    import polars as pl
+
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
+    binary = [name for name, dtype in frame.schema.items() if dtype == pl.Binary]
+    return frame.with_columns(
+        pl.Series(name, [None if v is None else _dumps(v) for v in frame[name].to_list()], dtype=pl.String)
+        for name in nested
+    ).with_columns(
+        pl.Series(name, [None if v is None else _json_default(v) for v in frame[name].to_list()], dtype=pl.String)
+        for name in binary
+    )
+
+
+def table_rows(frame: "pl.DataFrame") -> list[list[str]]:
+    """The cells of `--format table`: numbers and lists as csv writes them (NaN, inf, -inf; 1e-7; [1.0,null]),
+    a null as an empty cell, other values as their text."""
+    import polars as pl
+
+    flat = _flat(frame)
+    flat = flat.with_columns(pl.col(name).cast(pl.String) for name, dtype in flat.schema.items() if dtype.is_float())
+    return [[cell_text(value) for value in row] for row in flat.iter_rows()]
+
+
 def _wide(frame: "pl.DataFrame") -> list[str]:
     import polars as pl
 
@@ -229,18 +299,9 @@ def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) ->
                                  "DECIMAL(38); cast them in SQL (e.g. CAST(x AS VARCHAR))") from None
         _write_atomically(Path(out), frame.write_parquet)
         return None
-    if output_format == "csv":
-        nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
-        binary = [name for name, dtype in frame.schema.items() if dtype == pl.Binary]
-        flat = frame.with_columns(  # CSV has no lists: a list or struct cell is written as its JSON text
-            pl.Series(name, [None if v is None else _dumps(v) for v in frame[name].to_list()], dtype=pl.String)
-            for name in nested
-        ).with_columns(  # nor bytes: base64 text, as in json
-            pl.Series(name, [None if v is None else _json_default(v) for v in frame[name].to_list()], dtype=pl.String)
-            for name in binary
-        )
-        text = flat.write_csv()
-    elif output_format == "json":
+    if output_format == "csv":  # NaN, inf and -inf as polars writes them (the table shows the same text)
+        text = _flat(frame).write_csv()
+    elif output_format == "json":  # NaN, inf and -inf as null: JSON has no such numbers
         rows = frame.to_dicts()
         for name in _wide(frame):  # 128-bit integers as JSON integers (orjson stops at 64 bits)
             for row in rows:
@@ -275,6 +336,6 @@ def parse_parameters(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         name, separator, value = pair.partition("=")
         if not separator or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise LoopmeterError(f"--param takes name=value (got {pair!r})")
+            raise LoopmeterError(f"--param takes name=value (got {pair!r})", Exit.USAGE)
         parameters[name] = value
     return parameters

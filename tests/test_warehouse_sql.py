@@ -85,7 +85,7 @@ def test_sql_formats(demo_warehouse, tmp_path):
     [
         ("CREATE TABLE x AS SELECT 1", "loopmeter sql is read-only: a CREATE statement is refused"),
         ("COPY runs TO 'x.csv'", "loopmeter sql is read-only: a COPY statement is refused"),
-        ("INSERT INTO runs SELECT * FROM runs", "loopmeter sql is read-only: a INSERT statement is refused"),
+        ("INSERT INTO runs SELECT * FROM runs", "loopmeter sql is read-only: an INSERT statement is refused"),
         ("SELECT * FROM read_text('../../../../etc/passwd')", "Permission Error"),
         ("SELECT * FROM read_text('/etc/passwd')", "Permission Error"),
         ("SELEC 1", "SQL does not parse"),

@@ -10,8 +10,8 @@ import typer
 from ..cli import app
 from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
 from .common import (
-    JsonOption, WarehouseOption, check_choice, check_utf8_path, command, open_warehouse, print_json, refuse_inside_warehouse,
-    stdout_console, usage_error, write_stdout,
+    JsonOption, QuietOption, WarehouseOption, check_choice, check_utf8_path, command, note, open_warehouse, print_json,
+    refuse_inside_warehouse, set_quiet, stdout_console, usage_error, write_stdout,
 )
 
 
@@ -22,20 +22,34 @@ def sql_command(
     text: Annotated[Optional[str], typer.Argument(help="The SQL to run.", show_default=False)] = None,
     file: Annotated[Optional[Path], typer.Option("--file", help="Read the SQL from this file.")] = None,
     query: Annotated[Optional[str], typer.Option("--query", help="Run a named query from queries/ (see `loopmeter queries`).")] = None,
-    param: Annotated[list[str], typer.Option("--param", help="name=value for a $name in the SQL (repeatable).")] = [],
-    output_format: Annotated[str, typer.Option("--format", help="table, csv, json (an array of objects) or parquet.")] = "table",
+    param: Annotated[list[str], typer.Option("--param", help="name=value for a $name in the SQL (repeatable). A name the SQL "
+                                             "does not take is refused; so is a $name left without a value, except the "
+                                             "optional parameters a named query documents (they are NULL).")] = [],
+    output_format: Annotated[str, typer.Option("--format", help="table, csv, json (an array of objects) or parquet. NaN and "
+                                                "infinities: NaN, inf, -inf in csv and the table; null in json.")] = "table",
     out: Annotated[Optional[Path], typer.Option("--out", help="Write the result to this file instead of printing it.")] = None,
     warehouse: WarehouseOption = None,
+    quiet: QuietOption = False,
 ) -> int:
-    from ..adhoc import FORMATS, cell_text, check_output, parse_parameters, run_sql, write_result
-    from ..sql import prerequisites, query_text, runs_inside
+    from ..adhoc import FORMATS, check_output, parse_parameters, run_sql, table_rows, write_result
+    from ..sql import check_parameters, named_query_parameters, prerequisites, query_text, runs_inside
 
+    set_quiet(quiet)
     given = [value for value in (text, file, query) if value is not None]
     if len(given) != 1:
         raise LoopmeterError("give exactly one of: SQL text, --file F, --query NAME", Exit.USAGE)
     check_choice("--format", output_format, FORMATS)
     if output_format == "parquet" and out is None:
         raise usage_error("--format parquet needs --out FILE")
+    parameters = parse_parameters(param)
+    optional: set[str] = set()
+    if query is not None:  # a named query's parameters are known before anything opens
+        text = query_text(query)
+        stage = runs_inside(query)
+        if stage:
+            raise LoopmeterError(f"{query} is a step of a stage, not a query of the warehouse: it runs inside {stage}")
+        taken, optional = named_query_parameters(query)
+        check_parameters(parameters, taken, optional, f"query {query}")
     store = open_warehouse(warehouse)
     if out is not None:
         check_utf8_path(out, "--out")
@@ -46,22 +60,16 @@ def sql_command(
             text = file.read_text(encoding="utf-8")
         except OSError as error:
             raise LoopmeterError(f"--file {file}: {error.strerror}") from None
-    elif query is not None:
-        text = query_text(query)
-        stage = runs_inside(query)
-        if stage:
-            raise LoopmeterError(f"{query} is a step of a stage, not a query of the warehouse: it runs inside {stage}")
-    frame = run_sql(store, text, parse_parameters(param), prerequisites(query) if query else [])
+    frame = run_sql(store, text, parameters, prerequisites(query) if query else [], optional,
+                    f"query {query}" if query else "the SQL")
     if output_format == "table" and out is None:
-        from rich.table import Table
+        from ..forgeloop.reports import add_row, new_table, print_table
 
-        table = Table(show_lines=False)
-        for name in frame.columns:
-            table.add_column(name)
-        for row in frame.iter_rows():
-            table.add_row(*(cell_text(value) for value in row))
-        stdout_console(250, emoji=False, markup=False, highlight=False).print(table)
-        print(f"({frame.height} rows)", file=sys.stderr)
+        table = new_table(frame.columns, right=[name for name, dtype in frame.schema.items() if dtype.is_numeric()])
+        for row in table_rows(frame):
+            add_row(table, row)
+        print_table(stdout_console(250, emoji=False, markup=False, highlight=False), table)
+        note(f"({frame.height} row{'' if frame.height == 1 else 's'})")
         return Exit.OK
     printed = write_result(frame, output_format if output_format != "table" else "csv", out)
     if printed is not None:
@@ -69,11 +77,12 @@ def sql_command(
     return Exit.OK
 
 
-@app.command("queries", help="List the named queries in queries/ with the first line of their header.")
+@app.command("queries", help="List the named queries in queries/ with what each answers (the first sentence of its header).")
 @command
-def queries_command(json: JsonOption = False) -> int:
+def queries_command(json: JsonOption = False, quiet: QuietOption = False) -> int:
     from ..sql import list_queries, runs_inside
 
+    set_quiet(quiet)
     listed = [(name, summary, runs_inside(name)) for name, summary in list_queries()]
     if json:
         print_json([{"name": name, "summary": summary, "runsInside": stage} for name, summary, stage in listed], 2)
@@ -96,9 +105,11 @@ def schema_command(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown schema page.")] = False,
     warehouse: WarehouseOption = None,
     json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> int:
     from ..catalog import schema_markdown, schema_rows
 
+    set_quiet(quiet)
     store = open_warehouse(warehouse)
     if markdown:
         sys.stdout.write(schema_markdown())

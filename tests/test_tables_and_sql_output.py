@@ -1,0 +1,334 @@
+"""Tables for people show every character (numbers never cut), and `loopmeter sql` says what it does:
+--param names checked, NaN/inf alike in csv and the table, its messages, `loopmeter queries`, --quiet."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from conftest import ROOT, run_cli
+from pipeline.forgeloop.reports import _percent, _text, render_tail
+from pipeline.sql import list_queries, query_text, runs_inside
+
+
+def one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
+    message = result.stderr.strip()
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert message.startswith("loopmeter: error: ") and "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+    return message
+
+
+# ---- reading tables back ----------------------------------------------------------------------
+
+def table_columns(text: str) -> tuple[list[str], list[str]]:
+    """(header, body) of the first table in `text`: per column, every piece of text it shows, in
+    order, joined without spaces (a wrapped or folded cell comes back whole)."""
+    lines = text.splitlines()
+    top = next(index for index, line in enumerate(lines) if line.lstrip().startswith("┏"))
+    middle = next(index for index in range(top, len(lines)) if lines[index].lstrip().startswith("┡"))
+    bottom = next(index for index in range(middle, len(lines)) if lines[index].lstrip().startswith("└"))
+
+    def columns(part: list[str], bar: str) -> list[str]:
+        joined: list[str] = []
+        for line in part:
+            pieces = line.strip()[1:-1].split(bar)
+            joined = joined or [""] * len(pieces)
+            assert len(pieces) == len(joined), line
+            joined = [before + piece.replace(" ", "") for before, piece in zip(joined, pieces)]
+        return joined
+
+    return columns(lines[top + 1:middle], "┃"), columns(lines[middle + 1:bottom], "│")
+
+
+def expected_columns(headers: list[str], rows: list[list[str]]) -> tuple[list[str], list[str]]:
+    return ([header.replace(" ", "") for header in headers],
+            ["".join(row[index].replace(" ", "") for row in rows) for index in range(len(headers))])
+
+
+def run_in_terminal(args: list[str], columns: int, timeout: float = 120) -> str:
+    """`loopmeter ARGS` on a terminal `columns` wide (a pseudo-terminal); what it showed there."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, columns, 0, 0))
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("LOOPMETER_WAREHOUSE", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
+    environment["TERM"] = "xterm"  # not "dumb": rich takes a dumb terminal as 80 columns wide
+    process = subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdin=slave, stdout=slave,
+                               stderr=subprocess.PIPE, cwd=ROOT, env=environment)
+    os.close(slave)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=timeout) == 0, stderr
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+
+def terminal(width: int) -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=width, force_terminal=True, color_system=None), out
+
+
+# ---- 2: tables show every character -----------------------------------------------------------
+
+def _summary_cells(report: dict) -> tuple[list[str], list[list[str]]]:
+    headers = ["Scenario", "Profile", "Claims", "Direct p50 tokens", "Balanced overhead p50/p95",
+               "Adaptive overhead p50/p95", "Light objectives"]
+    rows = []
+    for s in report["runSets"][0]["scenarios"]:
+        overhead = [f"{_percent(s['comparisons'][mode]['tokenOverheadPercent']['p50'])} / "
+                    f"{_percent(s['comparisons'][mode]['tokenOverheadPercent']['p95'])}"
+                    for mode in ("forgeloopBalanced", "forgeloopAdaptive")]
+        objectives = s["lightObjectives"]
+        light = "-" if objectives is None else f"{objectives['status']} p50 {_text(objectives['p50Pass'])}, p95 {_text(objectives['p95Pass'])}"
+        rows.append([s["scenarioId"], _text(s["expectedProfile"]), _text(s["claimsAllowed"]),
+                     _text(s["modeAggregates"]["direct"]["totalTokens"]["p50"]), *overhead, light])
+    return headers, rows
+
+
+def test_report_summary_on_an_80_column_terminal_cuts_nothing(demo_warehouse):
+    args = ["report", "summary", "--run-set", "sample-tail-30", "--warehouse", str(demo_warehouse)]
+    report = json.loads(run_cli(*args[:-2], "--json", warehouse=demo_warehouse).stdout)
+    shown = run_in_terminal(args, 80)
+    assert "…" not in shown, shown
+    assert max(len(line) for line in shown.splitlines()) <= 80, shown
+    headers, rows = _summary_cells(report)
+    assert table_columns(shown) == expected_columns(headers, rows), shown
+    numbers = [word for row in rows for cell in row[3:6] for word in cell.split() if word != "/"]
+    assert "+116.1805%" in numbers
+    for number in numbers:  # each on one line, whole: there is room for them once the text wraps
+        assert re.search(rf"(?<![\d.%+-]){re.escape(number)}(?![\d.%])", shown), (number, shown)
+
+
+def _tail_cells(report: dict) -> tuple[list[str], list[list[str]]]:
+    headers = ["Scenario", "Profile", "Direct P50", "Adaptive P50", "Dist P50 Δ", "Direct P95", "Adaptive P95", "Dist P95 Δ",
+               "Paired P50", "Paired P95", "Low-base pairs", "Pairs", "Paired tail", "Distribution tail", "Combined"]
+    rows = [[s["scenarioId"], _text(s["expectedProfile"]), _text(s["directP50"]), _text(s["adaptiveP50"]),
+             _percent(s["distributionP50DeltaPercent"]), _text(s["directP95"]), _text(s["adaptiveP95"]),
+             _percent(s["distributionP95DeltaPercent"]), _percent(s["pairedOverheadP50Percent"]),
+             _percent(s["pairedOverheadP95Percent"]), str(s["lowBaselinePairCount"]), str(s["comparablePairCount"]),
+             s["pairedStatus"], s["distributionStatus"], s["combinedInterpretation"]]
+            for s in report["runSets"][0]["scenarios"]]
+    return headers, rows
+
+
+@pytest.mark.parametrize("columns", [100, 60])
+def test_report_tail_on_a_narrow_terminal_shows_every_digit(demo_warehouse, columns):
+    args = ["report", "tail", "--run-set", "sample-tail-30", "--warehouse", str(demo_warehouse)]
+    report = json.loads(run_cli(*args[:-2], "--json", warehouse=demo_warehouse).stdout)
+    shown = run_in_terminal(args, columns)
+    assert "…" not in shown, shown
+    assert max(len(line) for line in shown.splitlines()) <= columns, shown
+    headers, rows = _tail_cells(report)
+    assert table_columns(shown) == expected_columns(headers, rows), shown
+    if columns == 100:  # room for every number on one line once the text columns give way
+        for row in rows:
+            for number in row[2:12]:
+                assert re.search(rf"[│ ]{re.escape(number)}│", shown), (number, shown)
+
+
+def test_report_tables_piped_or_in_the_demo_are_printed_whole(demo_warehouse):
+    """The demo and run-all print the tail table on a console 200 wide when piped (reports: 250)."""
+    report = json.loads(run_cli("report", "tail", "--run-set", "sample-tail-30", "--json", warehouse=demo_warehouse).stdout)
+    out = io.StringIO()
+    render_tail(report, Console(file=out, width=200))
+    shown = out.getvalue()
+    assert "…" not in shown
+    headers, rows = _tail_cells(report)
+    for row in rows:  # every row on one line, every cell whole
+        assert any(all(cell in line for cell in row) for line in shown.splitlines()), (row, shown)
+    assert table_columns(shown) == expected_columns(headers, rows)
+    piped = run_cli("report", "summary", "--run-set", "sample-tail-30", warehouse=demo_warehouse).stdout
+    assert "…" not in piped
+
+
+def test_a_table_that_cannot_fit_still_shows_every_digit():
+    from pipeline.forgeloop.reports import add_row, new_table, print_table
+
+    numbers = [["12345678901234567890", "-0.000123456789", "+116.1805%"], ["98765432109876543210", "NaN", "-inf"]]
+    headers = ["a long header of words", "b", "c"]
+    for width in (20, 12, 8, 3):
+        table = new_table(headers, title="a title", right=["b"])
+        for row in numbers:
+            add_row(table, row)
+        console, out = terminal(width)
+        print_table(console, table)
+        assert "…" not in out.getvalue()
+        assert table_columns(out.getvalue()) == expected_columns(headers, numbers), out.getvalue()
+
+
+def test_column_widths_keep_numbers_whole_while_text_can_give_way():
+    from pipeline.forgeloop.reports import column_widths
+
+    cells = [["Scenario", "documentation-correction"], ["Overhead", "+116.1805% / +200%"], ["Light", "OBSERVATIONAL p50 yes"]]
+    assert column_widths(cells, 200) == (None, True)  # fits: rich's own widths
+    widths, padded = column_widths(cells, 40)
+    assert padded and sum(widths) <= 40 and widths[1] >= len("+116.1805%") and widths[2] >= len("OBSERVATIONAL")
+    widths, padded = column_widths(cells, 30)  # words fold before a number does
+    assert sum(widths) <= 30 and widths[1] >= len("+116.1805%")
+
+
+def test_sql_table_piped_keeps_every_header(demo_warehouse):
+    result = run_cli("sql", "select * from runs limit 0", warehouse=demo_warehouse)
+    columns = run_cli("sql", "select column_name from (describe select * from runs)", "--format", "json",
+                      warehouse=demo_warehouse).stdout
+    names = [row["column_name"] for row in json.loads(columns)]
+    assert len(names) > 20 and "…" not in result.stdout
+    header = next(line for line in result.stdout.splitlines() if line.startswith("┃"))
+    assert [cell.strip() for cell in header.strip("┃").split("┃")] == names
+
+
+def test_sql_table_on_a_terminal_cuts_no_number(demo_warehouse):
+    text = "select run_set_id, scenario_id, mode, total_tokens, wall_clock_ms, 123456789.123456 as n from runs order by all limit 5"
+    shown = run_in_terminal(["sql", text, "--warehouse", str(demo_warehouse)], 50)
+    rows = json.loads(run_cli("sql", text, "--format", "json", warehouse=demo_warehouse).stdout)
+    assert "…" not in shown
+    header, body = table_columns(shown)
+    assert header == list(rows[0])
+    assert body[-1] == "123456789.123456" * 5 and body[3] == "".join(str(row["total_tokens"]) for row in rows)
+
+
+# ---- 1: --param names are checked ---------------------------------------------------------------
+
+def test_a_param_the_named_query_does_not_take_is_a_usage_error(demo_warehouse):
+    result = run_cli("sql", "--query", "forgeloop_pairs", "--param", "runset=sample-tail-30", warehouse=demo_warehouse, check=None)
+    one_line_error(result, 2, "--param runset", "$run_set")
+    assert result.stdout == ""
+    one_line_error(run_cli("sql", "--query", "forge_survival", "--param", "bogus=1", warehouse=demo_warehouse, check=None),
+                   2, "--param bogus", "no parameters")
+    # told before the heavy libraries load, as every usage error
+    from conftest import imported_packages
+
+    timed = subprocess.run([sys.executable, "-X", "importtime", "-m", "pipeline", "sql", "--query", "forgeloop_pairs",
+                            "--param", "runset=x", "--warehouse", str(demo_warehouse)], capture_output=True, text=True, cwd=ROOT)
+    assert timed.returncode == 2 and imported_packages(timed.stderr).isdisjoint({"polars", "duckdb", "pyarrow"})
+
+
+def test_a_param_ad_hoc_sql_does_not_take_is_a_usage_error(demo_warehouse):
+    one_line_error(run_cli("sql", "select 1", "--param", "bogus=1", warehouse=demo_warehouse, check=None), 2,
+                   "--param bogus", "no parameters")
+    one_line_error(run_cli("sql", "select $x AS v", "--param", "x=1", "--param", "y=2", warehouse=demo_warehouse, check=None),
+                   2, "--param y", "$x")
+
+
+def test_an_unbound_parameter_of_ad_hoc_sql_is_a_usage_error(demo_warehouse):
+    one_line_error(run_cli("sql", "select $x as v", warehouse=demo_warehouse, check=None), 2, "$x", "--param x=VALUE")
+    one_line_error(run_cli("sql", "select ? as v", warehouse=demo_warehouse, check=None), 2, "positional")
+    one_line_error(run_cli("sql", "select 1", "--param", "x", warehouse=demo_warehouse, check=None), 2, "name=value")
+    # a $name inside a string or a comment is no parameter
+    assert run_cli("sql", "select '$x' AS v -- $y", "--format", "csv", warehouse=demo_warehouse).stdout == "v\n$x\n"
+    assert run_cli("sql", "select $x AS v", "--param", "x=7", "--format", "csv", warehouse=demo_warehouse).stdout == "v\n7\n"
+
+
+def test_a_named_querys_documented_optional_parameter_is_null_when_left_out(demo_warehouse):
+    every = json.loads(run_cli("sql", "--query", "forgeloop_pairs", "--format", "json", warehouse=demo_warehouse).stdout)
+    one = json.loads(run_cli("sql", "--query", "forgeloop_pairs", "--param", "run_set=sample-tail-30", "--format", "json",
+                             warehouse=demo_warehouse).stdout)
+    assert {row["run_set_id"] for row in one} == {"sample-tail-30"}
+    assert len({row["run_set_id"] for row in every}) > 1 and len(every) > len(one)
+    # a query's prerequisites take parameters too: forge_routing_observational reads forge_routing_scope ($repo, $since)
+    assert run_cli("sql", "--query", "forge_routing_observational", "--param", "repo=/no/such/repo", "--format", "csv",
+                   warehouse=demo_warehouse).stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", [name for name, _ in list_queries() if not runs_inside(name)])
+def test_every_named_query_documents_its_parameters(name):
+    import duckdb
+
+    from pipeline.sql import named_query_parameters, query_parameters
+
+    taken, optional = named_query_parameters(name)
+    text = query_text(name)
+    assert set(query_parameters(text)) == set().union(
+        *(statement.named_parameters for statement in duckdb.connect().extract_statements(text)))
+    assert set(taken) == optional, f"{name}: every parameter's header says what NULL means"
+
+
+def test_query_parameters_skip_comments_and_quoted_text():
+    from pipeline.sql import query_parameters
+
+    assert query_parameters("-- $a\nSELECT $b, '$c', \"$d\", $$ $e $$, /* $f */ $g, $b") == ["b", "g"]
+
+
+# ---- 3: NaN and inf, row counts, refusals --------------------------------------------------------
+
+def test_nan_and_infinities_print_alike_in_csv_and_the_table(demo_warehouse):
+    text = "SELECT 'nan'::DOUBLE AS a, 'inf'::DOUBLE AS b, '-inf'::DOUBLE AS c, 1e-7::DOUBLE AS d, ['nan'::DOUBLE, 1.5] AS e"
+    csv = run_cli("sql", text, "--format", "csv", warehouse=demo_warehouse).stdout
+    assert csv == 'a,b,c,d,e\nNaN,inf,-inf,1e-7,"[null,1.5]"\n'
+    table = run_cli("sql", text, warehouse=demo_warehouse)
+    row = next(line for line in table.stdout.splitlines() if line.startswith("│"))
+    assert [cell.strip() for cell in row.strip("│").split("│")] == ["NaN", "inf", "-inf", "1e-7", "[null,1.5]"]
+    assert json.loads(run_cli("sql", text, "--format", "json", warehouse=demo_warehouse).stdout) == [
+        {"a": None, "b": None, "c": None, "d": 1e-7, "e": [None, 1.5]}]
+
+
+def test_row_count_is_singular_for_one_row(demo_warehouse):
+    assert run_cli("sql", "select 1 AS x", warehouse=demo_warehouse).stderr == "(1 row)\n"
+    assert run_cli("sql", "select * from range(2)", warehouse=demo_warehouse).stderr == "(2 rows)\n"
+
+
+@pytest.mark.parametrize(("statement", "expected", "hint"), [
+    ("ATTACH 'other.duckdb'", "an ATTACH statement is refused", "it reads the warehouse's own database only"),
+    ("install httpfs", "an INSTALL statement is refused", "it installs and loads no extension"),
+    ("LOAD httpfs", "a LOAD statement is refused", "it installs and loads no extension"),
+    ("INSERT INTO runs SELECT * FROM runs", "an INSERT statement is refused", "--format csv|json|parquet --out FILE"),
+    ("UPDATE runs SET mode = 'x'", "an UPDATE statement is refused", "through loopmeter's stages"),
+    ("RESET threads", "a RESET statement is refused", "settings are locked"),
+    ("UPDATE EXTENSIONS", "an UPDATE statement is refused", None),
+])
+def test_refusals_name_the_statement_with_a_hint_that_fits(demo_warehouse, statement, expected, hint):
+    message = one_line_error(run_cli("sql", statement, warehouse=demo_warehouse, check=None), 1,
+                             "loopmeter sql is read-only: " + expected)
+    if hint:
+        assert hint in message
+    if "--format" not in (hint or ""):
+        assert "--format" not in message
+
+
+# ---- 4: loopmeter queries --------------------------------------------------------------------
+
+def test_queries_show_the_whole_first_sentence_of_the_header():
+    listed = dict(list_queries())
+    assert listed["forgeloop_context_pairs"] == (
+        "adaptive runs that resolved to light, paired by runIndex with balanced runs, both with a complete "
+        "HOST_REPORTED context total (all six items present) — the context-inflation check.")
+    assert listed["forgeloop_outlier_candidates"].endswith("with what the runaway signals are derived from.")
+    assert listed["forgeloop_pairs"] == "comparable pairs — a ForgeLoop mode's run and the direct run with the same runIndex."
+    for name, summary in listed.items():
+        assert summary.endswith(".") and not summary.endswith(",."), (name, summary)
+    printed = run_cli("queries").stdout
+    assert "— the context-inflation check." in printed
+
+
+# ---- 5: --quiet ------------------------------------------------------------------------------
+
+def test_sql_schema_and_queries_take_quiet(demo_warehouse):
+    result = run_cli("sql", "select 1 AS x", "--quiet", warehouse=demo_warehouse)
+    assert result.stderr == "" and "x" in result.stdout
+    assert run_cli("sql", "select 1 AS x", "-q", "--format", "csv", warehouse=demo_warehouse).stdout == "x\n1\n"
+    assert "runs.run_set_id" in run_cli("schema", "--quiet", warehouse=demo_warehouse).stdout
+    assert "forgeloop_pairs" in run_cli("queries", "--quiet").stdout
+    one_line_error(run_cli("sql", "select $x", "--quiet", warehouse=demo_warehouse, check=None), 2, "$x")
