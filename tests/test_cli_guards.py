@@ -141,7 +141,7 @@ def test_sql_shows_intervals_as_text(demo_warehouse):
     assert json.loads(run_cli("sql", text, "--format", "json", warehouse=demo_warehouse).stdout) == [
         {"i": "3 days", "il": "[1 day]", "s": "{'a': '02:00:00'}"}]
     table = run_cli("sql", text, warehouse=demo_warehouse)
-    assert "3 days" in table.stdout and table.stderr.strip() == "(1 rows)"
+    assert "3 days" in table.stdout and table.stderr.strip() == "(1 row)"
 
 
 # ---- 3: option validation --------------------------------------------------------------------
