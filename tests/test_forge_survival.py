@@ -229,3 +229,15 @@ def test_survival_join_per_model_and_tier(tmp_path):
     assert stored.height == len(groups) and stored["lines_added"].sum() == 27
     text = cli("report", "survival", warehouse=warehouse.root)
     assert text.exit_code == 0 and text.stdout.startswith("survival of merged work")
+
+
+def test_the_sample_store_names_its_repositories_by_absolute_path(tmp_path, monkeypatch):
+    """`loopmeter demo` writes data/sample/forge relative to where it runs; its store named the repositories
+    relative to that directory too, so a harvest run from elsewhere found none (repo_missing)."""
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    samples.write_sample(Path("forge"), runs=5)
+    with sqlite3.connect(tmp_path / "forge" / "dataset.sqlite") as store:
+        paths = [path for (path,) in store.execute("SELECT path FROM repos ORDER BY repo")]
+    assert paths == [str(tmp_path / "forge" / "repos" / name) for name in ("api", "infra", "web")]

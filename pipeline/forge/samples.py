@@ -435,8 +435,9 @@ def write_jsonl(path: Path, repos: list[tuple[str, str]], events: list[dict]) ->
 
 
 def write_sample(directory: Path, *, runs: int = 400, git: bool = True, seed: int = 7) -> dict:
-    """The demo: DIR/dataset.sqlite, DIR/export.jsonl and DIR/repos/{api,web}."""
-    directory = Path(directory)
+    """The demo: DIR/dataset.sqlite, DIR/export.jsonl and DIR/repos/{api,web}. The stores name the
+    repositories by absolute path (as Forge does), so a harvest finds them from any directory."""
+    directory = Path(directory).absolute()
     events = routing_events(runs, seed=seed)
     repos = [("api", str(directory / "repos" / "api")), ("web", str(directory / "repos" / "web")),
              ("infra", str(directory / "repos" / "infra"))]
