@@ -128,8 +128,9 @@ class Git:
         if not pairs:
             return []
         stdin = "".join(f"{reviewed} {base}\n" for base, reviewed in pairs).encode()
+        # paths as the bytes git names them (surrogates where not UTF-8): they go back to git as they came
         output = self.out("diff-tree", "--stdin", "-r", "--numstat", "-z", "--no-renames", "--always",
-                          stdin=stdin)[1].decode("utf-8", "replace")
+                          stdin=stdin)[1].decode("utf-8", "surrogateescape")
         blocks: list[list[tuple[int | None, str]]] = []
         for token in output.split("\0"):
             token = token.lstrip("\n")
@@ -147,16 +148,18 @@ class Git:
         return blocks
 
     def existing_paths(self, rev: str, paths: list[str], chunk: int = 400) -> set[str]:
-        """Which of `paths` are in the tree of `rev` (trees only: a missing blob is not "absent",
-        it makes the blame that needs it fail)."""
+        """Which of `paths` are files in the tree of `rev` (trees only: a missing blob is not "absent",
+        it makes the blame that needs it fail). A submodule entry (a gitlink) is no file: it has no
+        lines for blame to follow, so its path counts as absent, as in the seed."""
         found: set[str] = set()
         wanted = list(dict.fromkeys(paths))
         for start in range(0, len(wanted), chunk):
             output = self.out("--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", rev, "--",
-                              *wanted[start:start + chunk])[1].decode("utf-8", "replace")
+                              *wanted[start:start + chunk])[1].decode("utf-8", "surrogateescape")
             for entry in output.split("\0"):
-                if "\t" in entry:
-                    found.add(entry.split("\t", 1)[1])
+                header, tab, path = entry.partition("\t")
+                if tab and header.split(" ")[1:2] == ["blob"]:
+                    found.add(path)
         return found & set(wanted)
 
     def blame_counts(self, rev: str, path: str) -> Counter:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..errors import Exit, LoopmeterError
+from ..errors import Exit, LoopmeterError, shown_path
 from ..sql import run_query
 from ..warehouse import Warehouse
 from . import tables as t
@@ -345,7 +345,7 @@ def _finish(job: _Job, blames: dict, reverts: dict) -> None:
             return
         kept = sum(counts[sha] for sha in commits) if counts is not None else 0
         kept = min(kept, added)
-        files[path] = [added, kept]
+        files[shown_path(path)] = [added, kept]  # a name that is not UTF-8 shown with \xNN escapes
         added_total += added
         surviving_total += kept
     candidate = job.integration["candidate"]
