@@ -22,6 +22,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ..errors import shown_path
+
 GIT_TIMEOUT_S = 120
 _REVERTS = re.compile(r"This reverts commit ([0-9a-f]{7,64})")
 _HUNK = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) \d+ \d+ (\d+)$")
@@ -182,14 +184,14 @@ class Git:
             code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             process.kill()
-            raise GitError(f"git blame {path} timed out") from None
+            raise GitError(f"git blame {shown_path(path)} timed out") from None
         finally:
             timer.cancel()
             process.stdout.close()
         if time.monotonic() >= deadline:
-            raise GitError(f"git blame {path} timed out after {self.timeout:g} s")
+            raise GitError(f"git blame {shown_path(path)} timed out after {self.timeout:g} s")
         if code:
-            raise GitError(f"git blame {path} exited {code}")
+            raise GitError(f"git blame {shown_path(path)} exited {code}")
         return counts
 
     def reverting_commits(self, candidate: str, rev: str) -> list[tuple[str, list[str]]]:
