@@ -165,7 +165,7 @@ def test_report_tables_piped_or_in_the_demo_are_printed_whole(demo_warehouse):
 
 
 def test_a_table_that_cannot_fit_still_shows_every_digit():
-    from pipeline.forgeloop.reports import add_row, new_table, print_table
+    from pipeline.tables_text import add_row, new_table, print_table
 
     numbers = [["12345678901234567890", "-0.000123456789", "+116.1805%"], ["98765432109876543210", "NaN", "-inf"]]
     headers = ["a long header of words", "b", "c"]
@@ -180,7 +180,7 @@ def test_a_table_that_cannot_fit_still_shows_every_digit():
 
 
 def test_column_widths_keep_numbers_whole_while_text_can_give_way():
-    from pipeline.forgeloop.reports import column_widths
+    from pipeline.tables_text import column_widths
 
     cells = [["Scenario", "documentation-correction"], ["Overhead", "+116.1805% / +200%"], ["Light", "OBSERVATIONAL p50 yes"]]
     assert column_widths(cells, 200) == (None, True)  # fits: rich's own widths

@@ -63,7 +63,7 @@ def sql_command(
     frame = run_sql(store, text, parameters, prerequisites(query) if query else [], optional,
                     f"query {query}" if query else "the SQL")
     if output_format == "table" and out is None:
-        from ..forgeloop.reports import add_row, new_table, print_table
+        from ..tables_text import add_row, new_table, print_table
 
         table = new_table(frame.columns, right=[name for name, dtype in frame.schema.items() if dtype.is_numeric()])
         for row in table_rows(frame):
