@@ -32,7 +32,9 @@ def execute_command(
     scenarios: Annotated[Path, typer.Option("--scenarios", help="Directory of scenario files (<scenarioId>.json).",
                                             show_default=False)],
     tier: Annotated[Optional[str], typer.Option("--tier", help="smoke, evidence or tail.")] = None,
-    runs: Annotated[Optional[int], typer.Option("--runs", help="Runs per scenario and mode.", show_default=False)] = None,
+    runs: Annotated[Optional[int], typer.Option("--runs", help="Runs per scenario and mode: smoke 1-3 (default 1), evidence "
+                                                "5-10 (5), tail 20-30 (20); without a tier 1-100 (5).",
+                                                show_default=False)] = None,
     run_set: Annotated[Optional[str], typer.Option("--run-set", help="Run set id (default: a UTC timestamp).",
                                                    show_default=False)] = None,
     output: Annotated[Optional[Path], typer.Option("--output", help="Results directory (default: SCENARIOS/results).",
