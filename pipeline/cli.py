@@ -48,7 +48,10 @@ _register()
 
 def main() -> None:
     """Run the command. A wrong command line is one line too, as every other error
-    (`loopmeter: error: ...`, exit 2), not click's usage block."""
+    (`loopmeter: error: ...`, exit 2), not click's usage block. Once the command has ended,
+    Ctrl-C is ignored: its work is done, and the interpreter's exit would end killed by SIGINT,
+    without a word."""
+    import signal
     import sys
 
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
@@ -57,15 +60,24 @@ def main() -> None:
         code = app(standalone_mode=False, prog_name="loopmeter")
     except NoArgsIsHelpError as error:  # `loopmeter` or a group alone: its help
         error.show()
-        sys.exit(error.exit_code)
+        code = error.exit_code
     except UsageError as error:
         where = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
         print(f"loopmeter: error: {error.format_message().rstrip('.')}{where}", file=sys.stderr)
-        sys.exit(error.exit_code)
+        code = error.exit_code
     except ClickException as error:
         print(f"loopmeter: error: {error.format_message()}", file=sys.stderr)
-        sys.exit(error.exit_code)
+        code = error.exit_code
     except typer.Abort:
         print("loopmeter: aborted", file=sys.stderr)
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
+        code = 1
+    except KeyboardInterrupt:  # between the command and the exit
+        code = 130
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    code = code if isinstance(code, int) else 0
+    if code == 130:
+        from .commands import common
+
+        if not common.INTERRUPT_REPORTED:  # typer took the Ctrl-C, outside the command's own answer
+            print(f"loopmeter: {common.interrupted_message()}", file=sys.stderr)
+    sys.exit(code)

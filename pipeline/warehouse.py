@@ -306,18 +306,21 @@ class Warehouse:
             _fsync_dir(version)
         journal = self.root / STATE / JOURNAL
         previous = []
-        with _interruption_deferred():  # from the journal on, Ctrl-C waits for the last swap
-            atomic_write_text(journal, json.dumps({name: os.path.relpath(version, self.root) for name, version in pending.items()}))
-            _fsync_dir(journal.parent)
-            checkpoint("publishing:journal")
-            for name, version in pending.items():
-                previous.append((self._swap(name, version), version))
-                checkpoint(f"publishing:swapped:{name}")
-            _fsync_dir(self.root)
-            journal.unlink()
-        for old, version in previous:
-            if old is not None and old != version.resolve():
-                shutil.rmtree(old, ignore_errors=True)
+        try:
+            with _interruption_deferred():  # from the journal on, Ctrl-C waits for the last swap
+                atomic_write_text(journal, json.dumps({name: os.path.relpath(version, self.root)
+                                                       for name, version in pending.items()}))
+                _fsync_dir(journal.parent)
+                checkpoint("publishing:journal")
+                for name, version in pending.items():
+                    previous.append((self._swap(name, version), version))
+                    checkpoint(f"publishing:swapped:{name}")
+                _fsync_dir(self.root)
+                journal.unlink()
+        finally:  # also when the Ctrl-C held above comes now: the versions left go with it
+            for old, version in previous:
+                if old is not None and old != version.resolve():
+                    shutil.rmtree(old, ignore_errors=True)
 
     def _finish_publishing(self) -> bool:
         """Finish the swaps a killed writer's journal names (its versions were complete when it

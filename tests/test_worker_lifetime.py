@@ -178,3 +178,56 @@ def test_workers_end_when_the_ingest_dies_with_them_waiting_for_work(tmp_path, r
     assert ingest.returncode == -signal.SIGKILL, stderr
     assert workers, "the ingest read its files without worker processes"
     assert_left_nothing_behind(workers, warehouse, results)
+
+
+def test_ctrl_c_to_the_terminal_s_process_group_is_answered_by_one_line(tmp_path, results):
+    """A terminal sends Ctrl-C to the whole process group: each worker printed its own KeyboardInterrupt
+    traceback before the ingest's one line (a QA pass's random-kill trials). Workers ignore it now."""
+    for attempt in range(3):
+        warehouse = tmp_path / f"warehouse-{attempt}"
+        errors = tmp_path / f"stderr-{attempt}"
+        with open(errors, "wb") as handle:
+            ingest = subprocess.Popen(ingest_command(results, warehouse), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=handle,
+                                      start_new_session=True)  # its own process group, as a terminal's job
+        try:
+            workers: list[tuple[int, str]] = []
+            deadline = time.monotonic() + 60
+            while ingest.poll() is None and time.monotonic() < deadline:
+                found = [identity(pid) for pid in children(ingest.pid)]
+                if found and len(found) >= (os.cpu_count() or 1) and all(found):
+                    workers = found
+                    break
+                time.sleep(0.005)
+            if workers:
+                os.killpg(ingest.pid, signal.SIGINT)
+            ingest.wait(timeout=60)
+        finally:
+            if ingest.poll() is None:
+                os.killpg(ingest.pid, signal.SIGKILL)
+                ingest.wait(timeout=30)
+        stderr = errors.read_text()
+        if workers and ingest.returncode == 130:
+            assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("loopmeter: interrupted; "), stderr
+            assert_left_nothing_behind(workers, warehouse, results)
+            return
+        assert ingest.returncode == 0, stderr  # it ended before the Ctrl-C came: try again
+    pytest.fail("the ingest never showed its worker processes before it ended")
+
+
+AFTER_THE_END = """
+import os, signal, sys
+import pipeline.cli as cli
+leave = sys.exit
+def exit_after_a_ctrl_c(code):
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the interpreter is about to leave
+    leave(code)
+sys.exit = exit_after_a_ctrl_c
+sys.argv = ["loopmeter", "queries"]
+cli.main()
+"""
+
+
+def test_ctrl_c_after_the_command_ended_changes_nothing():
+    """The work is done: the command's own exit code, no traceback (it ended killed by SIGINT, silent)."""
+    done = subprocess.run([sys.executable, "-c", AFTER_THE_END], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0 and done.stderr == "" and "forgeloop_pairs" in done.stdout, (done.returncode, done.stderr)

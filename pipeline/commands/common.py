@@ -26,6 +26,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 WaitOption = Annotated[bool, typer.Option("--wait", help="Wait for another writer's lock instead of leaving.")]
 
 DEBUG = False
+INTERRUPT_REPORTED = False  # a command's Ctrl-C was answered with its message
 
 # The warehouses this command opened, with the version of each table at that moment: an
 # interruption says which tables it had replaced already (each is replaced atomically, not the set).
@@ -180,6 +181,8 @@ def command(function: Callable) -> Callable:
             _silence_stdout()
             raise typer.Exit(int(Exit.BROKEN_PIPE)) from None
         except LoopmeterError as error:
+            global INTERRUPT_REPORTED
+            INTERRUPT_REPORTED = INTERRUPT_REPORTED or error.exit_code == Exit.INTERRUPTED  # execute's own word for it
             if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
                 traceback.print_exc()
             print(f"loopmeter: error: {error}", file=sys.stderr)
@@ -196,6 +199,8 @@ def command(function: Callable) -> Callable:
 
 
 def _interrupted() -> None:
+    global INTERRUPT_REPORTED
+    INTERRUPT_REPORTED = True
     print(f"loopmeter: {interrupted_message()}", file=sys.stderr)
     raise typer.Exit(int(Exit.INTERRUPTED)) from None
 

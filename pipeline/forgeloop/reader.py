@@ -170,7 +170,11 @@ def _end_with_parent(parent: int | None, forker_outlives_pool: bool) -> None:
     thread, or a fork server's); otherwise, or without prctl, a daemon thread polls the
     parent's pid. `parent`, the pid that forks the workers as recorded before they forked
     (None: unknown, a fork server's), closes the race of a parent that died before the
-    worker was tied to it."""
+    worker was tied to it.
+
+    Ctrl-C is ignored: a terminal sends it to the whole process group, and each worker would
+    print its own KeyboardInterrupt traceback; the parent answers it, and shuts the pool down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     setter = _pdeathsig_setter()
     if not (forker_outlives_pool and setter is not None and setter()):
         started_by = os.getppid() if parent is None else parent
@@ -217,10 +221,14 @@ class RunReader:
             # the workers fork on the first submit: frozen, the objects they inherit are left
             # out of their collections (which would walk them, and copy their pages)
             gc.freeze()
+        # Ctrl-C held while the workers fork (on this first submit): one that came before a worker's
+        # initializer ignores it would end that worker with a traceback; the parent takes it after
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if starting else None
         try:
             futures = [self.pool.submit(read_batch, self.results, batch, self.max_file_bytes) for batch in batches]
         finally:
             if starting:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 gc.unfreeze()
         return lambda: self._collect(batches, (future.result() for future in futures))
 
