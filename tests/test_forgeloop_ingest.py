@@ -491,3 +491,10 @@ def test_scenario_files_are_counted_apart_from_run_files(tmp_path):
     report = json.loads(run_cli(*command, "--json", warehouse=tmp_path / "w2", check=3).stdout)
     assert (report["seen"], report["accepted"], report["rejected"], report["scenarios"], report["scenariosRejected"]) == (1, 1, 0, 6, 2)
     assert len(report["rejections"]) == 2
+
+
+def test_when_every_file_is_rejected_nothing_is_said_to_be_stored(tmp_path):
+    results = write_tree(tmp_path / "results", [GOOD])
+    (results / "raw" / "rs-test" / "small-bug-fix" / "direct" / "run-001.json").write_text("[]")
+    result = run_cli("ingest", "forgeloop", str(results), warehouse=tmp_path / "w", check=3)
+    assert result.stderr.splitlines()[-1] == "loopmeter: 1 of 1 file rejected; nothing is stored"

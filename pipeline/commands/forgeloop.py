@@ -67,7 +67,8 @@ def ingest_forgeloop_command(
     if result.rejected:
         if not json:
             seen = result.seen + result.scenarios + result.scenarios_rejected
-            print(f"loopmeter: {result.rejected} of {_count(seen, 'file')} rejected; the rest is stored", file=sys.stderr)
+            rest = "the rest is stored" if result.rejected < seen else "nothing is stored"
+            print(f"loopmeter: {result.rejected} of {_count(seen, 'file')} rejected; {rest}", file=sys.stderr)
         return Exit.REJECTED
     return Exit.OK
 
