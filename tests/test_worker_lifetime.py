@@ -131,20 +131,24 @@ def assert_left_nothing_behind(workers: list[tuple[int, str]], warehouse: Path, 
     assert '"accepted"' in again.stdout
 
 
+def all_workers(ingest: subprocess.Popen) -> list[tuple[int, str]]:
+    """The ingest's worker processes once all of them run (they fork together on the first batch);
+    none when the ingest ended first."""
+    deadline = time.monotonic() + 60
+    while ingest.poll() is None and time.monotonic() < deadline:
+        found = [identity(pid) for pid in children(ingest.pid)]
+        if found and len(found) >= (os.cpu_count() or 1) and all(found):
+            return found
+        time.sleep(0.005)
+    return []
+
+
 def test_workers_end_when_the_ingest_is_killed_while_they_read(tmp_path, results):
     for attempt in range(3):  # the ingest could end between two looks on a fast machine: try again
         warehouse = tmp_path / f"warehouse-{attempt}"
         ingest = start(results, warehouse, tmp_path / f"stderr-{attempt}")
         try:
-            workers: list[tuple[int, str]] = []
-            deadline = time.monotonic() + 60
-            while ingest.poll() is None and time.monotonic() < deadline:
-                # the workers fork together on the first batch; wait for all of them
-                found = [identity(pid) for pid in children(ingest.pid)]
-                if found and len(found) >= (os.cpu_count() or 1) and all(found):
-                    workers = found
-                    break
-                time.sleep(0.005)
+            workers = all_workers(ingest)
             if workers:
                 ingest.kill()
         finally:
@@ -190,14 +194,7 @@ def test_ctrl_c_to_the_terminal_s_process_group_is_answered_by_one_line(tmp_path
             ingest = subprocess.Popen(ingest_command(results, warehouse), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=handle,
                                       start_new_session=True)  # its own process group, as a terminal's job
         try:
-            workers: list[tuple[int, str]] = []
-            deadline = time.monotonic() + 60
-            while ingest.poll() is None and time.monotonic() < deadline:
-                found = [identity(pid) for pid in children(ingest.pid)]
-                if found and len(found) >= (os.cpu_count() or 1) and all(found):
-                    workers = found
-                    break
-                time.sleep(0.005)
+            workers = all_workers(ingest)
             if workers:
                 os.killpg(ingest.pid, signal.SIGINT)
             ingest.wait(timeout=60)
