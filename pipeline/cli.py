@@ -76,8 +76,18 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     code = code if isinstance(code, int) else 0
     if code == 130:
+        import os
+
         from .commands import common
 
         if not common.INTERRUPT_REPORTED:  # typer took the Ctrl-C, outside the command's own answer
             print(f"loopmeter: {common.interrupted_message()}", file=sys.stderr)
+        # interrupted: end now, without the exit's joins of pool threads a Ctrl-C may have left waiting
+        # (the warehouse lock and scratch space were let go as the command unwound; workers end with us)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
     sys.exit(code)

@@ -203,9 +203,11 @@ class RunReader:
     def __enter__(self) -> "RunReader":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, exc_type, *exc_info) -> None:
         if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+            # after an error or Ctrl-C, not waiting: a KeyboardInterrupt inside the executor's own
+            # calls can leave its manager thread waiting for ever (the workers end with this process)
+            self.pool.shutdown(wait=exc_type is None, cancel_futures=True)
 
     def submit(self, todo: ToRead) -> Callable[[], tuple[Verdicts, list[pa.Table]]]:
         """Start reading `todo` (in the workers, when parallel); call the result to wait for
