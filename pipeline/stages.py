@@ -65,10 +65,9 @@ def _forgeloop(warehouse: Warehouse, results: Path, scenarios: Path | None, tier
     publish(warehouse, aggregated, outcome.aggregate)
     outcome.forgeloop = aggregated
     outcome.steps.append(f"aggregate: {len(aggregated.written)} ForgeLoop documents in {outcome.aggregate}")
-    unknown = sorted({scenario for documents in aggregated.documents for scenario in documents.unknown_scenarios})
+    unknown = aggregated.unknown_scenarios_note()
     if unknown:  # as `aggregate` says it
-        outcome.notes.append(f"note: no scenario file for {', '.join(unknown)}: expectedProfile unknown, lightObjectives null"
-                             + ("" if scenarios is not None else " (pass --scenarios DIR); the reports list only scenarios with a file"))
+        outcome.notes.append(unknown + ("" if scenarios is not None else " (pass --scenarios DIR); the reports list only scenarios with a file"))
 
 
 def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float | None, include_temp: bool,

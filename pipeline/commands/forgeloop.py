@@ -111,9 +111,9 @@ def aggregate_command(
     if json:
         print_json(result.as_dict(), 2)
         return Exit.OK
-    unknown = sorted({s for docs in result.documents for s in docs.unknown_scenarios})
+    unknown = result.unknown_scenarios_note()
     if unknown:
-        note(f"note: no scenario file for {', '.join(unknown)}: expectedProfile unknown, lightObjectives null")
+        note(unknown)
     for docs in result.documents[:SHOWN_RUN_SETS]:
         print(
             f"{docs.run_set_id}: {len(docs.scenarios)} scenarios, {docs.summary['runCount']} runs, "

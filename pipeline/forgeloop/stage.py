@@ -35,6 +35,13 @@ class Aggregated:
     # rendered documents not built yet: `write_documents` builds them as it writes them (into `documents`)
     pending: Iterator[RunSetDocuments] | None = None
 
+    def unknown_scenarios_note(self) -> str | None:
+        """What to tell about the scenarios computed without a scenario file, if any."""
+        unknown = sorted({scenario for documents in self.documents for scenario in documents.unknown_scenarios})
+        if not unknown:
+            return None
+        return f"note: no scenario file for {', '.join(unknown)}: expectedProfile unknown, lightObjectives null"
+
     def as_dict(self) -> dict:
         run_sets = [{"runSetId": docs.run_set_id, **incremental.facts(docs), "recomputed": True} for docs in self.documents]
         kept = self.plan.kept if self.plan else {}
