@@ -270,10 +270,13 @@ class Warehouse:
         if pending:
             self._commit(pending)
 
-    def _publish(self, name: str, version: Path) -> None:
+    def _refuse_real_directory(self, name: str) -> None:
         link = self.root / name
         if link.exists() and not link.is_symlink():
             raise LoopmeterError(f"{link} is a real directory, not a loopmeter table; move it away first")
+
+    def _publish(self, name: str, version: Path) -> None:
+        self._refuse_real_directory(name)
         pending = self._pending
         if pending is not None:  # published with the others when the block ends
             superseded = pending.get(name)
@@ -298,10 +301,8 @@ class Warehouse:
 
     def _commit(self, pending: dict[str, Path]) -> None:
         """Publish `pending` (table -> new version) as one: the journal first, then the swaps."""
-        for name in pending:
-            link = self.root / name
-            if link.exists() and not link.is_symlink():
-                raise LoopmeterError(f"{link} is a real directory, not a loopmeter table; move it away first")
+        for name in pending:  # checked as each was written too; a directory may have appeared since
+            self._refuse_real_directory(name)
         for version in pending.values():
             _fsync_dir(version)
         journal = self.root / STATE / JOURNAL
