@@ -249,40 +249,30 @@ def test_the_sample_store_names_its_repositories_by_absolute_path(tmp_path, monk
 BASE_TS = 1_767_600_000
 
 
-def _git(repo: Path, *args: str, ts: int | None = None) -> str:
-    env = dict(os.environ, LC_ALL="C", GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid")
-    if ts is not None:
-        env.update(GIT_AUTHOR_DATE=f"@{ts} +0000", GIT_COMMITTER_DATE=f"@{ts} +0000")
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True, env=env).stdout.decode().strip()
-
-
 def _one_task(tmp_path: Path, task_change, after=None, index=None) -> dict:
-    """A repository where one task (run1/t1) changes files (`task_change(repo)`, `git add -A`, then `index(repo)`
-    for what only the index holds, committed) and is merged --no-ff into main, `after(repo)` committed a day
-    later; the task's outcome at 14 days."""
+    """A repository (a `samples.RepoBuilder`, handed to the callbacks) where one task (run1/t1) changes
+    files (`task_change(repo)`, `git add -A`, then `index(repo)` for what only the index holds, committed)
+    and is merged --no-ff into main, `after(repo)` committed a day later; the task's outcome at 14 days."""
     from forge_fixtures import event
 
-    repo = tmp_path / "r"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "f.txt").write_text("a\nb\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base", ts=BASE_TS)
-    base = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "checkout", "-q", "-b", "task")
+    repo = samples.RepoBuilder(tmp_path / "r")
+    (repo.path / "f.txt").write_text("a\nb\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-qm", "base", ts=BASE_TS)
+    base = repo.git("rev-parse", "HEAD")
+    repo.git("checkout", "-q", "-b", "task")
     task_change(repo)
-    _git(repo, "add", "-A")
+    repo.git("add", "-A")
     if index is not None:
         index(repo)
-    _git(repo, "commit", "-qm", "task", ts=BASE_TS + 100)
-    reviewed = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "checkout", "-q", "main")
-    _git(repo, "merge", "-q", "--no-ff", "-m", "integrate", "task", ts=BASE_TS + 200)
-    candidate = _git(repo, "rev-parse", "HEAD")
+    repo.git("commit", "-qm", "task", ts=BASE_TS + 100)
+    reviewed = repo.git("rev-parse", "HEAD")
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "-m", "integrate", "task", ts=BASE_TS + 200)
+    candidate = repo.git("rev-parse", "HEAD")
     if after is not None:
         after(repo)
-        _git(repo, "commit", "-qm", "after", ts=BASE_TS + 86_400)
+        repo.git("commit", "-qm", "after", ts=BASE_TS + 86_400)
     events = [
         event("e1", "attempt", BASE_TS - 50, task="t1", repo="r",
               data={"n": 1, "dwarf": "sonnet", "status": "passed", "reviewed_commit": reviewed, "base_ref": base}),
@@ -291,7 +281,7 @@ def _one_task(tmp_path: Path, task_change, after=None, index=None) -> dict:
         event("e3", "event", BASE_TS + 250, repo="r",
               data={"name": "integrate_advanced", "branch": "main", "parent": base, "candidate": candidate, "target": "main"}),
     ]
-    store = samples.write_sqlite(tmp_path / "dataset.sqlite", [("r", str(repo))], events)
+    store = samples.write_sqlite(tmp_path / "dataset.sqlite", [("r", str(repo.path))], events)
     warehouse = Warehouse(tmp_path / "warehouse")
     ingest_forge(warehouse, store)
     result = harvest(warehouse, include_temp=True, now=BASE_TS + 60 * 86_400)
@@ -300,23 +290,23 @@ def _one_task(tmp_path: Path, task_change, after=None, index=None) -> dict:
     return outcome["data"]
 
 
-def _gitlink(repo: Path, path: str) -> None:
-    _git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'12' * 20},{path}")
+def _gitlink(repo, path: str) -> None:
+    repo.git("update-index", "--add", "--cacheinfo", f"160000,{'12' * 20},{path}")
 
 
 def test_a_file_that_became_a_submodule_entry_survives_in_no_line(tmp_path):
     def after(repo):
-        _git(repo, "rm", "-q", "--cached", "f.txt")
-        (repo / "f.txt").unlink()
+        repo.git("rm", "-q", "--cached", "f.txt")
+        (repo.path / "f.txt").unlink()
         _gitlink(repo, "f.txt")
-    data = _one_task(tmp_path, lambda repo: (repo / "f.txt").write_text("a\nb\nx1\nx2\nx3\n"), after)
+    data = _one_task(tmp_path, lambda repo: (repo.path / "f.txt").write_text("a\nb\nx1\nx2\nx3\n"), after)
     assert (data["status"], data["files"], data["added"], data["surviving"]) == ("ok", {"f.txt": [3, 0]}, 3, 0)
 
 
 def test_a_submodule_entry_a_task_added_is_a_line_that_blame_cannot_follow(tmp_path):
     """As the seed counts it: numstat gives the entry one line, and no file holds it at the horizon.
     The task's other file is measured as usual (the whole task failed on `git blame vendor/lib`)."""
-    data = _one_task(tmp_path, lambda repo: (repo / "g.txt").write_text("g1\ng2\n"),
+    data = _one_task(tmp_path, lambda repo: (repo.path / "g.txt").write_text("g1\ng2\n"),
                      index=lambda repo: _gitlink(repo, "vendor/lib"))
     assert data["files"] == {"g.txt": [2, 2], "vendor/lib": [1, 0]} and (data["added"], data["surviving"]) == (3, 2)
 
@@ -325,7 +315,7 @@ def test_a_file_name_that_is_not_utf8_is_measured_under_its_own_name(tmp_path):
     """Both the seed and loopmeter looked the file up under its name with U+FFFD, found nothing, and
     recorded that none of its lines survived; it is intact. Its key shows the byte as \\xe9."""
     def change(repo):
-        with open(os.path.join(os.fsencode(repo), b"caf\xe9.txt"), "w") as handle:
+        with open(os.path.join(os.fsencode(repo.path), b"caf\xe9.txt"), "w") as handle:
             handle.write("c1\nc2\n")
     data = _one_task(tmp_path, change)
     assert data["files"] == {"caf\\xe9.txt": [2, 2]} and (data["added"], data["surviving"]) == (2, 2)
