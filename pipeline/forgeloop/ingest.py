@@ -19,28 +19,18 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISREG
 from typing import Iterator
 
 from .. import SCHEMA_VERSION, __version__, collector
 from ..config import DEFAULT_MAX_FILE_BYTES
-from ..errors import LoopmeterError, is_utf8, shown_path
+from ..errors import LoopmeterError
 from ..warehouse import STATE as STATE_DIR
 from ..warehouse import Warehouse, atomic_write_text
-from .contract import RUN_SET_ID, RUN_SET_RULE
+from .walk import Digested, SeenFile, digest, discover_by_run_set, group_of, walk_digested
 
 RUNS = "runs"
 MANIFEST = "ingest_manifest"
 SCENARIOS = "scenarios"
-
-
-@dataclass(slots=True)
-class SeenFile:
-    path: str  # relative to the results directory
-    run_set_id: str | None
-    size: int
-    mtime_ns: int
-    problem: tuple[str, str] | None = None  # rejected before reading: (field, rule)
 
 
 @dataclass
@@ -85,94 +75,6 @@ class IngestResult:
         }
 
 
-def discover(results: Path) -> Iterator[SeenFile]:
-    """Every `*.json` below `results/raw/`, in path order (so each run set's files come
-    together); problems of place noted. Lazy by run set: one run set's files are held at a time."""
-    for found in discover_by_run_set(results):
-        yield from found
-
-
-def discover_by_run_set(results: Path) -> Iterator[list[SeenFile]]:
-    """`discover`'s files, a list per entry of `raw/` (a run set folder, or a stray file)."""
-    raw = results / "raw"
-    if not raw.is_dir():
-        raise LoopmeterError(f"{raw} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json")
-    walker = _Walker(str(results.resolve()))
-    raw_real = os.path.realpath(raw)
-    entries = walker.entries(str(raw), "raw", None, found := [])
-    if found:
-        yield found
-    for entry in entries:
-        found = []
-        walker.visit(entry, raw_real, "raw", None, None, found)
-        yield found
-
-
-class _Walker:
-    """The recursive walk below one run set folder, appending to a list (a generator per
-    level costs more than the system calls)."""
-
-    def __init__(self, root: str):
-        self.root = root
-        self.visited: set[str] = set()  # real paths of the directories walked (a symlink may lead back)
-
-    @staticmethod
-    def entries(directory: str, relative: str, run_set: str | None, found: list[SeenFile]) -> list[os.DirEntry]:
-        """The entries of `directory` in name order; those whose name is not UTF-8 (a run file or a
-        folder: its files are not read) are noted as rejected in `found` instead, under a path that
-        shows the name's bytes (`\\xff`)."""
-        try:
-            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
-        except OSError as error:
-            found.append(SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})")))
-            return []
-        if is_utf8("".join([entry.name for entry in entries])):
-            return entries
-        kept = []
-        for entry in entries:
-            if is_utf8(entry.name):
-                kept.append(entry)
-            elif entry.name.endswith(".json") or entry.is_dir():
-                rule = "name is not valid UTF-8" + ("" if entry.name.endswith(".json") else ": its files are not read")
-                found.append(SeenFile(f"{relative}/{shown_path(entry.name)}", run_set, 0, 0, ("file", rule)))
-        return kept
-
-    def visit(self, entry: os.DirEntry, real_parent: str, relative: str, run_set: str | None,
-              folder_problem: tuple[str, str] | None, found: list[SeenFile]) -> None:
-        path = f"{relative}/{entry.name}"
-        link = entry.is_symlink()
-        if link:
-            target = os.path.realpath(entry.path)
-            if os.path.commonpath([target, self.root]) != self.root:
-                if entry.name.endswith(".json") or os.path.isdir(target):
-                    found.append(SeenFile(path, run_set, 0, 0, ("file", "symlink leads outside the results tree")))
-                return
-        try:
-            is_dir = entry.is_dir()
-            stat = None if is_dir else entry.stat()
-        except OSError as error:
-            found.append(SeenFile(path, run_set, 0, 0, ("file", f"cannot be read ({error.strerror})")))
-            return
-        if is_dir:
-            real = target if link else f"{real_parent}/{entry.name}"  # no system call for a real directory
-            if real in self.visited:
-                return
-            self.visited.add(real)
-            if run_set is None:
-                run_set = entry.name
-                folder_problem = None if RUN_SET_ID.fullmatch(entry.name) else ("runSetId", f"run set folder name {RUN_SET_RULE}")
-            for inner in self.entries(entry.path, path, run_set, found):
-                self.visit(inner, real, path, run_set, folder_problem, found)
-        elif entry.name.endswith(".json"):
-            if not S_ISREG(stat.st_mode):  # a FIFO would block the reading forever
-                problem = ("file", "is not a regular file")
-            elif run_set is None:
-                problem = ("file", "lies directly in raw/, not in a run set folder")
-            else:
-                problem = folder_problem
-            found.append(SeenFile(path, run_set, stat.st_size, stat.st_mtime_ns, problem))
-
-
 def ingest_forgeloop(
     warehouse: Warehouse,
     results: Path,
@@ -206,15 +108,9 @@ def ingest_forgeloop(
         return whole
 
 
-def _group(path: str) -> str:
-    """The entry of raw/ a file lies under: its run set folder, or "" for a file directly in raw/."""
-    parts = path.split("/", 2)
-    return parts[1] if len(parts) == 3 else ""
-
-
 def _rejection_group(path: str) -> str | None:
     """A rejected run file's entry of raw/; None for a scenario file (an absolute path)."""
-    return _group(path) if path == "raw" or path.startswith("raw/") else None
+    return group_of(path) if path == "raw" or path.startswith("raw/") else None
 
 
 class TreeState:
@@ -249,13 +145,18 @@ class TreeState:
         self.changed: dict[str, list[SeenFile]] = {}
         if self.state is not None:
             stray: list[SeenFile] = []  # files directly in raw/ come one by one, in path order
-            for group, files in self._walk():
+            for group, files in self._walk_recorded():
+                if isinstance(files, Digested):  # a run set folder walked by a helper
+                    self.digests[group], self.counts[group] = files.digest, files.count
+                    if files.files is not None:
+                        self.changed[group] = files.files
+                    continue
                 self._note(group, files)
                 if group == "":
                     stray += files
-                elif not self._same(group):
+                elif not self._same(group, self.digests[group]):
                     self.changed[group] = files
-            if stray and not self._same(""):
+            if stray and not self._same("", self.digests[""]):
                 self.changed[""] = stray
         self.scenario_listing = self._scenario_listing()
 
@@ -265,10 +166,28 @@ class TreeState:
             if self.run_sets is not None:
                 found = [seen for seen in found if seen.run_set_id in self.run_sets]
             if found:
-                yield _group(found[0].path), found
+                yield group_of(found[0].path), found
+
+    def _walk_recorded(self) -> Iterator[tuple[str, list[SeenFile] | Digested]]:
+        """`_walk` for comparing with the record: the run set folders walked in parallel where
+        that can be done, each as a `Digested` whose files are there only if it changed."""
+        walked = walk_digested(self.results, lambda name: self.run_sets is None or name in self.run_sets,
+                               lambda group, seen: not self._same(group, seen))
+        if walked is None:
+            yield from self._walk()
+            return
+        for found in walked:
+            if isinstance(found, Digested):
+                if found.count:
+                    yield found.group, found
+                continue
+            if self.run_sets is not None:
+                found = [seen for seen in found if seen.run_set_id in self.run_sets]
+            if found:
+                yield group_of(found[0].path), found
 
     def _note(self, group: str, files: list[SeenFile]) -> None:
-        self.digests[group] = _digest(files, self.digests.get(group, ""))
+        self.digests[group] = digest(files, self.digests.get(group, ""))
         self.counts[group] = self.counts.get(group, 0) + len(files)
 
     def _load(self) -> dict | None:
@@ -297,13 +216,14 @@ class TreeState:
     def _tables(self) -> dict[str, str | None]:
         return {name: self.warehouse.table_version(name) for name in (RUNS, MANIFEST, SCENARIOS)}
 
-    def _same(self, group: str) -> bool:
-        """The entry's files look as the recorded ingest saw them, and none was rejected for a
-        reason of the moment (a file that could not be read may be readable now: it is read again)."""
+    def _same(self, group: str, seen: str) -> bool:
+        """The entry's files look as the recorded ingest saw them (`seen`, their digest now), and
+        none was rejected for a reason of the moment (a file that could not be read may be
+        readable now: it is read again)."""
         if self.state is None:
             return False
         recorded = self.state["groups"].get(group, {})
-        return recorded.get("digest") == self.digests[group] and not any(
+        return recorded.get("digest") == seen and not any(
             _passing(rule) for _, _, rule in recorded.get("rejections", []))
 
     def unchanged(self) -> bool:
@@ -383,8 +303,3 @@ class TreeState:
 def _passing(rule: str) -> bool:
     """A rejection that says nothing about the file itself, only about the moment: it could not be read."""
     return rule.startswith(("cannot be read", "directory cannot be read"))
-
-
-def _digest(files: list[SeenFile], before: str = "") -> str:
-    text = before + "".join([f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.problem}\n" for f in files])
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()

@@ -24,7 +24,8 @@ from .scenarios import SCENARIO_COLUMNS, read_scenarios
 from .tables import MANIFEST_COLUMNS
 from .reader import ALL_RUN_COLUMNS, PARALLEL_FROM, RunReader, ToRead, Verdicts
 
-from .ingest import RUNS, SCENARIOS, IngestResult, SeenFile
+from .ingest import RUNS, SCENARIOS, IngestResult
+from .walk import SeenFile
 from .manifest import ManifestSpool
 
 RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]

@@ -1,0 +1,277 @@
+"""The walk of a ForgeLoop results tree: every `*.json` below `RESULTS/raw/`, with its size
+and modification time, and the problems of place (a file outside a run set folder, a
+symbolic link leading out of the tree, a name that is not UTF-8). Standard library only.
+
+`walk_digested` is the walk a re-ingest makes to learn what changed: the run set folders
+are walked by several processes at once (a `stat` per file is most of its cost, and
+the kernel serves two processes in parallel where two threads of one contend), each
+answering a digest per folder and the files only of the folders asked for."""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from stat import S_ISREG
+
+from ..errors import LoopmeterError, is_utf8, shown_path
+from .contract import RUN_SET_ID, RUN_SET_RULE
+
+
+@dataclass(slots=True)
+class SeenFile:
+    path: str  # relative to the results directory
+    run_set_id: str | None
+    size: int
+    mtime_ns: int
+    problem: tuple[str, str] | None = None  # rejected before reading: (field, rule)
+
+
+
+def discover_by_run_set(results: Path) -> Iterator[list[SeenFile]]:
+    """Every `*.json` below `results/raw/`, in path order, a list per entry of `raw/` (a run set
+    folder, or a stray file): one run set's files are held at a time."""
+    raw = results / "raw"
+    if not raw.is_dir():
+        raise LoopmeterError(f"{raw} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json")
+    walker = _Walker(str(results.resolve()))
+    raw_real = os.path.realpath(raw)
+    entries = walker.entries(str(raw), "raw", None, found := [])
+    if found:
+        yield found
+    for entry in entries:
+        found = []
+        walker.visit(entry, raw_real, "raw", None, None, found)
+        yield found
+
+
+class _Walker:
+    """The recursive walk below one run set folder, appending to a list (a generator per
+    level costs more than the system calls)."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.visited: set[str] = set()  # real paths of the directories walked (a symlink may lead back)
+        self.linked = False  # a symbolic link was met (`visited` then depends on the order of the walk)
+
+    @staticmethod
+    def entries(directory: str, relative: str, run_set: str | None, found: list[SeenFile]) -> list[os.DirEntry]:
+        """The entries of `directory` in name order; those whose name is not UTF-8 (a run file or a
+        folder: its files are not read) are noted as rejected in `found` instead, under a path that
+        shows the name's bytes (`\\xff`)."""
+        try:
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except OSError as error:
+            found.append(SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})")))
+            return []
+        if is_utf8("".join([entry.name for entry in entries])):
+            return entries
+        kept = []
+        for entry in entries:
+            if is_utf8(entry.name):
+                kept.append(entry)
+            elif entry.name.endswith(".json") or entry.is_dir():
+                rule = "name is not valid UTF-8" + ("" if entry.name.endswith(".json") else ": its files are not read")
+                found.append(SeenFile(f"{relative}/{shown_path(entry.name)}", run_set, 0, 0, ("file", rule)))
+        return kept
+
+    def visit(self, entry: os.DirEntry, real_parent: str, relative: str, run_set: str | None,
+              folder_problem: tuple[str, str] | None, found: list[SeenFile]) -> None:
+        path = f"{relative}/{entry.name}"
+        link = entry.is_symlink()
+        if link:
+            self.linked = True
+            target = os.path.realpath(entry.path)
+            if os.path.commonpath([target, self.root]) != self.root:
+                if entry.name.endswith(".json") or os.path.isdir(target):
+                    found.append(SeenFile(path, run_set, 0, 0, ("file", "symlink leads outside the results tree")))
+                return
+        try:
+            is_dir = entry.is_dir()
+            stat = None if is_dir else entry.stat()
+        except OSError as error:
+            found.append(SeenFile(path, run_set, 0, 0, ("file", f"cannot be read ({error.strerror})")))
+            return
+        if is_dir:
+            real = target if link else f"{real_parent}/{entry.name}"  # no system call for a real directory
+            if real in self.visited:
+                return
+            self.visited.add(real)
+            if run_set is None:
+                run_set = entry.name
+                folder_problem = None if RUN_SET_ID.fullmatch(entry.name) else ("runSetId", f"run set folder name {RUN_SET_RULE}")
+            for inner in self.entries(entry.path, path, run_set, found):
+                self.visit(inner, real, path, run_set, folder_problem, found)
+        elif entry.name.endswith(".json"):
+            if not S_ISREG(stat.st_mode):  # a FIFO would block the reading forever
+                problem = ("file", "is not a regular file")
+            elif run_set is None:
+                problem = ("file", "lies directly in raw/, not in a run set folder")
+            else:
+                problem = folder_problem
+            found.append(SeenFile(path, run_set, stat.st_size, stat.st_mtime_ns, problem))
+
+
+def group_of(path: str) -> str:
+    """The entry of raw/ a file lies under: its run set folder, or "" for a file directly in raw/."""
+    parts = path.split("/", 2)
+    return parts[1] if len(parts) == 3 else ""
+
+
+def digest(files: list[SeenFile], before: str = "") -> str:
+    """What a list of files looked like: paths, sizes, modification times and problems of place."""
+    text = before + "".join([f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.problem}\n" for f in files])
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+@dataclass(slots=True)
+class Digested:
+    """A run set folder as a helper walked it: the digest and number of its files, and the
+    files themselves only when they were asked for."""
+    group: str
+    digest: str
+    count: int
+    files: list[SeenFile] | None
+
+
+MAX_WALKERS = 4
+
+
+def walk_digested(results: Path, selected: Callable[[str], bool],
+                  wanted: Callable[[str, str], bool]) -> list[list[SeenFile] | Digested] | None:
+    """`discover_by_run_set`'s answer in its order, each run set folder (when `selected(name)`)
+    as a `Digested`, its files given when `wanted(name, digest)`; the other entries of raw/
+    (files directly in it, names that are not UTF-8) as their lists of files. The folders are
+    shared out among this process and helpers it forks.
+
+    None where this walk cannot stand for the sequential one: one core, fewer than two run
+    set folders, a symbolic link met (whether a directory is walked twice then depends on
+    the order of the walk), a helper that failed or was killed. The caller walks then."""
+    raw = results / "raw"
+    if not raw.is_dir():
+        raise LoopmeterError(f"{raw} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json")
+    processes = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+                    MAX_WALKERS)
+    walker = _Walker(str(results.resolve()))
+    raw_real = os.path.realpath(raw)
+    found: list[SeenFile] = []
+    entries = walker.entries(str(raw), "raw", None, found)
+    if any(entry.is_symlink() for entry in entries):
+        return None
+    folders = [index for index, entry in enumerate(entries) if _is_folder(entry) and selected(entry.name)]
+    if processes < 2 or len(folders) < 2 or not hasattr(os, "fork"):
+        return None
+
+    forker = os.getpid()
+
+    def walk(share: list[int]) -> dict[int, Digested] | None:
+        answers = {}
+        for index in share:
+            entry, files = entries[index], []
+            walker.visit(entry, raw_real, "raw", None, None, files)
+            if walker.linked:
+                return None
+            seen = digest(files)
+            answers[index] = Digested(entry.name, seen, len(files), files if wanted(entry.name, seen) else None)
+            if os.getpid() != forker and os.getppid() != forker:
+                os._exit(1)  # a helper whose ingest is gone
+        return answers
+
+    helpers = _fork_helpers([folders[k::processes] for k in range(1, processes)], walk)
+    try:
+        answers = walk(folders[0::processes])
+        for helper in helpers:
+            answered = helper.answer()
+            answers = None if answers is None or answered is None else answers | answered
+    finally:
+        for helper in helpers:
+            helper.end()
+    if answers is None:
+        return None
+    walked: list[list[SeenFile] | Digested] = [found] if found else []
+    for index, entry in enumerate(entries):
+        if index in answers:
+            walked.append(answers[index])
+        elif not _is_folder(entry):
+            files = []
+            walker.visit(entry, raw_real, "raw", None, None, files)
+            walked.append(files)
+    return walked
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    """A directory (an entry that cannot be told is walked by this process, which notes why)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+class _Helper:
+    """A forked process computing `work(share)`, its pickled answer read through a pipe."""
+
+    def __init__(self, pid: int, reading: int):
+        self.pid, self.reading = pid, reading
+
+    def answer(self):
+        """The helper's answer; None when it failed or gave none."""
+        chunks = []
+        with os.fdopen(self.reading, "rb") as pipe:
+            self.reading = None
+            while chunk := pipe.read(1 << 20):
+                chunks.append(chunk)
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        if status != 0 or not chunks:
+            return None
+        return pickle.loads(b"".join(chunks))
+
+    def end(self) -> None:
+        """After an error or Ctrl-C: the helper killed, its pipe closed."""
+        if self.reading is not None:
+            try:
+                os.close(self.reading)
+            except OSError:
+                pass
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+
+
+def _fork_helpers(shares: list[list[int]], work: Callable[[list[int]], object]) -> list[_Helper]:
+    """A helper per share. Ctrl-C is held while they fork and ignored in them (a terminal sends
+    it to the whole process group): this process answers it, and kills them."""
+    helpers = []
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for share in shares:
+            reading, writing = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the helper: never returns
+                status = 1
+                try:
+                    os.close(reading)
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                    answer = work(share)
+                    if answer is not None:
+                        with os.fdopen(writing, "wb") as pipe:
+                            pipe.write(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+                        status = 0
+                finally:
+                    os._exit(status)
+            os.close(writing)
+            helpers.append(_Helper(pid, reading))
+    except BaseException:
+        for helper in helpers:
+            helper.end()
+        raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return helpers

@@ -1,0 +1,138 @@
+"""The walk a re-ingest makes with helper processes (`walk_digested`) against the plain
+sequential walk (`discover_by_run_set`): the same folders, digests and files, or None
+where it cannot stand for it."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.forgeloop.walk import Digested, digest, discover_by_run_set, group_of, walk_digested
+
+pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helpers need two cores")
+
+
+def sequential(results: Path, selected=lambda name: True) -> dict[str, tuple[str, int, list]]:
+    """group -> (digest, count, files), as TreeState builds it from the sequential walk."""
+    groups: dict[str, tuple[str, int, list]] = {}
+    for found in discover_by_run_set(results):
+        found = [seen for seen in found if seen.run_set_id is None or selected(seen.run_set_id)]
+        if not found:
+            continue
+        group = group_of(found[0].path)
+        before, count, files = groups.get(group, ("", 0, []))
+        groups[group] = (digest(found, before), count + len(found), files + found)
+    return groups
+
+
+def parallel(results: Path, wanted: set[str], selected=lambda name: True) -> dict[str, tuple[str, int, list | None]] | None:
+    walked = walk_digested(results, selected, lambda group, seen: group in wanted)
+    if walked is None:
+        return None
+    groups: dict[str, tuple[str, int, list | None]] = {}
+    for found in walked:
+        if isinstance(found, Digested):
+            if found.count:
+                assert found.group not in groups
+                groups[found.group] = (found.digest, found.count, found.files)
+            continue
+        if not found:
+            continue
+        group = group_of(found[0].path)
+        before, count, files = groups.get(group, ("", 0, []))
+        groups[group] = (digest(found, before), count + len(found), files + found)
+    return groups
+
+
+def same(results: Path, wanted: set[str], selected=lambda name: True) -> None:
+    expected = sequential(results, selected)
+    got = parallel(results, wanted, selected)
+    assert got is not None
+    assert list(got) == list(expected)  # the order of the groups too: the answer lists them in it
+    for group, (seen, count, files) in expected.items():
+        assert got[group][:2] == (seen, count), group
+        if group == "" or group in wanted:
+            assert got[group][2] == files, group
+        else:
+            assert got[group][2] is None, group
+
+
+def write(path: Path, text: str = "{}") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_every_kind_of_entry_is_answered_as_the_sequential_walk_does(tmp_path):
+    raw = tmp_path / "raw"
+    for run_set in ("rs-a", "rs-b", "rs-c", "rs-d", "rs-e"):
+        write(raw / run_set / "one.json")
+        write(raw / run_set / "deeper" / "two.json", "{" * 7)
+    write(raw / "rs-b" / "notes.txt")  # not a run file
+    (raw / "rs-empty").mkdir()  # no run file: no group
+    write(raw / "bad name!" / "x.json")  # rejected by its folder's name, still walked
+    write(raw / "a.json")  # files directly in raw/: one group, ""
+    write(raw / "z.json")
+    os.mkfifo(raw / "rs-c" / "pipe.json")
+    os.mkdir(os.fsencode(raw) + b"/caf\xe9")  # a folder whose name is not UTF-8
+    with open(os.fsencode(raw / "rs-d") + b"/\xff.json", "w") as handle:
+        handle.write("{}")
+    same(tmp_path, wanted={"rs-b", "bad name!"})
+    same(tmp_path, wanted=set())
+    same(tmp_path, wanted={"rs-a", "rs-c", "rs-d", "rs-e"}, selected=lambda name: name in {"rs-a", "rs-c", "rs-e"})
+
+
+def test_a_symbolic_link_anywhere_leaves_the_walk_to_the_caller(tmp_path):
+    raw = tmp_path / "raw"
+    for run_set in ("rs-a", "rs-b", "rs-c"):
+        write(raw / run_set / "one.json")
+    assert parallel(tmp_path, set()) is not None
+    (raw / "rs-c" / "inner").symlink_to(raw / "rs-a")  # met by a helper or by this process
+    assert parallel(tmp_path, set()) is None
+    (raw / "rs-c" / "inner").unlink()
+    (raw / "rs-link").symlink_to(raw / "rs-a")  # an entry of raw/
+    assert parallel(tmp_path, set()) is None
+
+
+def test_a_helper_that_fails_leaves_the_walk_to_the_caller(tmp_path):
+    for run_set in ("rs-a", "rs-b", "rs-c", "rs-d"):
+        write(tmp_path / "raw" / run_set / "one.json")
+    me = os.getpid()
+
+    def wanted(group: str, seen: str) -> bool:
+        if os.getpid() != me:
+            raise RuntimeError("a helper's failure")
+        return False
+    assert walk_digested(tmp_path, lambda name: True, wanted) is None
+    with pytest.raises(ChildProcessError):  # and no helper is left behind, running or not reaped
+        os.waitpid(-1, os.WNOHANG)
+
+
+names = st.sampled_from(["a", "b", "rs-1", "rs-2", "rs-3", "rs x", "z"])
+trees = st.lists(
+    st.tuples(st.lists(names, min_size=0, max_size=3), names, st.sampled_from([".json", ".txt"]), st.binary(max_size=3)),
+    max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=trees, wanted=st.sets(names), selected=st.none() | st.sets(names))
+def test_random_trees_are_answered_as_the_sequential_walk_does(tree, wanted, selected):
+    with tempfile.TemporaryDirectory() as directory:
+        results = Path(directory)
+        (results / "raw").mkdir()
+        for folders, name, suffix, content in tree:
+            path = results.joinpath("raw", *folders, name + suffix)
+            if any(parent.is_file() for parent in path.parents) or path.is_dir():
+                continue  # a file where a folder should be (or the reverse): not this tree
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+        chosen = (lambda name: True) if selected is None else (lambda name: name in selected)
+        folders = [entry for entry in os.scandir(results / "raw") if entry.is_dir() and chosen(entry.name)]
+        if len(folders) < 2:  # too few folders to share: the caller walks
+            assert parallel(results, wanted, chosen) is None
+        else:
+            same(results, wanted, chosen)
