@@ -1,4 +1,4 @@
 """`python -m pipeline` is the `loopmeter` command."""
-from pipeline.cli import main
+from pipeline.entry import main
 
 main()
