@@ -31,6 +31,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -150,11 +151,8 @@ class Warehouse:
         self.root.mkdir(parents=True, exist_ok=True)
         handle = open(self.root / LOCK, "a+")
         try:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
+            if not _try_lock(handle) and not _lock_after_finishing_reader(handle):
+                holder = _holder(handle)
                 if not wait:
                     raise WarehouseBusy(
                         f"warehouse {self.root} is locked by {holder}; try again later or pass --wait"
@@ -354,10 +352,13 @@ class Warehouse:
         except OSError:
             return
         try:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not _try_lock(handle):
                 return  # a writer holds it: it finishes the publish as it takes the lock
+            handle.seek(0)
+            handle.truncate()
+            # left there when done: a writer starting meanwhile waits for it, and then writes its own
+            handle.write(f"pid {os.getpid()} ({FINISHING})\n")
+            handle.flush()
             self._finish_publishing()
         finally:
             handle.close()
@@ -521,6 +522,36 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(descriptor)
+
+
+FINISHING = "a reader finishing an interrupted publish"
+READER_FINISHING_WAIT = 10.0  # seconds a writer waits for such a reader before saying the lock is held
+
+
+def _try_lock(handle) -> bool:
+    """Take the writer lock on the open lock file if no one holds it."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _lock_after_finishing_reader(handle) -> bool:
+    """When the lock's holder is a reader finishing an interrupted publish (a moment's work),
+    wait for it: true once the lock is taken; false at once for any other holder."""
+    deadline = time.monotonic() + READER_FINISHING_WAIT
+    while FINISHING in _holder(handle) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        if _try_lock(handle):
+            return True
+    return False
+
+
+def _holder(handle) -> str:
+    """Who holds the lock, as the holder wrote it in the lock file."""
+    handle.seek(0)
+    return handle.read().strip() or "another process"
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -1,6 +1,7 @@
 """Interrupted stages, concurrent writers, hostile documents, determinism."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from conftest import ROOT, run_cli
 from pipeline.forgeloop.ingest import ingest_forgeloop
 from pipeline.forgeloop.samples import RunSetPlan, write_results
-from pipeline.warehouse import Warehouse
+from pipeline.warehouse import FINISHING, Warehouse
 from runs import run
 
 CRASH_POINTS = [
@@ -114,6 +115,37 @@ def test_a_second_writer_is_told_who_holds_the_lock_and_can_wait(tmp_path, trees
     assert waiting.returncode == 0, err
     assert "waiting for the warehouse lock held by" in err
     assert Warehouse(warehouse.root).read("runs").height == 180
+
+
+def test_a_writer_waits_for_a_reader_finishing_a_killed_writers_publish(tmp_path, trees):
+    """A reader that finds a half-done publish finishes it under the writer lock; a writer that
+    starts then, without --wait, waits for that moment instead of saying the lock is held."""
+    before, after = trees[0], trees[1]
+    warehouse = tmp_path / "warehouse"
+    run_cli("ingest", "forgeloop", str(before), "--quiet", warehouse=warehouse)
+    run_cli("ingest", "forgeloop", str(after), "--quiet", warehouse=warehouse, check=-9,
+            env={"LOOPMETER_CRASH_AT": "publishing:swapped:runs"})
+    assert (warehouse / ".state" / "publishing.json").exists()
+    run_cli("sql", "SELECT count(*) FROM runs", warehouse=warehouse)  # the reader finishes it
+    assert not (warehouse / ".state" / "publishing.json").exists()
+    assert f"({FINISHING})" in (warehouse / ".lock").read_text()  # what a writer finds meanwhile
+    with open(warehouse / ".lock", "a+") as handle:  # such a reader, holding the lock a moment
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} ({FINISHING})\n")
+        handle.flush()
+        writer = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(after), "--quiet",
+                                   "--warehouse", str(warehouse)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        assert writer.poll() is None, writer.communicate()
+    _, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
+    assert "waiting" not in err and "locked" not in err
+    # any other holder: told at once
+    with Warehouse(warehouse).lock(command="test holder"):
+        busy = run_cli("ingest", "forgeloop", str(after), warehouse=warehouse, check=4)
+        assert "(test holder)" in busy.stderr
 
 
 def test_two_ingests_at_once_end_in_one_consistent_warehouse(tmp_path, trees):
