@@ -3,8 +3,8 @@ once, with one line and exit 130 (nothing has been touched yet), not Python's tr
 from then on `cli.main` answers it."""
 from __future__ import annotations
 
+import _signal  # the C module: `signal` itself takes a moment to load
 import os
-import signal
 import sys
 
 
@@ -15,8 +15,12 @@ def _interrupted_while_loading(signum, frame) -> None:
 
 
 def main() -> None:
-    previous = signal.signal(signal.SIGINT, _interrupted_while_loading)
+    # only where Ctrl-C would raise: a SIGINT the caller ignores (a background job) stays ignored
+    answering = _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
+    if answering:
+        _signal.signal(_signal.SIGINT, _interrupted_while_loading)
     from .cli import main as run
 
-    signal.signal(signal.SIGINT, previous)
+    if answering:
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     run()

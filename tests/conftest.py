@@ -68,3 +68,19 @@ def demo_warehouse(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("demo")
     run_cli("demo", "--data", str(base / "data"), "--quiet", warehouse=base / "warehouse")
     return base / "warehouse"
+
+
+def run_as_a_user(command: list[str]) -> subprocess.CompletedProcess:
+    """Run `command` without the power to read any file (root's CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH dropped from the bounding set before the exec, so a file of mode 000
+    cannot be read, as for any user)."""
+    switch = None
+    if os.geteuid() == 0:
+        def switch():
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+                if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                    raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=switch, timeout=300)

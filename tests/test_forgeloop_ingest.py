@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ROOT, imported_packages, run_cli
+from conftest import ROOT, imported_packages, run_as_a_user, run_cli
 from pipeline.forgeloop.ingest import ingest_forgeloop
 from pipeline.forgeloop.reader import ToRead, read_batch
 from pipeline.warehouse import Warehouse
@@ -342,11 +342,6 @@ def _heavy_imports(stderr: str) -> set[str]:
 
 
 def test_unchanged_tree_is_answered_from_the_last_ingest_without_the_dataframe_stack(tmp_path):
-    import subprocess
-    import sys
-
-    from conftest import ROOT
-
     warehouse = tmp_path / "w"
     results = write_tree(tmp_path / "results", [GOOD, run(index=2, tokens=2000), edited(run(index=3), "usage.totalTokens", -1)],
                          scenarios={"small-bug-fix": "light"})
@@ -435,22 +430,6 @@ def test_files_directly_in_raw_are_one_entry_however_they_lie(tmp_path):
                                                 "raw/rs-two/small-bug-fix/direct/run-001.json"]
 
 
-def _as_a_user(command: list[str]) -> subprocess.CompletedProcess:
-    """Run `command` without the power to read any file (root's CAP_DAC_OVERRIDE and
-    CAP_DAC_READ_SEARCH dropped from the bounding set before the exec, so a file of mode 000
-    cannot be read, as for any user)."""
-    switch = None
-    if os.geteuid() == 0:
-        def switch():
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-                if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-                    raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=switch, timeout=300)
-
-
 def test_a_file_that_could_not_be_read_is_read_again_once_it_can_be(tmp_path):
     """A rejection for the moment (the file could not be read) is not an answer about the file: the
     next ingest reads it again even though its size and modification time did not change (a chmod
@@ -461,7 +440,7 @@ def test_a_file_that_could_not_be_read_is_read_again_once_it_can_be(tmp_path):
         path.chmod(0o000)
     command = [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"),
                "--json", "--warehouse", str(tmp_path / "w")]
-    first = _as_a_user(command)
+    first = run_as_a_user(command)
     assert first.returncode == 3, first.stderr
     answer = json.loads(first.stdout)
     assert answer["rejections"] == [
@@ -472,7 +451,7 @@ def test_a_file_that_could_not_be_read_is_read_again_once_it_can_be(tmp_path):
     for path in locked:
         path.chmod(0o644)
     assert [(p.stat().st_size, p.stat().st_mtime_ns) for p in locked] == [(b.st_size, b.st_mtime_ns) for b in before]
-    second = _as_a_user(command)
+    second = run_as_a_user(command)
     assert second.returncode == 0, second.stderr
     answer = json.loads(second.stdout)
     assert (answer["accepted"], answer["unchanged"], answer["rejected"], answer["scenarios"]) == (1, 1, 0, 2)

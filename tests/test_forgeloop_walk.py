@@ -3,15 +3,22 @@ sequential walk (`discover_by_run_set`): the same folders, digests and files, or
 where it cannot stand for it."""
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import ROOT, run_as_a_user
 from pipeline.forgeloop.walk import Digested, digest, discover_by_run_set, group_of, walk_digested
+from runs import run, write_tree
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helpers need two cores")
 
@@ -95,6 +102,27 @@ def test_a_symbolic_link_anywhere_leaves_the_walk_to_the_caller(tmp_path):
     (raw / "rs-c" / "inner").unlink()
     (raw / "rs-link").symlink_to(raw / "rs-a")  # an entry of raw/
     assert parallel(tmp_path, set()) is None
+    (raw / "rs-link").unlink()
+    # in a folder not selected: the sequential walk enters it too, and then skips what it visited
+    (raw / "rs-a" / "inner").symlink_to(raw / "rs-b")
+    assert parallel(tmp_path, set(), selected=lambda name: name in {"rs-b", "rs-c"}) is None
+
+
+def test_a_folder_that_cannot_be_read_is_reported_alike_by_every_ingest(tmp_path):
+    """Its rejection belongs to raw/ itself in the sequential walk ("raw/rs-b"): the walk of a
+    re-ingest, where a helper reads that folder, answers it the same way."""
+    results = write_tree(tmp_path / "results", [run(run_set=name) for name in ("rs-a", "rs-b", "rs-c")])
+    (results / "raw" / "rs-b").chmod(0o000)
+    command = [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(results), "--json", "--warehouse", str(tmp_path / "w")]
+    try:
+        answers = [run_as_a_user(command) for _ in range(3)]
+    finally:
+        (results / "raw" / "rs-b").chmod(0o755)
+    for attempt, done in enumerate(answers):
+        assert done.returncode == 3, (attempt, done.stderr)
+        answer = json.loads(done.stdout)
+        assert answer["rejections"] == [{"path": "raw/rs-b", "field": "file", "reason": "directory cannot be read (Permission denied)"}]
+        assert (answer["accepted"], answer["unchanged"], answer["runSets"]) == ((2, 0) if attempt == 0 else (0, 2)) + (["rs-a", "rs-c"],)
 
 
 def test_a_helper_that_fails_leaves_the_walk_to_the_caller(tmp_path):
@@ -136,3 +164,32 @@ def test_random_trees_are_answered_as_the_sequential_walk_does(tree, wanted, sel
             assert parallel(results, wanted, chosen) is None
         else:
             same(results, wanted, chosen)
+
+
+HELPER_LIFE = """
+import fcntl, os, signal, sys, time
+from pipeline.forgeloop.walk import _fork_helpers
+lock = open(sys.argv[1], "a+")
+fcntl.flock(lock, fcntl.LOCK_EX)
+def work(share):
+    open(sys.argv[1] + ".working", "w").close()  # past its start: its forker's files closed
+    time.sleep(60)
+helpers = []
+_fork_helpers([[1]], work, helpers)
+while not os.path.exists(sys.argv[1] + ".working"):
+    time.sleep(0.01)
+lock.close()  # the lock is free once this process lets it go: the helper holds no copy of it
+again = open(sys.argv[1], "a+")
+fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print(helpers[0].pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # a helper still walking ends with its forker
+"""
+
+
+def test_a_helper_holds_no_file_of_its_forker_and_ends_with_it(tmp_path):
+    started = time.monotonic()
+    # the helper keeps stdout and stderr: the run ends (EOF) only once it is gone too
+    done = subprocess.run([sys.executable, "-c", HELPER_LIFE, str(tmp_path / ".lock")], capture_output=True, text=True,
+                          cwd=ROOT, timeout=30)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert done.stdout.strip().isdigit() and time.monotonic() - started < 20

@@ -8,13 +8,11 @@ Arrow table, never a list of Python rows.
 """
 from __future__ import annotations
 
-import functools
 import gc
 import hashlib
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -25,6 +23,7 @@ import orjson
 import pyarrow as pa
 
 from ..frames import arrow_type
+from ..lifetime import pdeathsig_setter
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
 
 ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
@@ -134,29 +133,6 @@ def read_batch(results: str, batch: ToRead, max_file_bytes: int) -> tuple[Verdic
     return columns, _table(rows)
 
 
-@functools.cache
-def _pdeathsig_setter() -> Callable[[], bool] | None:
-    """On Linux, a function that asks the kernel to SIGKILL the calling process when the
-    thread that forked it ends (prctl PR_SET_PDEATHSIG), true when it did; None elsewhere.
-    Looked up once, in the parent before the workers fork (they inherit it and make one
-    system call; a spawned worker looks it up itself)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (ImportError, OSError, AttributeError):
-        return None
-    prctl.restype = ctypes.c_int
-    arguments = (ctypes.c_int(1), ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                 ctypes.c_ulong(0))  # PR_SET_PDEATHSIG = 1
-
-    def set_pdeathsig() -> bool:
-        return prctl(*arguments) == 0
-    return set_pdeathsig
-
-
 WATCH_PARENT_EVERY = 0.5  # seconds, where the kernel cannot be asked to end a worker
 
 
@@ -175,7 +151,7 @@ def _end_with_parent(parent: int | None, forker_outlives_pool: bool) -> None:
     Ctrl-C is ignored: a terminal sends it to the whole process group, and each worker would
     print its own KeyboardInterrupt traceback; the parent answers it, and shuts the pool down."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    setter = _pdeathsig_setter()
+    setter = pdeathsig_setter()
     if not (forker_outlives_pool and setter is not None and setter()):
         started_by = os.getppid() if parent is None else parent
 
@@ -241,7 +217,7 @@ class RunReader:
         context = multiprocessing.get_context()
         method = context.get_start_method()
         forker_outlives_pool = method == "forkserver" or threading.current_thread() is threading.main_thread()
-        _pdeathsig_setter()  # looked up here, so the workers inherit it
+        pdeathsig_setter()  # looked up here, so the workers inherit it
         parent = None if method == "forkserver" else os.getpid()  # a fork server's children are not ours
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_end_with_parent,
                                    initargs=(parent, forker_outlives_pool))

@@ -18,6 +18,7 @@ from pathlib import Path
 from stat import S_ISREG
 
 from ..errors import LoopmeterError, is_utf8, shown_path
+from ..lifetime import pdeathsig_setter
 from .contract import RUN_SET_ID, RUN_SET_RULE
 
 
@@ -144,8 +145,9 @@ def walk_digested(results: Path, selected: Callable[[str], bool],
                   wanted: Callable[[str, str], bool]) -> list[list[SeenFile] | Digested] | None:
     """`discover_by_run_set`'s answer in its order, each run set folder (when `selected(name)`)
     as a `Digested`, its files given when `wanted(name, digest)`; the other entries of raw/
-    (files directly in it, names that are not UTF-8) as their lists of files. The folders are
-    shared out among this process and helpers it forks.
+    (files directly in it, names that are not UTF-8, a folder that cannot be read) as their
+    lists of files. The folders are shared out among this process and helpers it forks;
+    folders not selected are walked too (a symbolic link in them counts) and answered empty.
 
     None where this walk cannot stand for the sequential one: one core, fewer than two run
     set folders, a symbolic link met (whether a directory is walked twice then depends on
@@ -161,31 +163,39 @@ def walk_digested(results: Path, selected: Callable[[str], bool],
     entries = walker.entries(str(raw), "raw", None, found)
     if any(entry.is_symlink() for entry in entries):
         return None
-    folders = [index for index, entry in enumerate(entries) if _is_folder(entry) and selected(entry.name)]
-    if processes < 2 or len(folders) < 2 or not hasattr(os, "fork"):
+    folders = [index for index, entry in enumerate(entries) if _is_folder(entry)]
+    if processes < 2 or sum(selected(entries[index].name) for index in folders) < 2 or not hasattr(os, "fork"):
         return None
 
     forker = os.getpid()
 
-    def walk(share: list[int]) -> dict[int, Digested] | None:
-        answers = {}
+    def walk(share: list[int]) -> dict[int, list[SeenFile] | Digested] | None:
+        answers: dict[int, list[SeenFile] | Digested] = {}
         for index in share:
+            if os.getpid() != forker and os.getppid() != forker:
+                os._exit(1)  # a helper whose ingest is gone (where the kernel cannot be asked to end it)
             entry, files = entries[index], []
             walker.visit(entry, raw_real, "raw", None, None, files)
             if walker.linked:
                 return None
-            seen = digest(files)
-            answers[index] = Digested(entry.name, seen, len(files), files if wanted(entry.name, seen) else None)
-            if os.getpid() != forker and os.getppid() != forker:
-                os._exit(1)  # a helper whose ingest is gone
+            if not selected(entry.name):
+                answers[index] = []  # every file of it is left out
+            elif any(group_of(seen.path) != entry.name for seen in files):
+                answers[index] = files  # a folder that cannot be read: noted as an entry of raw/ itself
+            else:
+                seen = digest(files)
+                answers[index] = Digested(entry.name, seen, len(files), files if wanted(entry.name, seen) else None)
         return answers
 
-    helpers = _fork_helpers([folders[k::processes] for k in range(1, processes)], walk)
+    helpers: list[_Helper] = []
     try:
+        _fork_helpers([folders[k::processes] for k in range(1, processes)], walk, helpers)
         answers = walk(folders[0::processes])
         for helper in helpers:
+            if answers is None:
+                return None  # the helpers are killed below: their answers would not be used
             answered = helper.answer()
-            answers = None if answers is None or answered is None else answers | answered
+            answers = None if answered is None else answers | answered
     finally:
         for helper in helpers:
             helper.end()
@@ -195,7 +205,7 @@ def walk_digested(results: Path, selected: Callable[[str], bool],
     for index, entry in enumerate(entries):
         if index in answers:
             walked.append(answers[index])
-        elif not _is_folder(entry):
+        else:
             files = []
             walker.visit(entry, raw_real, "raw", None, None, files)
             walked.append(files)
@@ -214,7 +224,8 @@ class _Helper:
     """A forked process computing `work(share)`, its pickled answer read through a pipe."""
 
     def __init__(self, pid: int, reading: int):
-        self.pid, self.reading = pid, reading
+        self.pid: int | None = pid
+        self.reading: int | None = reading
 
     def answer(self):
         """The helper's answer; None when it failed or gave none."""
@@ -230,34 +241,50 @@ class _Helper:
         return pickle.loads(b"".join(chunks))
 
     def end(self) -> None:
-        """After an error or Ctrl-C: the helper killed, its pipe closed."""
+        """After an error or Ctrl-C (or an answer not needed): the helper killed and reaped, its
+        pipe closed."""
         if self.reading is not None:
             try:
                 os.close(self.reading)
             except OSError:
                 pass
+            self.reading = None
         if self.pid is not None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
                 pass
-            os.waitpid(self.pid, 0)
+            self.pid = None
 
 
-def _fork_helpers(shares: list[list[int]], work: Callable[[list[int]], object]) -> list[_Helper]:
-    """A helper per share. Ctrl-C is held while they fork and ignored in them (a terminal sends
-    it to the whole process group): this process answers it, and kills them."""
-    helpers = []
+def _fork_helpers(shares: list[list[int]], work: Callable[[list[int]], object], helpers: list[_Helper]) -> None:
+    """A helper per share, appended to `helpers` as it is forked (the caller ends them, whatever
+    happens). Ctrl-C is held while they fork and ignored in them (a terminal sends it to the
+    whole process group): this process answers it. A helper ends with the thread that forked
+    it, and holds no file of this process open but its pipe (the warehouse lock among them)."""
+    set_pdeathsig = pdeathsig_setter()
+    forker = os.getpid()
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         for share in shares:
             reading, writing = os.pipe()
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:
+                os.close(reading)
+                os.close(writing)
+                raise
             if pid == 0:  # the helper: never returns
                 status = 1
                 try:
-                    os.close(reading)
                     signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    if set_pdeathsig is not None:
+                        set_pdeathsig()
+                    if os.getppid() != forker:
+                        os._exit(1)  # the forker died before the helper was tied to it
+                    os.closerange(3, writing)
+                    os.closerange(writing + 1, _max_fd())
                     signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                     answer = work(share)
                     if answer is not None:
@@ -268,10 +295,12 @@ def _fork_helpers(shares: list[list[int]], work: Callable[[list[int]], object]) 
                     os._exit(status)
             os.close(writing)
             helpers.append(_Helper(pid, reading))
-    except BaseException:
-        for helper in helpers:
-            helper.end()
-        raise
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    return helpers
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a Ctrl-C held meanwhile is raised here
+
+
+def _max_fd() -> int:
+    try:
+        return os.sysconf("SC_OPEN_MAX")
+    except (OSError, ValueError):
+        return 65536
