@@ -1,10 +1,13 @@
-"""Child processes that end with the process that started them. Standard library only."""
+"""Child processes that end with the process that started them, and thread pools that do not
+keep an interrupted command alive. Standard library only."""
 from __future__ import annotations
 
 import functools
 import signal
 import sys
-from typing import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 
 @functools.cache
@@ -28,3 +31,22 @@ def pdeathsig_setter() -> Callable[[], bool] | None:
     def set_pdeathsig() -> bool:
         return prctl(*arguments) == 0
     return set_pdeathsig
+
+
+@contextmanager
+def thread_pool(workers: int, **options) -> Iterator[ThreadPoolExecutor]:
+    """A thread pool that is not waited for after a Ctrl-C: a thread stuck on a lock the
+    interruption left held (an import's, seen once in a thousand Ctrl-Cs) would hang the
+    command for ever. The interrupted command ends the process itself (`cli.main`), and the
+    warehouse's next writer removes what such a thread may still have written. After any
+    other error the threads are waited for, as `ThreadPoolExecutor` does."""
+    pool = ThreadPoolExecutor(max_workers=workers, **options)
+    try:
+        yield pool
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    except BaseException:
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)

@@ -328,6 +328,37 @@ def test_ctrl_c_at_any_moment_of_the_start_is_one_line_never_a_traceback(tmp_pat
     assert early, "no Ctrl-C landed while the modules loaded: the test proved nothing"
 
 
+STUCK_THREAD = '''
+import os, signal, sys, threading
+import pipeline.warehouse as warehouse
+write_file = warehouse.Warehouse._write_file
+# Ctrl-C once every writing thread is stuck for ever (the four partitions keep them all busy)
+every_thread = threading.Barrier(min(os.cpu_count() or 1, 4), action=lambda: os.kill(os.getpid(), signal.SIGINT))
+def stuck(self, frame, path, table):
+    if table == "runs" and threading.current_thread() is not threading.main_thread():
+        every_thread.wait()
+        threading.Event().wait()
+    return write_file(self, frame, path, table)
+warehouse.Warehouse._write_file = stuck
+sys.argv[0] = "loopmeter"
+from pipeline.cli import main
+main()
+'''
+
+
+def test_ctrl_c_ends_the_command_even_with_a_thread_stuck(tmp_path):
+    """A thread a Ctrl-C left stuck (on an import's lock, once in a thousand Ctrl-Cs) is not
+    waited for: the command says it was interrupted and ends."""
+    results = write_tree(tmp_path / "results", [run(run_set=f"rs-{n}") for n in range(4)])
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK_THREAD)
+    result = subprocess.run([sys.executable, str(script), "ingest", "forgeloop", str(results), "-q", "--warehouse",
+                             str(tmp_path / "w")], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip() == "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables"
+    assert not (tmp_path / "w" / "runs").exists()
+
+
 # ---- 8: paths that are not UTF-8 -------------------------------------------------------------
 
 def test_a_store_path_that_is_not_utf8(tmp_path, sample):

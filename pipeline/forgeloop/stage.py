@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from .. import collector
 from ..config import file_in_the_way
 from ..errors import LoopmeterError
 from ..jsjson import dumps_bytes
+from ..lifetime import thread_pool
 from ..sql import query_text
 from ..warehouse import Warehouse, atomic_write_bytes
 from .aggregate import RunSetDocuments, build_documents, iter_documents
@@ -148,12 +148,16 @@ def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collect
     computed = [] if result.analysis is None else result.analysis.mode_runs.get_column("run_set_id").unique().to_list()
     check_out(out, {*computed, *(replace or ())})
     # the forgeloop_* tables published together, once the documents are written too
-    with warehouse.publishing(), ThreadPoolExecutor(max_workers=1) as pool:
+    with warehouse.publishing(), thread_pool(1) as pool:
         tables = pool.submit(store_tables, warehouse, result.analysis, replace)
         try:
             write_documents(result, out)
-        finally:
-            tables.result()
+        except KeyboardInterrupt:
+            raise  # not waited for (see `thread_pool`)
+        except BaseException:
+            tables.exception()  # waited for; the documents' error is the one told
+            raise
+        tables.result()
 
 
 def check_out(out: Path, run_sets: Collection[str]) -> None:
@@ -182,7 +186,7 @@ def write_documents(result: Aggregated, out: Path) -> None:
             yield directory / "summary.json", dumps_bytes(docs.summary, 2) + b"\n"
 
     # encoding holds the interpreter, writing does not: files are written while the next encodes
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with thread_pool(2) as pool:
         pending = []
         for path, text in texts():
             pending.append(pool.submit(_write_unless_same, path, text))
