@@ -37,8 +37,24 @@ def results(tmp_path_factory) -> Path:
     return root
 
 
+# The ingest, its workers' batches slowed as on a slow disk: they live long enough to be seen
+# (on a loaded machine a look every 5 ms could miss all of them, three times in a row)
+SLOW_READS = """
+import sys, time
+import pipeline.forgeloop.reader as reader
+read_batch = reader.read_batch
+def slowly(*args):
+    time.sleep(0.5)
+    return read_batch(*args)
+reader.read_batch = slowly
+sys.argv[0] = "loopmeter"
+from pipeline.cli import main
+main()
+"""
+
+
 def ingest_command(results: Path, warehouse: Path) -> list[str]:
-    return [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"),
+    return [sys.executable, "-c", SLOW_READS, "ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"),
             "--quiet", "--warehouse", str(warehouse)]
 
 
