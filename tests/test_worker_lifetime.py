@@ -203,6 +203,7 @@ def test_workers_end_when_the_ingest_dies_with_them_waiting_for_work(tmp_path, r
 def test_ctrl_c_to_the_terminal_s_process_group_is_answered_by_one_line(tmp_path, results):
     """A terminal sends Ctrl-C to the whole process group: each worker printed its own KeyboardInterrupt
     traceback before the ingest's one line (a QA pass's random-kill trials). Workers ignore it now."""
+    seen = []
     for attempt in range(3):
         warehouse = tmp_path / f"warehouse-{attempt}"
         errors = tmp_path / f"stderr-{attempt}"
@@ -224,7 +225,10 @@ def test_ctrl_c_to_the_terminal_s_process_group_is_answered_by_one_line(tmp_path
             assert_left_nothing_behind(workers, warehouse, results)
             return
         assert ingest.returncode == 0, stderr  # it ended before the Ctrl-C came: try again
-    pytest.fail("the ingest never showed its worker processes before it ended")
+        seen.append((len(workers), ingest.returncode, stderr[-500:]))
+    # what the attempts saw, and what this process passes on to its children (ignored or blocked signals)
+    pytest.fail(f"no attempt interrupted the ingest with its workers running: (workers, exit, stderr) {seen}; "
+                f"SIGINT here: {signal.getsignal(signal.SIGINT)}, blocked: {signal.pthread_sigmask(signal.SIG_BLOCK, [])}")
 
 
 AFTER_THE_END = """
