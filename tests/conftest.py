@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,6 +21,13 @@ DEFAULT_WAREHOUSE = Path(tempfile.mkdtemp(prefix="loopmeter-tests-")) / "default
 os.environ["LOOPMETER_WAREHOUSE"] = str(DEFAULT_WAREHOUSE)
 
 
+# Started from a background job (`.ci/run &`), this process ignores Ctrl-C, and so would every
+# command a test starts: the tests of Ctrl-C would send it to commands that ignore it. Commands
+# start here as from a terminal's foreground (a handler set here is the default after exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def imported_packages(importtime_stderr: str) -> set[str]:
     """Top-level packages a `python -X importtime` run imported, from what it printed."""
     return {line.split("|")[-1].strip().split(".")[0] for line in importtime_stderr.splitlines() if "|" in line}
@@ -28,6 +36,7 @@ def imported_packages(importtime_stderr: str) -> set[str]:
 def corpus_dir() -> Path:
     configured = os.environ.get("LOOPMETER_CORPUS")
     return Path(configured) if configured else ROOT.parent / "shared" / "corpus" / "forgeloop"
+
 
 
 @pytest.fixture(scope="session")
