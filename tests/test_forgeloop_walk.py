@@ -28,12 +28,16 @@ def sequential(results: Path, selected=lambda name: True) -> dict[str, tuple[str
     groups: dict[str, tuple[str, int, list]] = {}
     for found in discover_by_run_set(results):
         found = [seen for seen in found if seen.run_set_id is None or selected(seen.run_set_id)]
-        if not found:
-            continue
+        add(groups, found)
+    return groups
+
+
+def add(groups: dict, found: list) -> None:
+    """A list of files the walk gave, added to its group as TreeState adds it (digests chained)."""
+    if found:
         group = group_of(found[0].path)
         before, count, files = groups.get(group, ("", 0, []))
         groups[group] = (digest(found, before), count + len(found), files + found)
-    return groups
 
 
 def parallel(results: Path, wanted: set[str], selected=lambda name: True) -> dict[str, tuple[str, int, list | None]] | None:
@@ -47,11 +51,7 @@ def parallel(results: Path, wanted: set[str], selected=lambda name: True) -> dic
                 assert found.group not in groups
                 groups[found.group] = (found.digest, found.count, found.files)
             continue
-        if not found:
-            continue
-        group = group_of(found[0].path)
-        before, count, files = groups.get(group, ("", 0, []))
-        groups[group] = (digest(found, before), count + len(found), files + found)
+        add(groups, found)
     return groups
 
 
