@@ -7,7 +7,7 @@ last ingest (or whose bytes hash the same) is not parsed again. Every `*.json` s
 row in `ingest_manifest`: accepted, unchanged, or rejected with the field and the rule.
 
 This module is the light half (standard library only, so an unchanged tree is answered
-without importing polars, DuckDB or pyarrow): it walks the tree, and when every file
+without importing polars, DuckDB or pyarrow): it walks the tree (`walk.py`), and when every file
 still has the size and modification time the last ingest of this RESULTS saw, the
 scenario files too, and the tables are still the versions that ingest wrote, it reports
 that ingest's verdicts again and writes nothing. Otherwise `ingest_runs.py` does the work.
@@ -163,10 +163,14 @@ class TreeState:
     def _walk(self) -> Iterator[tuple[str, list[SeenFile]]]:
         """(entry of raw/, its files), an entry at a time."""
         for found in discover_by_run_set(self.results):
-            if self.run_sets is not None:
-                found = [seen for seen in found if seen.run_set_id in self.run_sets]
-            if found:
-                yield group_of(found[0].path), found
+            yield from self._kept(found)
+
+    def _kept(self, found: list[SeenFile]) -> Iterator[tuple[str, list[SeenFile]]]:
+        """(entry of raw/, its files) for the files of an entry the options keep, if any."""
+        if self.run_sets is not None:
+            found = [seen for seen in found if seen.run_set_id in self.run_sets]
+        if found:
+            yield group_of(found[0].path), found
 
     def _walk_recorded(self) -> Iterator[tuple[str, list[SeenFile] | Digested]]:
         """`_walk` for comparing with the record: the run set folders walked in parallel where
@@ -177,14 +181,10 @@ class TreeState:
             yield from self._walk()
             return
         for found in walked:
-            if isinstance(found, Digested):
-                if found.count:
-                    yield found.group, found
-                continue
-            if self.run_sets is not None:
-                found = [seen for seen in found if seen.run_set_id in self.run_sets]
-            if found:
-                yield group_of(found[0].path), found
+            if not isinstance(found, Digested):
+                yield from self._kept(found)
+            elif found.count:
+                yield found.group, found
 
     def _note(self, group: str, files: list[SeenFile]) -> None:
         self.digests[group] = digest(files, self.digests.get(group, ""))
