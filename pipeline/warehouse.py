@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -151,7 +152,7 @@ class Warehouse:
         self.root.mkdir(parents=True, exist_ok=True)
         handle = open(self.root / LOCK, "a+")
         try:
-            if not _try_lock(handle) and not _lock_after_finishing_reader(handle):
+            if not _try_lock(handle) and not _lock_after_a_moment(handle):
                 holder = _holder(handle)
                 if not wait:
                     raise WarehouseBusy(
@@ -526,6 +527,8 @@ def _fsync_dir(path: Path) -> None:
 
 FINISHING = "a reader finishing an interrupted publish"
 READER_FINISHING_WAIT = 10.0  # seconds a writer waits for such a reader before saying the lock is held
+UNNAMED_HOLDER_WAIT = 1.0  # seconds a writer waits for a holder to say who it is
+NO_HOLDER_NAMED = "another process"
 
 
 def _try_lock(handle) -> bool:
@@ -537,21 +540,49 @@ def _try_lock(handle) -> bool:
     return True
 
 
-def _lock_after_finishing_reader(handle) -> bool:
-    """When the lock's holder is a reader finishing an interrupted publish (a moment's work),
-    wait for it: true once the lock is taken; false at once for any other holder."""
-    deadline = time.monotonic() + READER_FINISHING_WAIT
-    while FINISHING in _holder(handle) and time.monotonic() < deadline:
+def _lock_after_a_moment(handle) -> bool:
+    """Wait for a holder that lets go in a moment: a reader finishing an interrupted publish
+    (at most READER_FINISHING_WAIT), or one that has just taken the lock and not yet written
+    who it is (the file empty, or naming a process of this host that is gone: at most
+    UNNAMED_HOLDER_WAIT). True once the lock is taken; false as soon as the holder is a
+    process that named itself."""
+    start = time.monotonic()
+    while True:
+        holder = _holder(handle)
+        if FINISHING in holder:
+            limit = READER_FINISHING_WAIT
+        elif _unnamed(holder):
+            limit = UNNAMED_HOLDER_WAIT
+        else:
+            return False
+        if time.monotonic() - start >= limit:
+            return False
         time.sleep(0.02)
         if _try_lock(handle):
             return True
+
+
+def _unnamed(holder: str) -> bool:
+    """The lock file does not name its holder: empty, or a process of this host that is gone
+    (the line a killed writer left, which the holder has not replaced yet)."""
+    if holder == NO_HOLDER_NAMED:
+        return True
+    named = re.match(r"pid (\d+) on (\S+) ", holder)
+    if named is None or named[2] != socket.gethostname():
+        return False
+    try:
+        os.kill(int(named[1]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
     return False
 
 
 def _holder(handle) -> str:
     """Who holds the lock, as the holder wrote it in the lock file."""
     handle.seek(0)
-    return handle.read().strip() or "another process"
+    return handle.read().strip() or NO_HOLDER_NAMED
 
 
 def atomic_write_text(path: Path, text: str) -> None:

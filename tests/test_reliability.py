@@ -5,6 +5,7 @@ import fcntl
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -129,19 +130,37 @@ def test_a_writer_waits_for_a_reader_finishing_a_killed_writers_publish(tmp_path
     run_cli("sql", "SELECT count(*) FROM runs", warehouse=warehouse)  # the reader finishes it
     assert not (warehouse / ".state" / "publishing.json").exists()
     assert f"({FINISHING})" in (warehouse / ".lock").read_text()  # what a writer finds meanwhile
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    killed_writers_line = f"pid {gone} on {socket.gethostname()} (ingest forgeloop) since 2026-11-30T00:00:00Z\n"
     with open(warehouse / ".lock", "a+") as handle:  # such a reader, holding the lock a moment
         fcntl.flock(handle, fcntl.LOCK_EX)
+        # first as it has just taken the lock: the file still names the killed writer, a process gone
+        handle.seek(0)
+        handle.truncate()
+        handle.write(killed_writers_line)
+        handle.flush()
+        writer = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(after), "--quiet",
+                                   "--warehouse", str(warehouse)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()} ({FINISHING})\n")
         handle.flush()
-        writer = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(after), "--quiet",
-                                   "--warehouse", str(warehouse)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)
         assert writer.poll() is None, writer.communicate()
     _, err = writer.communicate(timeout=120)
     assert writer.returncode == 0, err
     assert "waiting" not in err and "locked" not in err
+    # a holder that never says who it is: told after a moment
+    with open(warehouse / ".lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(killed_writers_line)
+        handle.flush()
+        started = time.monotonic()
+        busy = run_cli("ingest", "forgeloop", str(after), warehouse=warehouse, check=4)
+        assert f"locked by pid {gone}" in busy.stderr and time.monotonic() - started < 30
     # any other holder: told at once
     with Warehouse(warehouse).lock(command="test holder"):
         busy = run_cli("ingest", "forgeloop", str(after), warehouse=warehouse, check=4)
