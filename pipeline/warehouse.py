@@ -160,11 +160,8 @@ class Warehouse:
                     ) from None
                 print(f"waiting for the warehouse lock held by {holder} ...", file=sys.stderr)
                 fcntl.flock(handle, fcntl.LOCK_EX)
-            handle.seek(0)
-            handle.truncate()
             since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({command or 'loopmeter'}) since {since}\n")
-            handle.flush()
+            _name_holder(handle, f"pid {os.getpid()} on {socket.gethostname()} ({command or 'loopmeter'}) since {since}")
             self._finish_publishing()
             self._collect_garbage()
             yield
@@ -286,8 +283,7 @@ class Warehouse:
         _fsync_dir(version)
         previous = self._swap(name, version)
         _fsync_dir(self.root)
-        if previous is not None and previous != version.resolve():
-            shutil.rmtree(previous, ignore_errors=True)
+        _remove_superseded(previous, version)
 
     def _swap(self, name: str, version: Path) -> Path | None:
         """Point table `name`'s link at `version` (one atomic rename); the version it left."""
@@ -319,8 +315,7 @@ class Warehouse:
                 journal.unlink()
         finally:  # also when the Ctrl-C held above comes now: the versions left go with it
             for old, version in previous:
-                if old is not None and old != version.resolve():
-                    shutil.rmtree(old, ignore_errors=True)
+                _remove_superseded(old, version)
 
     def _finish_publishing(self) -> bool:
         """Finish the swaps a killed writer's journal names (its versions were complete when it
@@ -355,11 +350,8 @@ class Warehouse:
         try:
             if not _try_lock(handle):
                 return  # a writer holds it: it finishes the publish as it takes the lock
-            handle.seek(0)
-            handle.truncate()
             # left there when done: a writer starting meanwhile waits for it, and then writes its own
-            handle.write(f"pid {os.getpid()} ({FINISHING})\n")
-            handle.flush()
+            _name_holder(handle, f"pid {os.getpid()} ({FINISHING})")
             self._finish_publishing()
         finally:
             handle.close()
@@ -483,6 +475,12 @@ class TableBuilder:
         checkpoint(f"after-publish:{self.name}")
 
 
+def _remove_superseded(previous: Path | None, version: Path) -> None:
+    """Remove the version a table's link left for `version` (none, or the same one: nothing)."""
+    if previous is not None and previous != version.resolve():
+        shutil.rmtree(previous, ignore_errors=True)
+
+
 @contextmanager
 def _interruption_deferred() -> Iterator[None]:
     """Ctrl-C (SIGINT) during the block takes effect when it ends (only the main thread can
@@ -577,6 +575,14 @@ def _unnamed(holder: str) -> bool:
     except (PermissionError, OverflowError):
         return False
     return False
+
+
+def _name_holder(handle, who: str) -> None:
+    """Say in the lock file, just taken, who holds the lock (what a second writer is told)."""
+    handle.seek(0)
+    handle.truncate()
+    handle.write(who + "\n")
+    handle.flush()
 
 
 def _holder(handle) -> str:
