@@ -61,7 +61,6 @@ def ingest_command(results: Path, warehouse: Path) -> list[str]:
 def start(results: Path, warehouse: Path, stderr: Path, **extra: str) -> subprocess.Popen:
     """The ingest, its stderr to a file (a pipe would be held open by orphaned workers)."""
     env = dict(os.environ, **extra)
-    env.pop("LOOPMETER_WAREHOUSE", None)
     with open(stderr, "wb") as errors:
         return subprocess.Popen(ingest_command(results, warehouse), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                 stderr=errors)
