@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import signal
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 
 @functools.cache
@@ -40,6 +42,8 @@ def thread_pool(workers: int, **options) -> Iterator[ThreadPoolExecutor]:
     command for ever. The interrupted command ends the process itself (`cli.main`), and the
     warehouse's next writer removes what such a thread may still have written. After any
     other error the threads are waited for, as `ThreadPoolExecutor` does."""
+    from concurrent.futures import ThreadPoolExecutor  # here: the walk's helpers import this module, never a pool
+
     pool = ThreadPoolExecutor(max_workers=workers, **options)
     try:
         yield pool
