@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from . import SCHEMA_VERSION
+from . import SCHEMA_VERSION, folders
 from .lifetime import thread_pool
 from .errors import LoopmeterError, WarehouseBusy
 from .faults import checkpoint
@@ -61,6 +61,7 @@ class Warehouse:
         self.catalog_stale = False  # set when a killed writer left the catalog half-built
         # inside `publishing()`: table -> its new version, published when the block ends (read here meanwhile)
         self._pending: dict[str, Path] | None = None
+        self._pending_folders: list[folders.Staged] = []  # folders staged to be swapped in with them
 
     # ---- reading -------------------------------------------------------------------
     def table_dir(self, name: str) -> Path:
@@ -259,12 +260,24 @@ class Warehouse:
             yield
         except BaseException:
             pending, self._pending = self._pending, None
+            staged, self._pending_folders = self._pending_folders, []
             for version in pending.values():
                 shutil.rmtree(version, ignore_errors=True)
+            for entry in staged:
+                folders.discard(entry)
             raise
         pending, self._pending = self._pending, None
-        if pending:
-            self._commit(pending)
+        staged, self._pending_folders = self._pending_folders, []
+        if pending or staged:
+            self._commit(pending, staged)
+
+    def publish_folder(self, entry: folders.Staged) -> None:
+        """Swap a staged folder in (`folders.py`): inside `publishing()`, with the block's tables,
+        under the same journal; else now."""
+        if self._pending is not None:
+            self._pending_folders.append(entry)
+        else:
+            folders.swap(entry)
 
     def _refuse_real_directory(self, name: str) -> None:
         link = self.root / name
@@ -294,8 +307,9 @@ class Warehouse:
         os.replace(temporary, link)  # the atomic step
         return previous
 
-    def _commit(self, pending: dict[str, Path]) -> None:
-        """Publish `pending` (table -> new version) as one: the journal first, then the swaps."""
+    def _commit(self, pending: dict[str, Path], staged: list[folders.Staged] = ()) -> None:
+        """Publish `pending` (table -> new version) and swap the `staged` folders in as one: the
+        journal first, then the swaps."""
         for name in pending:  # checked as each was written too; a directory may have appeared since
             self._refuse_real_directory(name)
         for version in pending.values():
@@ -304,18 +318,25 @@ class Warehouse:
         previous = []
         try:
             with _interruption_deferred():  # from the journal on, Ctrl-C waits for the last swap
-                atomic_write_text(journal, json.dumps({name: os.path.relpath(version, self.root)
-                                                       for name, version in pending.items()}))
+                atomic_write_text(journal, json.dumps({
+                    "tables": {name: os.path.relpath(version, self.root) for name, version in pending.items()},
+                    "folders": [entry.as_json() for entry in staged],
+                }))
                 _fsync_dir(journal.parent)
                 checkpoint("publishing:journal")
                 for name, version in pending.items():
                     previous.append((self._swap(name, version), version))
                     checkpoint(f"publishing:swapped:{name}")
+                for entry in staged:
+                    folders.swap(entry, remove=False)
+                    checkpoint(f"publishing:swapped-folder:{entry.target.name}")
                 _fsync_dir(self.root)
                 journal.unlink()
         finally:  # also when the Ctrl-C held above comes now: the versions left go with it
             for old, version in previous:
                 _remove_superseded(old, version)
+            for entry in staged:
+                folders.remove_old(entry)
 
     def _finish_publishing(self) -> bool:
         """Finish the swaps a killed writer's journal names (its versions were complete when it
@@ -327,12 +348,20 @@ class Warehouse:
             return False
         except (OSError, ValueError):
             entries = {}  # unreadable: written atomically, so never half; nothing to finish
+        entries = entries if isinstance(entries, dict) else {}
+        staged = entries.get("folders", []) if "tables" in entries else []
+        entries = entries.get("tables", {}) if "tables" in entries else entries  # a flat journal: tables only
         for name, relative in entries.items() if isinstance(entries, dict) else ():
             version, link = self.root / relative, self.root / name
             if not version.is_dir() or (link.exists() and not link.is_symlink()):
                 continue  # nothing to point to, or not a loopmeter table (left to the next publish to refuse)
             if not link.is_symlink() or os.readlink(link) != relative:
                 self._swap(name, version)
+        for entry in staged if isinstance(staged, list) else ():
+            try:
+                folders.swap(folders.Staged.from_json(entry))
+            except (OSError, ValueError, TypeError, KeyError):
+                continue  # gone, or not ours to touch: the documents stay as they were
         _fsync_dir(self.root)
         journal.unlink(missing_ok=True)
         self.catalog_stale = True

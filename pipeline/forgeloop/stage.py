@@ -9,13 +9,13 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from .. import collector
+from .. import collector, folders
 from ..config import file_in_the_way
 from ..errors import LoopmeterError
 from ..jsjson import dumps_bytes
 from ..lifetime import thread_pool
 from ..sql import query_text
-from ..warehouse import Warehouse, atomic_write_bytes
+from ..warehouse import Warehouse
 from .aggregate import RunSetDocuments, build_documents, iter_documents
 from . import incremental
 from .analysis import QUERIES, Analysis, analyse
@@ -151,7 +151,7 @@ def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collect
     with warehouse.publishing(), thread_pool(1) as pool:
         tables = pool.submit(store_tables, warehouse, result.analysis, replace)
         try:
-            write_documents(result, out)
+            write_documents(result, out, warehouse)
         except KeyboardInterrupt:
             raise  # not waited for (see `thread_pool`)
         except BaseException:
@@ -174,38 +174,32 @@ def check_out(out: Path, run_sets: Collection[str]) -> None:
                 raise LoopmeterError(f"--out {out}: {place} is not a directory (the documents of run set {run_set} go there)")
 
 
-def write_documents(result: Aggregated, out: Path) -> None:
-    """`out/<runSetId>/<scenarioId>.json` and `summary.json`, each replaced atomically; a file
-    that holds its document's text already is left as it is (its modification time too)."""
-    def texts():
-        for docs in _documents(result):
-            directory = Path(out) / docs.run_set_id
-            directory.mkdir(parents=True, exist_ok=True)
-            for scenario, document in docs.scenarios.items():
-                yield directory / f"{scenario}.json", dumps_bytes(document, 2) + b"\n"
-            yield directory / "summary.json", dumps_bytes(docs.summary, 2) + b"\n"
-
-    # encoding holds the interpreter, writing does not: files are written while the next encodes
-    with thread_pool(2) as pool:
-        pending = []
-        for path, text in texts():
-            pending.append(pool.submit(_write_unless_same, path, text))
-            result.written.append(path)
-        for future in pending:
-            future.result()
-
-
-def _write_unless_same(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` (atomically) unless it holds `data` already: replacing a file
-    frees the old one's blocks, which costs more than reading it (an aggregate of all run sets
-    mostly writes what is there)."""
+def write_documents(result: Aggregated, out: Path, warehouse: Warehouse) -> None:
+    """`out/<runSetId>/<scenarioId>.json` and `summary.json`. Each run set's folder is replaced
+    whole (`folders.py`), together with the tables the caller publishes: after an interruption
+    the documents are all old or all new. A file that holds its document's text already stays
+    as it is (its modification time too); a folder where nothing changed is not touched."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    folders.collect_leftovers(out)
+    # encoding holds the interpreter, writing does not: a run set is staged while the next encodes
+    pending = []
     try:
-        with open(path, "rb") as handle:
-            if handle.read(len(data) + 1) == data:
-                return
-    except OSError:
-        pass
-    atomic_write_bytes(path, data, make_parents=False)
+        with thread_pool(2) as pool:
+            for docs in _documents(result):
+                texts = {f"{scenario}.json": dumps_bytes(document, 2) + b"\n" for scenario, document in docs.scenarios.items()}
+                texts["summary.json"] = dumps_bytes(docs.summary, 2) + b"\n"
+                pending.append(pool.submit(folders.stage, out / docs.run_set_id, texts))
+                result.written.extend(out / docs.run_set_id / name for name in texts)
+            staged = [future.result() for future in pending]
+    except BaseException:  # what was staged goes (after a Ctrl-C, what is staged still: the next aggregate)
+        for future in pending:
+            if future.done() and not future.cancelled() and future.exception() is None and future.result():
+                folders.discard(future.result())
+        raise
+    for entry in staged:
+        if entry is not None:
+            warehouse.publish_folder(entry)
 
 
 def _documents(result: Aggregated) -> Iterator[RunSetDocuments]:

@@ -1,0 +1,212 @@
+"""Folders replaced whole: a stage writes a folder's new contents beside it, then swaps them in.
+
+`stage(target, files)` builds `<parent>/.<name>.<token>.loopmeter-new`: the files whose text
+changed written anew, every other entry of the current folder hard-linked (so an unchanged file
+keeps its inode and modification time). The warehouse's publish journal names each staged folder
+with its inode (`Warehouse.publish_folder`); `swap` then puts it in place with one
+renameat2(RENAME_EXCHANGE), or, on a file system without it, by renaming the current folder aside
+and the new one in. Either way a swap a killed writer's journal names is finished by the next
+command (`swap` is idempotent: the inode says which of the two folders is the new one), and a
+reader never sees a folder holding some old and some new files. `collect_leftovers` removes the
+folders a killed writer left beside the targets.
+
+A folder holding anything but regular files and symbolic links (a subdirectory, a socket) is not
+staged: its files are replaced one by one, each atomically, as before.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .faults import checkpoint
+
+NEW = ".loopmeter-new"  # a staged folder (after an exchange: the old contents, about to go)
+OLD = ".loopmeter-old"  # the old contents renamed aside (file systems without RENAME_EXCHANGE)
+
+
+@dataclass(frozen=True)
+class Staged:
+    staged: Path
+    target: Path
+    identity: tuple[int, int]  # st_dev, st_ino of the staged folder: the new contents, wherever they are
+
+    def as_json(self) -> dict:
+        return {"staged": str(self.staged), "target": str(self.target), "inode": list(self.identity)}
+
+    @classmethod
+    def from_json(cls, entry: dict) -> "Staged":
+        device, inode = entry["inode"]
+        return cls(Path(entry["staged"]), Path(entry["target"]), (int(device), int(inode)))
+
+    @property
+    def aside(self) -> Path:
+        return self.staged.with_name(self.staged.name[: -len(NEW)] + OLD)
+
+
+def stage(target: Path, files: dict[str, bytes]) -> Staged | None:
+    """The new contents of folder `target` (file name -> bytes; its other entries kept) staged
+    beside it, or None when there is nothing to swap: every file holds its text already, or the
+    folder cannot be staged and its files were replaced one by one."""
+    target = Path(target)
+    current = _entries(target)
+    if current is None:
+        _write_each(target, files)
+        return None
+    unchanged = {name for name, data in files.items() if name in current and _holds(target / name, data)}
+    exists = os.path.isdir(target)
+    if exists and len(unchanged) == len(files):
+        return None
+    staged = target.with_name(f".{target.name}.{secrets.token_hex(4)}{NEW}")
+    os.mkdir(staged)
+    try:
+        if exists:
+            os.chmod(staged, os.stat(target).st_mode & 0o7777)
+        for name, is_link in current.items():
+            if name in files and name not in unchanged:
+                continue
+            if is_link:
+                os.symlink(os.readlink(target / name), staged / name)
+            else:
+                _link(target / name, staged / name)
+        for name, data in files.items():
+            if name not in unchanged:
+                with open(staged / name, "wb") as handle:
+                    handle.write(data)
+        checkpoint(f"staged:{target.name}")
+        status = os.stat(staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    return Staged(staged, target, (status.st_dev, status.st_ino))
+
+
+def swap(entry: Staged, remove: bool = True) -> None:
+    """Put `entry`'s staged folder in place of its target and (`remove`) remove the old contents
+    (`remove_old`); what is already done is not done again."""
+    current = _identity(entry.target)
+    if current != entry.identity:
+        if _identity(entry.staged) != entry.identity:
+            return  # the new contents are nowhere to be put in place (removed by hand): leave the target
+        if current is None:
+            os.rename(entry.staged, entry.target)
+        elif not _exchange(entry.staged, entry.target):
+            os.rename(entry.target, entry.aside)
+            checkpoint(f"aside:{entry.target.name}")
+            os.rename(entry.staged, entry.target)
+    if remove:
+        remove_old(entry)
+
+
+def remove_old(entry: Staged) -> None:
+    """Remove the old contents a swap left (under the staged name after an exchange, or aside)."""
+    for place in (entry.staged, entry.aside):
+        if os.path.lexists(place) and _identity(place) != entry.identity:
+            shutil.rmtree(place, ignore_errors=True)
+
+
+def discard(entry: Staged) -> None:
+    """A staged folder not to be swapped in after all."""
+    if _identity(entry.staged) == entry.identity:
+        shutil.rmtree(entry.staged, ignore_errors=True)
+
+
+def collect_leftovers(parent: Path) -> None:
+    """Remove the staged and set-aside folders a killed writer left in `parent` (the caller
+    holds the lock, and the journal of any interrupted publish has been finished)."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(".") and entry.name.endswith((NEW, OLD)) and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _entries(target: Path) -> dict[str, bool] | None:
+    """The folder's entries (name -> whether a symbolic link); {} when it does not exist; None
+    when it cannot be staged (a symbolic link itself, or holding anything but files and links)."""
+    try:
+        if target.is_symlink():
+            return None
+        scanned = list(os.scandir(target))
+    except FileNotFoundError:
+        return {}
+    except NotADirectoryError:
+        return None
+    entries = {}
+    for entry in scanned:
+        if entry.is_symlink():
+            entries[entry.name] = True
+        elif entry.is_file(follow_symlinks=False):
+            entries[entry.name] = False
+        else:
+            return None
+    return entries
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(data) + 1) == data
+    except OSError:
+        return False
+
+
+def _link(source: Path, destination: Path) -> None:
+    """`source` as `destination` too: a hard link, or a copy keeping its times where links fail."""
+    try:
+        os.link(source, destination, follow_symlinks=False)
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK, errno.EXDEV):
+            raise
+        shutil.copy2(source, destination, follow_symlinks=False)
+
+
+def _write_each(target: Path, files: dict[str, bytes]) -> None:
+    from .warehouse import atomic_write_bytes
+
+    for name, data in files.items():
+        if not _holds(target / name, data):
+            atomic_write_bytes(target / name, data, make_parents=False)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_renameat2 = None  # the libc function, once looked up; False where there is none
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths atomically (renameat2 with RENAME_EXCHANGE); False where the C library,
+    the kernel or the file system cannot."""
+    global _renameat2
+    if _renameat2 is None:
+        import ctypes  # here: most commands that load this module never swap a folder
+
+        try:
+            function = ctypes.CDLL(None, use_errno=True).renameat2
+            function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            _renameat2 = function
+        except (OSError, AttributeError):
+            _renameat2 = False
+    if _renameat2 is False or os.environ.get("LOOPMETER_NO_EXCHANGE"):
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    import ctypes
+
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(first), None, str(second))
