@@ -3,6 +3,7 @@ keep an interrupted command alive. Standard library only."""
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import sys
 from contextlib import contextmanager
@@ -10,6 +11,14 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a container or `taskset` may
+    hold below the machine's count), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 @functools.cache

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from . import SCHEMA_VERSION, folders
-from .lifetime import thread_pool
+from .lifetime import thread_pool, usable_cores
 from .errors import LoopmeterError, WarehouseBusy
 from .faults import checkpoint
 
@@ -450,7 +450,7 @@ class TableBuilder:
             raise ValueError(f"partition written twice in {self.name}: {sorted(self.written.intersection(values))}")
         jobs = [(part, self._directory(value) / "part-0.parquet") for value, part in zip(values, parts.values())]
         # Parquet encoding releases the GIL: write partitions on every core
-        with thread_pool(os.cpu_count() or 1) as pool:
+        with thread_pool(usable_cores()) as pool:
             list(pool.map(lambda job: self.warehouse._write_file(job[0], job[1], self.name), jobs))
         self.written.update(values)
 

@@ -331,9 +331,10 @@ def test_ctrl_c_at_any_moment_of_the_start_is_one_line_never_a_traceback(tmp_pat
 STUCK_THREAD = '''
 import os, signal, sys, threading
 import pipeline.warehouse as warehouse
+from pipeline.lifetime import usable_cores
 write_file = warehouse.Warehouse._write_file
 # Ctrl-C once every writing thread is stuck for ever (the four partitions keep them all busy)
-every_thread = threading.Barrier(min(os.cpu_count() or 1, 4), action=lambda: os.kill(os.getpid(), signal.SIGINT))
+every_thread = threading.Barrier(min(usable_cores(), 4), action=lambda: os.kill(os.getpid(), signal.SIGINT))
 def stuck(self, frame, path, table):
     if table == "runs" and threading.current_thread() is not threading.main_thread():
         every_thread.wait()

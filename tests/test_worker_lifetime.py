@@ -19,9 +19,10 @@ import pytest
 from conftest import ROOT, run_cli
 from pipeline.forgeloop.reader import BATCH
 from pipeline.forgeloop.samples import scaled_plans, write_results
+from pipeline.lifetime import usable_cores
 
 pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
+    not sys.platform.startswith("linux") or not os.path.isdir("/proc/self/task") or usable_cores() < 2,
     reason="needs Linux /proc, and more than one core (else the ingest reads in its own process)",
 )
 
@@ -152,7 +153,7 @@ def all_workers(ingest: subprocess.Popen) -> list[tuple[int, str]]:
     deadline = time.monotonic() + 60
     while ingest.poll() is None and time.monotonic() < deadline:
         found = [identity(pid) for pid in children(ingest.pid)]
-        if found and len(found) >= (os.cpu_count() or 1) and all(found):
+        if found and len(found) >= usable_cores() and all(found):
             return found
         time.sleep(0.005)
     return []

@@ -16,7 +16,6 @@ whatever the size of the store. It writes either
 from __future__ import annotations
 
 import json
-import os
 import queue
 import shutil
 import threading
@@ -28,6 +27,7 @@ from typing import Iterator
 import duckdb
 import polars as pl
 
+from ..lifetime import usable_cores
 from ..sql import query_text
 from ..warehouse import Warehouse
 from . import tables as t
@@ -57,7 +57,7 @@ MEMORY_LIMIT = "384MB"
 STAGE_WORKERS = 2
 # DuckDB threads per session while batches are checked: the sessions share the cores (more threads
 # than cores only switch between each other: about 1.3 s more CPU for a million events on two cores)
-CHECK_THREADS = max(1, (os.cpu_count() or 1) // STAGE_WORKERS)
+CHECK_THREADS = max(1, usable_cores() // STAGE_WORKERS)
 
 
 class Repeated(Exception):

@@ -23,7 +23,7 @@ import orjson
 import pyarrow as pa
 
 from ..frames import arrow_type
-from ..lifetime import pdeathsig_setter
+from ..lifetime import pdeathsig_setter, usable_cores
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
 
 ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
@@ -171,7 +171,7 @@ class RunReader:
     def __init__(self, results: str, max_file_bytes: int, expected_files: int,
                  advance: Callable[[int], None] = lambda n: None):
         self.results, self.max_file_bytes, self.advance = results, max_file_bytes, advance
-        workers = os.cpu_count() or 1
+        workers = usable_cores()
         self.parallel = expected_files >= PARALLEL_FROM and workers > 1
         self.workers = workers
         self.pool: ProcessPoolExecutor | None = None

@@ -18,7 +18,7 @@ from pathlib import Path
 from stat import S_ISREG
 
 from ..errors import LoopmeterError, is_utf8, shown_path
-from ..lifetime import pdeathsig_setter
+from ..lifetime import pdeathsig_setter, usable_cores
 from .contract import RUN_SET_ID, RUN_SET_RULE
 
 
@@ -155,8 +155,7 @@ def walk_digested(results: Path, selected: Callable[[str], bool],
     raw = results / "raw"
     if not raw.is_dir():
         raise LoopmeterError(f"{raw} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json")
-    processes = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
-                    MAX_WALKERS)
+    processes = min(usable_cores(), MAX_WALKERS)
     walker = _Walker(str(results.resolve()))
     raw_real = os.path.realpath(raw)
     found: list[SeenFile] = []
