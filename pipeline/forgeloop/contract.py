@@ -6,6 +6,13 @@ from __future__ import annotations
 
 import re
 
+# The file-level rejections that say nothing about a file's bytes, only about the moment (it
+# could not be read) or the options (the size limit): the next ingest judges such a file again.
+UNREADABLE = "cannot be read"
+UNREADABLE_DIRECTORY = "directory cannot be read"
+TOO_LARGE = "is larger than the"
+OF_THE_MOMENT = (UNREADABLE, UNREADABLE_DIRECTORY)
+
 MODES = ("direct", "forgeloopBalanced", "forgeloopAdaptive")
 CANDIDATE_MODES = MODES[1:]
 PROFILES = ("light", "balanced", "full")

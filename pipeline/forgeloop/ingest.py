@@ -26,6 +26,7 @@ from ..config import DEFAULT_MAX_FILE_BYTES
 from ..errors import LoopmeterError
 from ..warehouse import STATE as STATE_DIR
 from ..warehouse import Warehouse, atomic_write_text
+from .contract import OF_THE_MOMENT
 from .walk import Digested, SeenFile, digest, discover_by_run_set, group_of, walk_digested
 
 RUNS = "runs"
@@ -302,4 +303,4 @@ class TreeState:
 
 def _passing(rule: str) -> bool:
     """A rejection that says nothing about the file itself, only about the moment: it could not be read."""
-    return rule.startswith(("cannot be read", "directory cannot be read"))
+    return rule.startswith(OF_THE_MOMENT)

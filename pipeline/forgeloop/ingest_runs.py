@@ -20,6 +20,7 @@ from ..config import DEFAULT_MAX_FILE_BYTES
 from ..faults import checkpoint
 from ..frames import empty_frame, frame_from_rows
 from ..warehouse import Warehouse
+from .contract import OF_THE_MOMENT, TOO_LARGE
 from .scenarios import SCENARIO_COLUMNS, read_scenarios
 from .tables import MANIFEST_COLUMNS
 from .reader import ALL_RUN_COLUMNS, PARALLEL_FROM, RunReader, ToRead, Verdicts
@@ -212,7 +213,7 @@ def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataF
     # a verdict on the bytes stands while they look the same; one on the options (the size limit) or on
     # the moment (the file could not be read) is given again
     judged_again = (pl.col("before_field") == DUPLICATE) | (
-        (pl.col("before_field") == "file") & pl.col("before_reason").str.contains(r"^(?:is larger than the |cannot be read)"))
+        (pl.col("before_field") == "file") & pl.any_horizontal([pl.col("before_reason").str.starts_with(start) for start in (TOO_LARGE, *OF_THE_MOMENT)]))
     still_rejected = (same_stat & (pl.col("before_status") == "rejected") & ~judged_again).fill_null(False)
     has_problem = pl.col("problem_field").is_not_null()
     return joined.select(

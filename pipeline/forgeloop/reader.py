@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from ..frames import arrow_type
 from ..lifetime import pdeathsig_setter, usable_cores
+from .contract import TOO_LARGE, UNREADABLE
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
 
 ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
@@ -93,13 +94,13 @@ def _read_file(path: str, size: int, limit: int) -> bytes:
 def _read_one(results: str, path: str, run_set: str, size: int, stored_hash: str | None, max_file_bytes: int,
               rows: list) -> Verdict:
     if size > max_file_bytes:
-        return ("rejected", "file", f"is larger than the {max_file_bytes}-byte limit ({size} bytes)", None)
+        return ("rejected", "file", f"{TOO_LARGE} {max_file_bytes}-byte limit ({size} bytes)", None)
     try:
         content = _read_file(os.path.join(results, path), size, max_file_bytes)
     except OSError as error:
-        return ("rejected", "file", f"cannot be read ({error.strerror})", None)
+        return ("rejected", "file", f"{UNREADABLE} ({error.strerror})", None)
     if len(content) > max_file_bytes:
-        return ("rejected", "file", f"is larger than the {max_file_bytes}-byte limit", None)
+        return ("rejected", "file", f"{TOO_LARGE} {max_file_bytes}-byte limit", None)
     digest = hashlib.sha256(content).hexdigest()
     if digest == stored_hash:  # the stored run has these very bytes
         return ("unchanged", None, None, digest)

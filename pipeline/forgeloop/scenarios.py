@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from ..errors import is_utf8, shown_path
-from .contract import BENCHMARK_VERSIONS, PROFILES, SCENARIO_ID, SCENARIO_RULE
+from .contract import BENCHMARK_VERSIONS, PROFILES, SCENARIO_ID, SCENARIO_RULE, UNREADABLE
 from .schema import RunRejected
 
 SCENARIO_COLUMNS: list[tuple[str, str, str]] = [
@@ -91,7 +91,7 @@ def read_scenarios(directory: Path) -> tuple[list[tuple], list[tuple[str, str, s
             rejected.append((str(path), error.field, error.rule))
             continue
         except OSError as error:
-            rejected.append((str(path), "file", f"cannot be read ({error.strerror})"))
+            rejected.append((str(path), "file", f"{UNREADABLE} ({error.strerror})"))
             continue
         rows.append((*row, str(path.resolve()), hashlib.sha256(content).hexdigest()))
     return rows, rejected

@@ -19,7 +19,7 @@ from stat import S_ISREG
 
 from ..errors import LoopmeterError, is_utf8, shown_path
 from ..lifetime import pdeathsig_setter, usable_cores
-from .contract import RUN_SET_ID, RUN_SET_RULE
+from .contract import RUN_SET_ID, RUN_SET_RULE, UNREADABLE, UNREADABLE_DIRECTORY
 
 
 @dataclass(slots=True)
@@ -66,7 +66,7 @@ class _Walker:
         try:
             entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
         except OSError as error:
-            found.append(SeenFile(relative, run_set, 0, 0, ("file", f"directory cannot be read ({error.strerror})")))
+            found.append(SeenFile(relative, run_set, 0, 0, ("file", f"{UNREADABLE_DIRECTORY} ({error.strerror})")))
             return []
         if is_utf8("".join([entry.name for entry in entries])):
             return entries
@@ -94,7 +94,7 @@ class _Walker:
             is_dir = entry.is_dir()
             stat = None if is_dir else entry.stat()
         except OSError as error:
-            found.append(SeenFile(path, run_set, 0, 0, ("file", f"cannot be read ({error.strerror})")))
+            found.append(SeenFile(path, run_set, 0, 0, ("file", f"{UNREADABLE} ({error.strerror})")))
             return
         if is_dir:
             real = target if link else f"{real_parent}/{entry.name}"  # no system call for a real directory
