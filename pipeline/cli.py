@@ -46,17 +46,20 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:
+def main(restore_interrupt: bool = False) -> None:
     """Run the command. A wrong command line is one line too, as every other error
     (`loopmeter: error: ...`, exit 2), not click's usage block. Once the command has ended,
     Ctrl-C is ignored: its work is done, and the interpreter's exit would end killed by SIGINT,
-    without a word."""
+    without a word. `restore_interrupt`: give Ctrl-C back its default handler (KeyboardInterrupt)
+    once inside the handling below (`entry.py` answers it until then)."""
     import signal
     import sys
 
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
     try:
+        if restore_interrupt:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         code = app(standalone_mode=False, prog_name="loopmeter")
     except NoArgsIsHelpError as error:  # `loopmeter` or a group alone: its help
         error.show()

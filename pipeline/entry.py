@@ -21,6 +21,4 @@ def main() -> None:
         _signal.signal(_signal.SIGINT, _interrupted_while_loading)
     from .cli import main as run
 
-    if answering:
-        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
-    run()
+    run(restore_interrupt=answering)  # restored inside its error handling: no moment without an answer
