@@ -19,6 +19,7 @@ import errno
 import os
 import secrets
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def stage(target: Path, files: dict[str, bytes]) -> Staged | None:
     """The new contents of folder `target` (file name -> bytes; its other entries kept) staged
     beside it, or None when there is nothing to swap: every file holds its text already, or the
     folder cannot be staged and its files were replaced one by one."""
-    target = Path(target)
+    target = Path(os.path.abspath(target))  # the journal's paths hold from any working directory
     current = _entries(target)
     if current is None:
         _write_each(target, files)
@@ -86,19 +87,43 @@ def stage(target: Path, files: dict[str, bytes]) -> Staged | None:
 
 def swap(entry: Staged, remove: bool = True) -> None:
     """Put `entry`'s staged folder in place of its target and (`remove`) remove the old contents
-    (`remove_old`); what is already done is not done again."""
+    (`remove_old`); what is already done is not done again. Where the new contents are gone
+    (removed by hand), the old stay (put back from aside); where the target is no longer a
+    folder (replaced meanwhile), it stays and the new contents go."""
     current = _identity(entry.target)
     if current != entry.identity:
         if _identity(entry.staged) != entry.identity:
-            return  # the new contents are nowhere to be put in place (removed by hand): leave the target
+            if current is None and _identity(entry.aside) is not None:
+                os.rename(entry.aside, entry.target)
+            return
+        if current is not None and not _is_folder(entry.target):
+            discard(entry)
+            return
         if current is None:
             os.rename(entry.staged, entry.target)
-        elif not _exchange(entry.staged, entry.target):
-            os.rename(entry.target, entry.aside)
-            checkpoint(f"aside:{entry.target.name}")
-            os.rename(entry.staged, entry.target)
+        else:
+            _carry_over(entry.target, entry.staged)
+            if not _exchange(entry.staged, entry.target):
+                os.rename(entry.target, entry.aside)
+                checkpoint(f"aside:{entry.target.name}")
+                os.rename(entry.staged, entry.target)
     if remove:
         remove_old(entry)
+
+
+def _carry_over(target: Path, staged: Path) -> None:
+    """What appeared in the folder since it was staged (a user's file saved meanwhile) goes
+    into the new folder too, rather than away with the old."""
+    present = set(os.listdir(staged))
+    for entry in os.scandir(target):
+        if entry.name in present:
+            continue
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), staged / entry.name)
+        elif entry.is_file(follow_symlinks=False):
+            _link(Path(entry.path), staged / entry.name)
+        else:
+            os.rename(entry.path, staged / entry.name)  # a folder: moved, its contents and all
 
 
 def remove_old(entry: Staged) -> None:
@@ -174,6 +199,13 @@ def _write_each(target: Path, files: dict[str, bytes]) -> None:
             atomic_write_bytes(target / name, data, make_parents=False)
 
 
+def _is_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(path, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         status = os.stat(path, follow_symlinks=False)
@@ -200,7 +232,7 @@ def _exchange(first: Path, second: Path) -> bool:
             _renameat2 = function
         except (OSError, AttributeError):
             _renameat2 = False
-    if _renameat2 is False or os.environ.get("LOOPMETER_NO_EXCHANGE"):
+    if _renameat2 is False or os.environ.get("LOOPMETER_NO_EXCHANGE") == "1":  # tests: the other way
         return False
     if _renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
         return True

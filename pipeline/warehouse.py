@@ -59,6 +59,7 @@ class Warehouse:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.catalog_stale = False  # set when a killed writer left the catalog half-built
+        self.unfinished: str | None = None  # why a killed writer's publish could not be finished
         # inside `publishing()`: table -> its new version, published when the block ends (read here meanwhile)
         self._pending: dict[str, Path] | None = None
         self._pending_folders: list[folders.Staged] = []  # folders staged to be swapped in with them
@@ -164,6 +165,10 @@ class Warehouse:
             since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             _name_holder(handle, f"pid {os.getpid()} on {socket.gethostname()} ({command or 'loopmeter'}) since {since}")
             self._finish_publishing()
+            if self.unfinished:
+                raise LoopmeterError(
+                    f"an interrupted aggregate's documents could not be swapped in ({self.unfinished}); "
+                    f"fix that and run again, or remove {self.root / STATE / JOURNAL} to keep the documents as they are")
             self._collect_garbage()
             yield
         finally:
@@ -340,7 +345,8 @@ class Warehouse:
 
     def _finish_publishing(self) -> bool:
         """Finish the swaps a killed writer's journal names (its versions were complete when it
-        was written); the caller holds the lock. Whether there was one."""
+        was written); the caller holds the lock. Whether there was one. A folder that cannot be
+        swapped in now (its error: `OSError`) stays in the journal, the rest is done."""
         journal = self.root / STATE / JOURNAL
         try:
             entries = json.loads(journal.read_text())
@@ -349,21 +355,33 @@ class Warehouse:
         except (OSError, ValueError):
             entries = {}  # unreadable: written atomically, so never half; nothing to finish
         entries = entries if isinstance(entries, dict) else {}
-        staged = entries.get("folders", []) if "tables" in entries else []
-        entries = entries.get("tables", {}) if "tables" in entries else entries  # a flat journal: tables only
-        for name, relative in entries.items() if isinstance(entries, dict) else ():
+        if isinstance(entries.get("tables"), dict) or isinstance(entries.get("folders"), list):
+            tables, staged = entries.get("tables"), entries.get("folders")
+        else:  # the journal of an earlier loopmeter: tables only
+            tables, staged = entries, []
+        for name, relative in tables.items() if isinstance(tables, dict) else ():
+            if not isinstance(relative, str):
+                continue
             version, link = self.root / relative, self.root / name
             if not version.is_dir() or (link.exists() and not link.is_symlink()):
                 continue  # nothing to point to, or not a loopmeter table (left to the next publish to refuse)
             if not link.is_symlink() or os.readlink(link) != relative:
                 self._swap(name, version)
+        failed, error = [], None
         for entry in staged if isinstance(staged, list) else ():
             try:
                 folders.swap(folders.Staged.from_json(entry))
-            except (OSError, ValueError, TypeError, KeyError):
-                continue  # gone, or not ours to touch: the documents stay as they were
+            except (ValueError, TypeError, KeyError, AttributeError):
+                continue  # not a journal entry loopmeter wrote: nothing to finish
+            except OSError as problem:
+                failed.append(entry)
+                error = error or problem
         _fsync_dir(self.root)
-        journal.unlink(missing_ok=True)
+        if failed:
+            atomic_write_text(journal, json.dumps({"tables": {}, "folders": failed}))
+            self.unfinished = f"{error.filename}: {error.strerror}" if error.filename else str(error)
+        else:
+            journal.unlink(missing_ok=True)
         self.catalog_stale = True
         return True
 

@@ -48,13 +48,15 @@ def corpus() -> Path:
 
 
 def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, env: dict | None = None,
-            timeout: float | None = None) -> subprocess.CompletedProcess:
+            timeout: float | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """Run `loopmeter ARGS` in a fresh process, as a user would (`timeout`: seconds, for what could hang)."""
     environment = dict(os.environ, **(env or {}))
     command = [sys.executable, "-m", "pipeline", *args]
     if warehouse is not None:
         command += ["--warehouse", str(warehouse)]
-    result = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=ROOT, timeout=timeout)
+    if Path(cwd) != ROOT:  # `-m pipeline` finds the package from the working directory, or installed
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environment.get("PYTHONPATH")]))
+    result = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=cwd, timeout=timeout)
     if check is not None and result.returncode != check:
         raise AssertionError(
             f"loopmeter {' '.join(args)} exited {result.returncode} (expected {check})\n"
@@ -79,7 +81,7 @@ def demo_warehouse(tmp_path_factory) -> Path:
     return base / "warehouse"
 
 
-def run_as_a_user(command: list[str]) -> subprocess.CompletedProcess:
+def run_as_a_user(command: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `command` without the power to read any file (root's CAP_DAC_OVERRIDE and
     CAP_DAC_READ_SEARCH dropped from the bounding set before the exec, so a file of mode 000
     cannot be read, as for any user)."""
@@ -92,4 +94,5 @@ def run_as_a_user(command: list[str]) -> subprocess.CompletedProcess:
             for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
                 if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
                     raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=switch, timeout=300)
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=switch, timeout=300,
+                          env=None if env is None else dict(os.environ, **env))

@@ -168,3 +168,47 @@ def test_a_swap_leaves_what_replacing_each_file_would(tmp_path, before, files, e
         if name not in files or files[name] == before[name]:
             assert (target / name).stat().st_ino == inode
     assert hidden(place) == []
+
+
+def test_what_appears_in_the_folder_after_staging_is_carried_over(tmp_path, how):
+    target = tmp_path / "run-set"
+    target.mkdir()
+    (target / "a.json").write_bytes(b"old")
+    entry = folders.stage(target, {"a.json": b"new"})
+    (target / "saved-meanwhile.txt").write_bytes(b"mine")  # a user's, while the tables were written
+    (target / "folder").mkdir()
+    (target / "folder" / "inside").write_bytes(b"x")
+    folders.swap(entry)
+    assert sorted(os.listdir(target)) == ["a.json", "folder", "saved-meanwhile.txt"]
+    assert (target / "a.json").read_bytes() == b"new" and (target / "saved-meanwhile.txt").read_bytes() == b"mine"
+    assert (target / "folder" / "inside").read_bytes() == b"x" and hidden(tmp_path) == []
+
+
+def test_new_contents_gone_leave_the_old_in_place_even_when_renamed_aside(tmp_path):
+    target = tmp_path / "run-set"
+    target.mkdir()
+    (target / "a.json").write_bytes(b"old")
+    entry = folders.stage(target, {"a.json": b"new"})
+    os.rename(target, entry.aside)  # killed between the two renames
+    shutil.rmtree(entry.staged)  # and the new contents removed by hand
+    folders.swap(entry)
+    assert contents(target) == {"a.json": b"old"} and hidden(tmp_path) == []
+
+
+def test_a_target_replaced_by_a_file_meanwhile_stays_and_the_new_contents_go(tmp_path):
+    target = tmp_path / "run-set"
+    target.mkdir()
+    entry = folders.stage(target, {"a.json": b"new"})
+    target.rmdir()
+    target.write_text("a user's file")
+    folders.swap(entry)
+    assert target.read_text() == "a user's file" and hidden(tmp_path) == []
+
+
+def test_the_journal_s_paths_are_absolute_whatever_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    entry = folders.stage(Path("run-set"), {"a.json": b"a"})
+    assert entry.staged.is_absolute() and entry.target == tmp_path / "run-set"
+    monkeypatch.chdir("/")
+    folders.swap(folders.Staged.from_json(entry.as_json()))
+    assert contents(tmp_path / "run-set") == {"a.json": b"a"}

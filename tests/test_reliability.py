@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_as_a_user, run_cli
 from pipeline.forgeloop.ingest import ingest_forgeloop
 from pipeline.forgeloop.samples import RunSetPlan, write_results
 from pipeline.warehouse import FINISHING, Warehouse
@@ -410,9 +410,11 @@ def test_a_killed_aggregate_leaves_whole_folders_and_the_next_command_one_aggreg
     warehouse, out = tmp_path / "warehouse", tmp_path / "out"
     run_cli("ingest", "forgeloop", str(before), "--scenarios", str(before / "scenarios"), "--quiet", warehouse=warehouse)
     run_cli("aggregate", "--out", str(out), "--quiet", warehouse=warehouse)
+    (out / "set-a" / "notes.txt").write_text("a user's")  # not a document: kept through everything
     run_cli("ingest", "forgeloop", str(after), "--scenarios", str(after / "scenarios"), "--quiet", warehouse=warehouse)
     env = {"LOOPMETER_CRASH_AT": point, **({"LOOPMETER_NO_EXCHANGE": no_exchange} if no_exchange else {})}
-    run_cli("aggregate", "--out", str(out), "--quiet", warehouse=warehouse, check=-9, env=env)
+    # --out relative to where the aggregate ran: the journal still holds when the next command runs elsewhere
+    run_cli("aggregate", "--out", "out", "--quiet", warehouse=warehouse, check=-9, env=env, cwd=tmp_path)
     seen = documents(out)
     for run_set in ("set-a", "set-b", "set-c"):  # every folder is one aggregate's, never a mix
         mine, *whole = ({path: text for path, text in files.items() if path.startswith(f"{run_set}/")}
@@ -425,9 +427,65 @@ def test_a_killed_aggregate_leaves_whole_folders_and_the_next_command_one_aggreg
                               warehouse=warehouse).stdout)
     tables_new = [row["run_set_id"] for row in rows] == ["set-a", "set-b", "set-c"]
     assert documents(out) == (new if tables_new else old)
-    assert tables_new == point.startswith("publishing:") or point.startswith("aside:")
+    assert tables_new == (point.startswith("publishing:") or point.startswith("aside:"))
+    assert not (warehouse / ".state" / "publishing.json").exists()
+    assert (out / "set-a" / "notes.txt").read_text() == "a user's"
     run_cli("aggregate", "--out", str(out), "--quiet", warehouse=warehouse)
     assert documents(out) == new
     assert sorted(p.name for p in out.iterdir()) == ["set-a", "set-b", "set-c"]  # nothing left beside them
+    assert (out / "set-a" / "notes.txt").read_text() == "a user's"
     run_cli("aggregate", "--out", str(out), "--full", "--quiet", warehouse=warehouse)
     assert documents(out) == new
+
+
+def test_a_folder_the_next_command_cannot_swap_in_stays_in_the_journal_and_the_writer_says_why(tmp_path, trees, aggregated):
+    before, after = trees[:2]
+    old, new = aggregated
+    warehouse, out = tmp_path / "warehouse", tmp_path / "out"
+    run_cli("ingest", "forgeloop", str(before), "--scenarios", str(before / "scenarios"), "--quiet", warehouse=warehouse)
+    run_cli("aggregate", "--out", str(out), "--quiet", warehouse=warehouse)
+    run_cli("ingest", "forgeloop", str(after), "--scenarios", str(after / "scenarios"), "--quiet", warehouse=warehouse)
+    run_cli("aggregate", "--out", str(out), "--quiet", warehouse=warehouse, check=-9,
+            env={"LOOPMETER_CRASH_AT": "publishing:journal"})
+    journal = warehouse / ".state" / "publishing.json"
+    out.chmod(0o555)  # the folders cannot be renamed in it (for a user without root's override)
+    try:
+        failed = run_as_a_user([sys.executable, "-m", "pipeline", "aggregate", "--out", str(out), "--warehouse", str(warehouse)])
+        assert failed.returncode == 1, failed.stderr
+        last = failed.stderr.strip().splitlines()[-1]
+        assert "an interrupted aggregate's documents could not be swapped in" in last and str(journal) in last, last
+        assert "Traceback" not in failed.stderr
+        assert json.loads(journal.read_text())["tables"] == {}  # the tables were finished; the folders wait
+        assert len(json.loads(journal.read_text())["folders"]) == 3
+        assert documents(out) == old
+    finally:
+        out.chmod(0o755)
+    run_cli("sql", "SELECT 1", warehouse=warehouse)  # a reader finishes it now
+    assert not journal.exists() and documents(out) == new
+
+
+@pytest.mark.parametrize("journal_text", [
+    '[1, 2]', '{"folders": [{"bad": 1}, 7]}', '{"folders": "x"}', '{"tables": null, "folders": null}',
+    '{"runs": null}', '{"folders": [{"staged": "/nowhere/.a.loopmeter-new", "target": "/nowhere/a", "inode": [1, 2]}]}',
+])
+def test_a_journal_loopmeter_did_not_write_is_dropped_without_a_crash(tmp_path, trees, journal_text):
+    before = trees[0]
+    warehouse = tmp_path / "warehouse"
+    run_cli("ingest", "forgeloop", str(before), "--quiet", warehouse=warehouse)
+    expected = snapshot(warehouse)
+    journal = warehouse / ".state" / "publishing.json"
+    journal.write_text(journal_text)
+    run_cli("sql", "SELECT count(*) FROM runs", warehouse=warehouse)
+    assert not journal.exists() and snapshot(warehouse) == expected
+
+
+def test_an_earlier_loopmeter_s_journal_of_tables_only_is_finished(tmp_path, trees):
+    before, after, _, expected_after, _ = trees
+    warehouse = tmp_path / "warehouse"
+    run_cli("ingest", "forgeloop", str(before), "--scenarios", str(before / "scenarios"), "--quiet", warehouse=warehouse)
+    run_cli("ingest", "forgeloop", str(after), "--scenarios", str(after / "scenarios"), "--quiet", warehouse=warehouse,
+            check=-9, env={"LOOPMETER_CRASH_AT": "publishing:journal"})
+    journal = warehouse / ".state" / "publishing.json"
+    journal.write_text(json.dumps(json.loads(journal.read_text())["tables"]))  # {table: version}, as before folders
+    run_cli("sql", "SELECT count(*) FROM runs", warehouse=warehouse)  # a reader finishes it
+    assert not journal.exists() and snapshot(warehouse) == expected_after
