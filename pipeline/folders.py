@@ -64,8 +64,14 @@ def stage(target: Path, files: dict[str, bytes]) -> Staged | None:
     staged = target.with_name(f".{target.name}.{secrets.token_hex(4)}{NEW}")
     os.mkdir(staged)
     try:
-        if exists:
-            os.chmod(staged, os.stat(target).st_mode & 0o7777)
+        if exists:  # the folder's mode and owner carry over (a root's aggregate into a user's folder)
+            before = os.stat(target)
+            os.chmod(staged, before.st_mode & 0o7777)
+            if (before.st_uid, before.st_gid) != (os.geteuid(), os.getegid()):
+                try:
+                    os.chown(staged, before.st_uid, before.st_gid)
+                except OSError:
+                    pass  # not ours to give away: the folder is the writer's, as its files are
         for name, is_link in current.items():
             if name in files and name not in unchanged:
                 continue

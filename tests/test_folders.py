@@ -63,6 +63,16 @@ def test_a_swap_keeps_unchanged_files_and_other_entries_and_replaces_the_rest(tm
     now = os.stat(target / "same.json")
     assert (now.st_ino, now.st_mtime_ns) == (same.st_ino, same.st_mtime_ns)
     assert target.stat().st_ino != folder_inode and target.stat().st_mode & 0o777 == 0o750
+
+
+def test_the_new_folder_keeps_the_old_one_s_owner_where_the_writer_may_give_it(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("only root may give a folder to another user")
+    target = tmp_path / "run-set"
+    target.mkdir()
+    os.chown(target, 1234, 5678)
+    folders.swap(folders.stage(target, {"a.json": b"a"}))
+    assert (target.stat().st_uid, target.stat().st_gid) == (1234, 5678)
     assert hidden(tmp_path) == []
 
 
