@@ -40,8 +40,14 @@ class Staged:
 
     @classmethod
     def from_json(cls, entry: dict) -> "Staged":
+        """The entry a journal holds (ValueError for one `stage` would not have written: only a
+        staged folder beside its target is ever swapped in)."""
         device, inode = entry["inode"]
-        return cls(Path(entry["staged"]), Path(entry["target"]), (int(device), int(inode)))
+        staged, target = Path(entry["staged"]), Path(entry["target"])
+        if not (staged.is_absolute() and staged.parent == target.parent and staged.name.startswith(f".{target.name}.")
+                and staged.name.endswith(NEW)):
+            raise ValueError(f"not a staged folder of {target}: {staged}")
+        return cls(staged, target, (int(device), int(inode)))
 
     @property
     def aside(self) -> Path:

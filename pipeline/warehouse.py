@@ -348,6 +348,7 @@ class Warehouse:
         was written); the caller holds the lock. Whether there was one. A folder that cannot be
         swapped in now (its error: `OSError`) stays in the journal, the rest is done."""
         journal = self.root / STATE / JOURNAL
+        self.unfinished = None
         try:
             entries = json.loads(journal.read_text())
         except FileNotFoundError:

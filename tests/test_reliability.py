@@ -466,7 +466,8 @@ def test_a_folder_the_next_command_cannot_swap_in_stays_in_the_journal_and_the_w
 
 @pytest.mark.parametrize("journal_text", [
     '[1, 2]', '{"folders": [{"bad": 1}, 7]}', '{"folders": "x"}', '{"tables": null, "folders": null}',
-    '{"runs": null}', '{"folders": [{"staged": "/nowhere/.a.loopmeter-new", "target": "/nowhere/a", "inode": [1, 2]}]}',
+    '{"runs": null}', '{"folders": [{"staged": "/nowhere/.a.1.loopmeter-new", "target": "/nowhere/a", "inode": [1, 2]}]}',
+    '{"folders": [{"staged": "STAGED", "target": "TARGET", "inode": "INODE"}]}',  # not a staged folder of it: untouched
 ])
 def test_a_journal_loopmeter_did_not_write_is_dropped_without_a_crash(tmp_path, trees, journal_text):
     before = trees[0]
@@ -474,9 +475,16 @@ def test_a_journal_loopmeter_did_not_write_is_dropped_without_a_crash(tmp_path, 
     run_cli("ingest", "forgeloop", str(before), "--quiet", warehouse=warehouse)
     expected = snapshot(warehouse)
     journal = warehouse / ".state" / "publishing.json"
-    journal.write_text(journal_text)
+    elsewhere, target = tmp_path / "someone's", tmp_path / "target"
+    for folder in (elsewhere, target):
+        folder.mkdir()
+        (folder / "file").write_text(folder.name)
+    status = elsewhere.stat()
+    journal.write_text(journal_text.replace("STAGED", str(elsewhere)).replace("TARGET", str(target))
+                       .replace('"INODE"', json.dumps([status.st_dev, status.st_ino])))
     run_cli("sql", "SELECT count(*) FROM runs", warehouse=warehouse)
     assert not journal.exists() and snapshot(warehouse) == expected
+    assert [(folder / "file").read_text() for folder in (elsewhere, target)] == ["someone's", "target"]
 
 
 def test_an_earlier_loopmeter_s_journal_of_tables_only_is_finished(tmp_path, trees):
