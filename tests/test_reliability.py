@@ -5,6 +5,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -497,3 +498,62 @@ def test_an_earlier_loopmeter_s_journal_of_tables_only_is_finished(tmp_path, tre
     journal.write_text(json.dumps(json.loads(journal.read_text())["tables"]))  # {table: version}, as before folders
     run_cli("sql", "SELECT count(*) FROM runs", warehouse=warehouse)  # a reader finishes it
     assert not journal.exists() and snapshot(warehouse) == expected_after
+
+
+def _forgeloop_tables(warehouse: Path) -> dict:
+    return {name: rows for name, rows in snapshot(warehouse).items() if name.startswith("forgeloop_")}
+
+
+@pytest.fixture(scope="module")
+def interrupted_aggregates(tmp_path_factory):
+    """A warehouse holding the runs of `after` and the aggregate (documents and tables) of
+    `before`, and what the aggregate of each gives: twelve run sets, every document different."""
+    base = tmp_path_factory.mktemp("interrupted")
+    plans = [RunSetPlan(f"set-{index:02d}", 4) for index in range(12)]
+    states = []
+    for name, seed in (("before", 21), ("after", 22)):
+        write_results(base / name, plans, seed=seed)
+        run_cli("ingest", "forgeloop", str(base / name), "--scenarios", str(base / name / "scenarios"), "--quiet",
+                warehouse=base / f"w-{name}")
+        run_cli("aggregate", "--out", str(base / f"out-{name}"), "--quiet", warehouse=base / f"w-{name}")
+        states.append((documents(base / f"out-{name}"), _forgeloop_tables(base / f"w-{name}")))
+    run_cli("ingest", "forgeloop", str(base / "after"), "--scenarios", str(base / "after" / "scenarios"), "--quiet",
+            warehouse=base / "w-before")
+    assert states[0][0] != states[1][0] and states[0][1] != states[1][1]
+    return base / "w-before", base / "out-before", states
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_an_aggregate_stopped_at_any_moment_leaves_one_aggregate_s_documents_and_tables(tmp_path, interrupted_aggregates, how):
+    """No crash points: the aggregate is stopped after a range of delays, as a user's Ctrl-C or
+    the OOM killer would, and what is left (once a reader finished any journal) is all the
+    old aggregate or all the new, documents and tables alike."""
+    prepared, prepared_out, ((old_documents, old_tables), (new_documents, new_tables)) = interrupted_aggregates
+    number = getattr(signal, how)
+
+    def start(attempt: int) -> tuple[subprocess.Popen, Path, Path]:
+        warehouse, out = tmp_path / f"w-{attempt}", tmp_path / f"out-{attempt}"
+        shutil.copytree(prepared, warehouse, symlinks=True)
+        shutil.copytree(prepared_out, out)
+        return subprocess.Popen([sys.executable, "-m", "pipeline", "aggregate", "--full", "--out", str(out),
+                                 "--warehouse", str(warehouse), "--quiet"], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), warehouse, out
+
+    began = time.monotonic()
+    start(99)[0].communicate(timeout=60)  # how long a whole one takes here, now: the stops spread over it
+    whole = time.monotonic() - began
+    outcomes = []
+    for attempt, fraction in enumerate([0.35, 0.5, 0.6, 0.7, 0.8, 0.87, 0.94, 1.0]):
+        process, warehouse, out = start(attempt)
+        time.sleep(whole * fraction)
+        process.send_signal(number)
+        _, stderr = process.communicate(timeout=60)
+        run_cli("sql", "SELECT 1", warehouse=warehouse)  # a reader: finishes a journal a killed writer left
+        seen = (documents(out), _forgeloop_tables(warehouse))
+        assert seen in ((old_documents, old_tables), (new_documents, new_tables)), (fraction, process.returncode, stderr)
+        assert "Traceback" not in stderr.decode(), stderr
+        outcomes.append("new" if seen[0] == new_documents else "old")
+        run_cli("aggregate", "--out", str(out), "--quiet", warehouse=warehouse)
+        assert (documents(out), _forgeloop_tables(warehouse)) == (new_documents, new_tables)
+        assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert "old" in outcomes, outcomes  # some stops came before the end: the test saw interrupted aggregates
