@@ -557,3 +557,18 @@ def test_an_aggregate_stopped_at_any_moment_leaves_one_aggregate_s_documents_and
         assert (documents(out), _forgeloop_tables(warehouse)) == (new_documents, new_tables)
         assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
     assert "old" in outcomes, outcomes  # some stops came before the end: the test saw interrupted aggregates
+
+
+def test_an_out_the_documents_cannot_be_written_to_is_told_in_one_line_and_nothing_is_replaced(tmp_path, trees):
+    before = trees[0]
+    warehouse, out = tmp_path / "warehouse", tmp_path / "out"
+    run_cli("ingest", "forgeloop", str(before), "--scenarios", str(before / "scenarios"), "--quiet", warehouse=warehouse)
+    out.mkdir(mode=0o555)
+    try:
+        failed = run_as_a_user([sys.executable, "-m", "pipeline", "aggregate", "--out", str(out), "--warehouse", str(warehouse)])
+    finally:
+        out.chmod(0o755)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    assert failed.stderr.strip().splitlines()[-1].startswith(
+        f"loopmeter: error: --out {out}: the documents of run set set-a cannot be written (Permission denied: "), failed.stderr
+    assert list(out.iterdir()) == [] and not any(name.startswith("forgeloop_") for name in os.listdir(warehouse))

@@ -189,7 +189,7 @@ def write_documents(result: Aggregated, out: Path, warehouse: Warehouse) -> None
             for docs in _documents(result):
                 texts = {f"{scenario}.json": dumps_bytes(document, 2) + b"\n" for scenario, document in docs.scenarios.items()}
                 texts["summary.json"] = dumps_bytes(docs.summary, 2) + b"\n"
-                pending.append(pool.submit(folders.stage, out / docs.run_set_id, texts))
+                pending.append(pool.submit(_stage, out / docs.run_set_id, texts))
                 result.written.extend(out / docs.run_set_id / name for name in texts)
             staged = [future.result() for future in pending]
     except BaseException:  # what was staged goes (after a Ctrl-C, what is staged still: the next aggregate)
@@ -200,6 +200,14 @@ def write_documents(result: Aggregated, out: Path, warehouse: Warehouse) -> None
     for entry in staged:
         if entry is not None:
             warehouse.publish_folder(entry)
+
+
+def _stage(directory: Path, texts: dict[str, bytes]) -> folders.Staged | None:
+    try:
+        return folders.stage(directory, texts)
+    except OSError as error:
+        raise LoopmeterError(f"--out {directory.parent}: the documents of run set {directory.name} cannot be written "
+                             f"({error.strerror}: {error.filename})") from None
 
 
 def _documents(result: Aggregated) -> Iterator[RunSetDocuments]:
