@@ -79,12 +79,8 @@ def stage(target: Path, files: dict[str, bytes]) -> Staged | None:
                 except OSError:
                     pass  # not ours to give away: the folder is the writer's, as its files are
         for name, is_link in current.items():
-            if name in files and name not in unchanged:
-                continue
-            if is_link:
-                os.symlink(os.readlink(target / name), staged / name)
-            else:
-                _link(target / name, staged / name)
+            if name not in files or name in unchanged:
+                _keep(target / name, staged / name, is_link)
         for name, data in files.items():
             if name not in unchanged:
                 with open(staged / name, "wb") as handle:
@@ -130,10 +126,8 @@ def _carry_over(target: Path, staged: Path) -> None:
     for entry in os.scandir(target):
         if entry.name in present:
             continue
-        if entry.is_symlink():
-            os.symlink(os.readlink(entry.path), staged / entry.name)
-        elif entry.is_file(follow_symlinks=False):
-            _link(Path(entry.path), staged / entry.name)
+        if entry.is_symlink() or entry.is_file(follow_symlinks=False):
+            _keep(Path(entry.path), staged / entry.name, entry.is_symlink())
         else:
             os.rename(entry.path, staged / entry.name)  # a folder: moved, its contents and all
 
@@ -191,6 +185,14 @@ def _holds(path: Path, data: bytes) -> bool:
             return handle.read(len(data) + 1) == data
     except OSError:
         return False
+
+
+def _keep(source: Path, destination: Path, is_link: bool) -> None:
+    """An entry of the current folder in the staged one: a symbolic link made again, a file linked."""
+    if is_link:
+        os.symlink(os.readlink(source), destination)
+    else:
+        _link(source, destination)
 
 
 def _link(source: Path, destination: Path) -> None:
