@@ -42,6 +42,11 @@ def _cell_len(text: str) -> int:
     return cell_len(text)
 
 
+def _natural_width(column: list[str]) -> int:
+    """The width a column (its header, then its cells) takes with every cell on its longest line."""
+    return max([_cell_len(line) for cell in column for line in cell.split("\n")] + [1])
+
+
 def _number_width(word: str) -> int:
     """The width of `word` if it is a number (1234, -0.5, +116.1807%, 1e-7, NaN; a comma or brackets
     around it count with it), else 0."""
@@ -79,7 +84,7 @@ def column_widths(cells: list[list[str]], available: int, padding: int = 0) -> t
     first (at least 1 a column, even past `available`)."""
     natural, words, numbers = [], [], []
     for column in cells:
-        natural.append(max([_cell_len(line) for cell in column for line in cell.split("\n")] + [1]))
+        natural.append(_natural_width(column))
         words.append(max([_cell_len(word) for cell in column for word in cell.split()] + [1]))
         numbers.append(max([_number_width(word) for cell in column[1:] for word in cell.split()] + [1]))
     if sum(natural) <= available:
@@ -101,7 +106,7 @@ def print_table(console: Console, table: Table) -> None:
     from rich.measure import Measurement
 
     cells = [[_plain(column.header)] + [_plain(cell) for cell in column.cells] for column in table.columns]
-    natural = [max([_cell_len(line) for cell in column for line in cell.split("\n")] + [1]) for column in cells]
+    natural = [_natural_width(column) for column in cells]
     full = Measurement.get(console, console.options.update_width(sum(natural) * 2 + 1000), table).maximum
     overhead = full - sum(natural)  # borders and padding
     width = full
