@@ -2,4 +2,4 @@
 
 __version__ = "0.1.0"
 # version of the warehouse layout and table schemas, written into every Parquet file's metadata
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2

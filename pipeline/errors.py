@@ -37,6 +37,10 @@ class WarehouseBusy(LoopmeterError):
     exit_code = Exit.BUSY
 
 
+class TableFileMismatch(LoopmeterError):
+    """A table file does not hold its table's schema (written by hand, or by an earlier loopmeter)."""
+
+
 def is_utf8(text: str) -> bool:
     """A name or path from the file system is text (not bytes Python kept as surrogates)."""
     try:

@@ -16,9 +16,14 @@ inside `Warehouse.publishing()`: its new versions are published together when it
 a journal (`.state/publishing.json`) names them all; Ctrl-C waits for the swaps, and a
 process killed among them leaves the journal, by which the next writer (or reader, when no
 writer holds the lock) finishes them. So an interrupted stage leaves all its tables old, or
-all new. Partitioned tables (hive layout,
-`run_set_id=<id>/part-0.parquet`) keep the column inside each file too, so every file
-reads on its own; unchanged partitions are hard-linked into the new version, not copied.
+all new. Partitioned tables use standard Hive partitioning (`run_set_id=<id>/part-0.parquet`,
+the column in the folder name only); unchanged partitions are hard-linked into the new
+version, not copied. Every file holds its table's one Arrow schema (`layout.py`): checked as
+it is written, and when it is read; a file that differs (written by hand, or by an earlier
+loopmeter) stops a reader with one line naming it, and the next writer rewrites it.
+
+Which files are known to hold their table's schema is kept in `.state/conforming.json`
+(table, path inside the version, size, mtime), so a reader checks only files it has not seen.
 """
 from __future__ import annotations
 
@@ -38,9 +43,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from . import SCHEMA_VERSION, folders
+from . import SCHEMA_VERSION, folders, layout
 from .lifetime import thread_pool, usable_cores
-from .errors import LoopmeterError, WarehouseBusy
+from .errors import LoopmeterError, TableFileMismatch, WarehouseBusy
 from .faults import checkpoint
 
 if TYPE_CHECKING:
@@ -53,6 +58,7 @@ LOCK = ".lock"
 SCRATCH = ".scratch"  # stages' scratch directories
 STATE = ".state"  # what the last ingests and aggregates saw (to skip what did not change)
 JOURNAL = "publishing.json"  # in STATE: the versions a multi-table publish is swapping in
+CONFORMING = "conforming.json"  # in STATE: the table files known to hold their table's schema
 
 
 class Warehouse:
@@ -63,6 +69,8 @@ class Warehouse:
         # inside `publishing()`: table -> its new version, published when the block ends (read here meanwhile)
         self._pending: dict[str, Path] | None = None
         self._pending_folders: list[folders.Staged] = []  # folders staged to be swapped in with them
+        self._conforming: set[str] | None = None  # identities of files known to hold their table's schema
+        self._conforming_changed = False
 
     # ---- reading -------------------------------------------------------------------
     def table_dir(self, name: str) -> Path:
@@ -99,16 +107,37 @@ class Warehouse:
         }
 
     def partition_files(self, name: str, column: str, values: Iterable[str]) -> list[str]:
-        """The Parquet files of these partitions (those that exist), in the order given."""
+        """The Parquet files of these partitions (those that exist), in the order given; checked
+        against the table's schema (`check_table`)."""
         partitions = self.partitions(name, column)
-        return [str(path) for value in values if value in partitions for path in sorted(partitions[value].glob("*.parquet"))]
+        files = [str(path) for value in values if value in partitions for path in sorted(partitions[value].glob("*.parquet"))]
+        self.check_table(name, files)
+        return files
+
+    def read_files(self, name: str, files: list[str], columns: list[str] | None = None) -> "pl.DataFrame":
+        """These files of table `name` (from `partition_files`), the partition column taken from
+        their folder names, the columns in the table's order."""
+        import polars as pl
+
+        column = layout.partition_column(name)
+        wanted = [c for c, _ in layout.declared(name) if columns is None or c in columns]
+        if column is None:
+            return pl.read_parquet(files, columns=wanted, hive_partitioning=False)
+        frame = pl.read_parquet(files, columns=wanted, hive_partitioning=True, hive_schema={column: pl.String})
+        return frame.select(wanted)
 
     def read(self, name: str, columns: list[str] | None = None) -> "pl.DataFrame | None":
         import polars as pl
 
         if not self.has_table(name):
             return None
-        return pl.read_parquet(self.table_glob(name), columns=columns, hive_partitioning=False)
+        self.check_table(name)
+        column = layout.partition_column(name)
+        hive = column is not None and bool(self.partitions(name, column))
+        wanted = [c for c, _ in layout.declared(name) if columns is None or c in columns]
+        frame = pl.read_parquet(self.table_glob(name), columns=wanted, hive_partitioning=hive,
+                                hive_schema={column: pl.String} if hive else None)
+        return frame.select(wanted)
 
     def read_partition(self, name: str, column: str, value: str) -> "pl.DataFrame | None":
         import polars as pl
@@ -116,7 +145,120 @@ class Warehouse:
         directory = self.partitions(name, column).get(value)
         if directory is None:
             return None
-        return pl.read_parquet(str(directory / "*.parquet"), hive_partitioning=False)
+        files = sorted(str(path) for path in directory.glob("*.parquet"))
+        self.check_table(name, files)
+        frame = pl.read_parquet(files, hive_partitioning=False).with_columns(pl.lit(value, pl.String).alias(column))
+        return frame.select([c for c, _ in layout.declared(name)])
+
+    # ---- the schema every file holds -----------------------------------------------
+    def table_files(self, name: str) -> list[Path]:
+        return sorted(self.table_dir(name).rglob("*.parquet")) if self.has_table(name) else []
+
+    def _identity(self, name: str, path: Path, base: Path | None = None) -> str | None:
+        """What makes a file of table `name` known: its path inside the table's version, size and
+        mtime (a hard link into a newer version, or a copy of the warehouse, keeps all three)."""
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        relative = os.path.relpath(path, base if base is not None else self.table_dir(name))
+        return f"{name}/{relative}:{stat.st_size}:{stat.st_mtime_ns}"
+
+    def _known(self) -> set[str]:
+        if self._conforming is None:
+            try:
+                recorded = json.loads((self.root / STATE / CONFORMING).read_text())
+            except (OSError, ValueError):
+                recorded = []
+            self._conforming = {key for key in recorded if isinstance(key, str)} if isinstance(recorded, list) else set()
+        return self._conforming
+
+    def _note_conforming(self, name: str, path: Path, base: Path) -> None:
+        """The file `path` of the version `base` of table `name` was written in its schema."""
+        identity = self._identity(name, path, base)
+        if identity is not None:
+            self._known().add(identity)
+            self._conforming_changed = True
+
+    def mismatches(self, name: str, files: Iterable[str | Path] | None = None) -> list[tuple[Path, str]]:
+        """The files of table `name` (or these of its files) that do not hold its schema, with how
+        each differs; files known to hold it are not opened."""
+        known = self._known()
+        found = []
+        for path in map(Path, self.table_files(name) if files is None else files):
+            identity = self._identity(name, path)
+            if identity is not None and identity in known:
+                continue
+            try:
+                problem = layout.mismatch(name, path)
+            except OSError as error:
+                problem = f"cannot be read as Parquet ({str(error).splitlines()[0] if str(error) else type(error).__name__})"
+            if problem is None:
+                if identity is not None:
+                    known.add(identity)
+                    self._conforming_changed = True
+            else:
+                found.append((path, problem))
+        return found
+
+    def check_table(self, name: str, files: Iterable[str | Path] | None = None) -> None:
+        """Refuse to read table `name` when one of its files (or of `files`) does not hold its schema."""
+        if not layout.known_table(name):
+            return
+        for path, problem in self.mismatches(name, files):
+            raise TableFileMismatch(
+                f"{path}: {problem}; the next loopmeter command that writes to {self.root} "
+                f"(an ingest, for example) rewrites it")
+
+    def _conform_tables(self) -> None:
+        """Rewrite, in its table's schema, every table file that does not hold it (the caller holds
+        the lock): a file an earlier loopmeter wrote, or one written by hand. A file that cannot be
+        rewritten without changing a value stops the writer with one line naming it."""
+        for name in self.table_names():
+            if not layout.known_table(name):
+                continue
+            bad = self.mismatches(name)
+            if bad:
+                self._rewrite(name, bad)
+        self._save_conforming()
+
+    def _rewrite(self, name: str, bad: list[tuple[Path, str]]) -> None:
+        import polars as pl
+
+        column = layout.partition_column(name)
+        partitions = self.partitions(name, column) if column is not None else {}
+        groups: dict[str | None, list[Path]] = {}
+        for path, problem in bad:
+            value = path.parent.name[len(f"{column}="):] if partitions and path.parent.name.startswith(f"{column}=") else None
+            if partitions and value not in partitions:
+                raise LoopmeterError(f"{path}: {problem}, and it lies outside {name}'s partition folders; "
+                                     "move it out of the warehouse")
+            groups[value] = sorted(partitions[value].glob("*.parquet")) if value is not None else self.table_files(name)
+        try:
+            with self.build_table(name, column if partitions else None) as builder:
+                for value, files in groups.items():
+                    frame = pl.concat([pl.read_parquet(file, hive_partitioning=False) for file in files], how="vertical_relaxed")
+                    if value is not None:
+                        if column in frame.columns and frame.height and frame[column].n_unique() == 1 and frame[column][0] != value:
+                            raise ValueError(f"column {column} holds {frame[column][0]!r} in the folder {column}={value}")
+                        frame = frame.with_columns(pl.lit(value, pl.String).alias(column))
+                    builder.write(pl.from_arrow(layout.conform(frame, name, False, where=str(files[0]))))
+                builder.keep_others = True
+        except (ValueError, OSError, pl.exceptions.PolarsError) as error:
+            path, problem = bad[0]
+            raise LoopmeterError(f"{path}: {problem}, and it cannot be rewritten in {name}'s schema "
+                                 f"({str(error).splitlines()[0]}); move it out of the warehouse and ingest again") from None
+        for path, problem in bad:
+            print(f"loopmeter: note: {path}: {problem}; rewritten in {name}'s schema", file=sys.stderr)
+
+    def _save_conforming(self) -> None:
+        """Keep the identities of the files of the tables present (the caller holds the lock)."""
+        if not self._conforming_changed:
+            return
+        present = {identity for name in self.table_names() for path in self.table_files(name)
+                   if (identity := self._identity(name, path)) is not None}
+        atomic_write_text(self.root / STATE / CONFORMING, json.dumps(sorted(self._known() & present)))
+        self._conforming_changed = False
 
     def connect(self) -> "duckdb.DuckDBPyConnection":
         """An in-memory DuckDB connection with a view per table (absolute paths)."""
@@ -138,9 +280,16 @@ class Warehouse:
         })
 
     def view_sql(self, name: str, *, absolute: bool) -> str:
+        """The SELECT a view of table `name` is: its columns in their declared order and types,
+        the partition column read from the folder names (as text, whatever it looks like)."""
         location = self.table_glob(name) if absolute else f"{name}/**/*.parquet"
         location = location.replace("'", "''")
-        return f"SELECT * FROM read_parquet('{location}', hive_partitioning = false, union_by_name = true)"
+        if not layout.known_table(name):
+            return f"SELECT * FROM read_parquet('{location}')"
+        column = layout.partition_column(name)
+        hive = "hive_partitioning = true, hive_types_autocast = false" if column else "hive_partitioning = false"
+        columns = ", ".join(f'"{c}"' for c, _ in layout.declared(name))
+        return f"SELECT {columns} FROM read_parquet('{location}', {hive})"
 
     @property
     def publishing_now(self) -> bool:
@@ -170,8 +319,13 @@ class Warehouse:
                     f"an interrupted aggregate's documents could not be swapped in ({self.unfinished}); "
                     f"fix that and run again, or remove {self.root / STATE / JOURNAL} to keep the documents as they are")
             self._collect_garbage()
+            self._conform_tables()
             yield
         finally:
+            try:
+                self._save_conforming()
+            except OSError:
+                pass  # the files not recorded are checked again by the next reader
             try:
                 handle.seek(0)
                 handle.truncate()
@@ -221,24 +375,52 @@ class Warehouse:
         return directory
 
     def _write_file(self, frame: "pl.DataFrame", path: Path, table: str) -> None:
-        """polars' own Parquet writer: a third less CPU than through Arrow and pyarrow's, and
-        no conversion of its string views to Arrow's large strings on the way."""
+        """Write `frame` as the Parquet file `path` of `table`, in the table's schema (`layout.py`):
+        pyarrow's writer, without the `ARROW:schema` footer entry, so every reader derives the same
+        types from the Parquet types."""
+        import pyarrow.parquet as pq
+
+        partitioned = layout.in_partition(table, path)
+        data = layout.conform(frame, table, partitioned, where=str(path))
+        problem = layout.describe_mismatch(table, data.schema, partitioned, as_stored=False)
+        if problem is not None:
+            raise ValueError(f"{path}: {problem}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        frame.write_parquet(path, compression="zstd", metadata=_tags(table))
+        with pq.ParquetWriter(path, data.schema, compression="zstd", store_schema=False) as writer:
+            writer.write_table(data)
+            writer.add_key_value_metadata(_tags(table))
+        self._note_written(table, path)
         checkpoint(f"wrote-file:{table}")
+
+    def _note_written(self, table: str, path: Path) -> None:
+        """Remember that the file `path`, just written in a version or the scratch space, holds its schema."""
+        for base in Path(path).parents:
+            if base.parent.parent.name == VERSIONS or base.parent == self.root / SCRATCH:
+                break
+        else:
+            return
+        if base.parent == self.root / SCRATCH:
+            return  # taken into a version by `adopt`, which notes it there
+        self._note_conforming(table, Path(path), base)
 
     def _copy_file(self, connection: "duckdb.DuckDBPyConnection", query: str, path: Path, table: str,
                    params: dict | None = None, level: int | None = None) -> int:
         """DuckDB writes the rows of `query` to the Parquet file `path` itself (streaming, multi-threaded,
-        under its memory limit): no row passes through Python. Same compression and metadata as
-        `_write_file`. Returns the number of rows written."""
+        under its memory limit): no row passes through Python. The table's columns, in its order and
+        types (`layout.py`), same compression and metadata as `_write_file`; the file is checked
+        against the table's schema once written. Returns the number of rows written."""
         path.parent.mkdir(parents=True, exist_ok=True)
         pairs = ", ".join(f"'{key}': '{value.replace(chr(39), chr(39) * 2)}'" for key, value in _tags(table).items())
         location = str(path).replace("'", "''")
         compression = "COMPRESSION zstd" + (f", COMPRESSION_LEVEL {int(level)}" if level is not None else "")
+        select = f"SELECT {layout.copy_select(table, layout.in_partition(table, path))} FROM ({query}) AS stored"
         (rows,) = connection.execute(
-            f"COPY ({query}) TO '{location}' (FORMAT parquet, {compression}, KV_METADATA {{{pairs}}})", params or {}
+            f"COPY ({select}) TO '{location}' (FORMAT parquet, {compression}, KV_METADATA {{{pairs}}})", params or {}
         ).fetchone()
+        problem = layout.mismatch(table, path)
+        if problem is not None:
+            raise ValueError(f"{path}: {problem}")
+        self._note_written(table, path)
         checkpoint(f"wrote-file:{table}")
         return rows
 
@@ -492,6 +674,7 @@ class TableBuilder:
         directory = self._directory(key)
         directory.mkdir(parents=True, exist_ok=True)
         os.link(file, directory / Path(file).name)
+        self.warehouse._note_conforming(self.name, directory / Path(file).name, self.version)
         self.written.add(key)
 
     def _key(self, partition: str | None) -> str:

@@ -12,6 +12,7 @@ import polars as pl
 
 from .. import progress
 from ..frames import polars_dtype
+from ..layout import SQL_TYPES
 from ..sql import query_text
 from ..warehouse import Warehouse
 from . import tables as t
@@ -47,14 +48,13 @@ def connect(warehouse: Warehouse, tables: list[str]) -> duckdb.DuckDBPyConnectio
     connection.execute("SET TimeZone = 'UTC'")
     for name in tables:
         if warehouse.has_table(name):
+            warehouse.check_table(name)
             connection.execute(f'CREATE VIEW "{name}" AS {warehouse.view_sql(name, absolute=True)}')
         else:
             _empty_view(connection, name)
     return connection
 
 
-SQL_TYPES = {"str": "VARCHAR", "i64": "BIGINT", "f64": "DOUBLE", "bool": "BOOLEAN", "datetime": "TIMESTAMPTZ",
-             "list_str": "VARCHAR[]", "list_i64": "BIGINT[]", "list_f64": "DOUBLE[]"}
 
 # the order each summary table is stored in (so a rebuild writes the same file whatever the threads did)
 SUMMARY_ORDER = {t.ATTEMPTS: "run, task, attempt", t.DECISIONS: "run, task, position", t.TASKS: "task_order"}

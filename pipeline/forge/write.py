@@ -89,7 +89,8 @@ def _add_new_events(stage: Stage, warehouse: Warehouse, source: str, now: dateti
             previous = warehouse.partitions(t.EVENTS, "month").get(month)
             if previous is not None:
                 location = str(previous / "*.parquet").replace("'", "''")
-                stored = f"SELECT * FROM read_parquet('{location}', hive_partitioning = false, union_by_name = true)"
+                # the month is the folder's name, not a column of the files
+                stored = f"SELECT *, $month AS month FROM read_parquet('{location}', hive_partitioning = false)"
                 query = f"{typed_sql(t.EVENTS, stored)} UNION ALL {query}"
             store_query(c, warehouse, t.EVENTS, query, partition=month,
                         params={"source": source, "now": now, "month": month})

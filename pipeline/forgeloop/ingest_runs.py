@@ -258,7 +258,7 @@ def _stored(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame:
     files = warehouse.partition_files(RUNS, "run_set_id", run_sets)
     if not files:
         return pl.DataFrame(schema={name: pl.String for name in STORED_COLUMNS})
-    return pl.read_parquet(files, columns=STORED_COLUMNS, hive_partitioning=False)
+    return warehouse.read_files(RUNS, files, STORED_COLUMNS)
 
 
 def _rebuilt_run_sets(warehouse: Warehouse, run_sets: list[str], new: pl.DataFrame,

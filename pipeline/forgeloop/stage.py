@@ -13,6 +13,7 @@ from .. import collector, folders
 from ..config import file_in_the_way
 from ..errors import LoopmeterError
 from ..jsjson import dumps_bytes
+from ..layout import declared
 from ..lifetime import thread_pool
 from ..sql import query_text
 from ..warehouse import Warehouse
@@ -82,7 +83,7 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     if not files:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
     # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
-    runs = pl.read_parquet(files, columns=_columns_used(files[0]), hive_partitioning=False).rechunk()
+    runs = warehouse.read_files(RUNS, files, _columns_used()).rechunk()
     connection = duckdb.connect()
     side = connection.cursor()  # a second session, for queries run beside the statistics
     try:
@@ -103,10 +104,10 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     return result
 
 
-def _columns_used(sample: str) -> list[str]:
-    """The columns of `runs` the analysis queries name (a file of the table says which exist)."""
+def _columns_used() -> list[str]:
+    """The columns of `runs` the analysis queries name."""
     text = " ".join(query_text(name) for name in QUERIES)
-    return [name for name in pl.read_parquet_schema(sample) if re.search(rf"\b{name}\b", text)]
+    return [name for name, _ in declared(RUNS) if re.search(rf"\b{name}\b", text)]
 
 
 def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | None = None) -> None:
