@@ -302,6 +302,7 @@ class Warehouse:
         """Hold the warehouse's writer lock; a second writer waits or leaves with who holds it."""
         self.root.mkdir(parents=True, exist_ok=True)
         handle = open(self.root / LOCK, "a+")
+        held = False
         try:
             if not _try_lock(handle) and not _lock_after_a_moment(handle):
                 holder = _holder(handle)
@@ -311,6 +312,7 @@ class Warehouse:
                     ) from None
                 print(f"waiting for the warehouse lock held by {holder} ...", file=sys.stderr)
                 fcntl.flock(handle, fcntl.LOCK_EX)
+            held = True
             since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             _name_holder(handle, f"pid {os.getpid()} on {socket.gethostname()} ({command or 'loopmeter'}) since {since}")
             self._finish_publishing()
@@ -322,15 +324,16 @@ class Warehouse:
             self._conform_tables()
             yield
         finally:
-            try:
-                self._save_conforming()
-            except OSError:
-                pass  # the files not recorded are checked again by the next reader
-            try:
-                handle.seek(0)
-                handle.truncate()
-            except OSError:
-                pass
+            if held:  # a writer that did not get the lock leaves the holder's name in place
+                try:
+                    self._save_conforming()
+                except OSError:
+                    pass  # the files not recorded are checked again by the next reader
+                try:
+                    handle.seek(0)
+                    handle.truncate()
+                except OSError:
+                    pass
             handle.close()  # closing releases the lock
 
     def write_table(
