@@ -59,6 +59,7 @@ SCRATCH = ".scratch"  # stages' scratch directories
 STATE = ".state"  # what the last ingests and aggregates saw (to skip what did not change)
 JOURNAL = "publishing.json"  # in STATE: the versions a multi-table publish is swapping in
 CONFORMING = "conforming.json"  # in STATE: the table files known to hold their table's schema
+UNREADABLE = "cannot be read as Parquet"
 
 
 class Warehouse:
@@ -191,8 +192,8 @@ class Warehouse:
                 continue
             try:
                 problem = layout.mismatch(name, path)
-            except OSError as error:
-                problem = f"cannot be read as Parquet ({str(error).splitlines()[0] if str(error) else type(error).__name__})"
+            except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
+                problem = f"{UNREADABLE} ({str(error).splitlines()[0] if str(error) else type(error).__name__})"
             if problem is None:
                 if identity is not None:
                     known.add(identity)
@@ -206,6 +207,9 @@ class Warehouse:
         if not layout.known_table(name):
             return
         for path, problem in self.mismatches(name, files):
+            if problem.startswith(UNREADABLE):
+                raise TableFileMismatch(f"{path}: {problem}; move it out of the warehouse and run the stage "
+                                        f"that writes {name} again")
             raise TableFileMismatch(
                 f"{path}: {problem}; the next loopmeter command that writes to {self.root} "
                 f"(an ingest, for example) rewrites it")
