@@ -59,6 +59,7 @@ SCRATCH = ".scratch"  # stages' scratch directories
 STATE = ".state"  # what the last ingests and aggregates saw (to skip what did not change)
 JOURNAL = "publishing.json"  # in STATE: the versions a multi-table publish is swapping in
 CONFORMING = "conforming.json"  # in STATE: the table files known to hold their table's schema
+UNREADABLE = "cannot be read as Parquet"
 
 
 class Warehouse:
@@ -191,8 +192,8 @@ class Warehouse:
                 continue
             try:
                 problem = layout.mismatch(name, path)
-            except OSError as error:
-                problem = f"cannot be read as Parquet ({str(error).splitlines()[0] if str(error) else type(error).__name__})"
+            except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
+                problem = f"{UNREADABLE} ({str(error).splitlines()[0] if str(error) else type(error).__name__})"
             if problem is None:
                 if identity is not None:
                     known.add(identity)
@@ -206,6 +207,9 @@ class Warehouse:
         if not layout.known_table(name):
             return
         for path, problem in self.mismatches(name, files):
+            if problem.startswith(UNREADABLE):
+                raise TableFileMismatch(f"{path}: {problem}; move it out of the warehouse and run the stage "
+                                        f"that writes {name} again")
             raise TableFileMismatch(
                 f"{path}: {problem}; the next loopmeter command that writes to {self.root} "
                 f"(an ingest, for example) rewrites it")
@@ -302,6 +306,7 @@ class Warehouse:
         """Hold the warehouse's writer lock; a second writer waits or leaves with who holds it."""
         self.root.mkdir(parents=True, exist_ok=True)
         handle = open(self.root / LOCK, "a+")
+        held = False
         try:
             if not _try_lock(handle) and not _lock_after_a_moment(handle):
                 holder = _holder(handle)
@@ -311,6 +316,7 @@ class Warehouse:
                     ) from None
                 print(f"waiting for the warehouse lock held by {holder} ...", file=sys.stderr)
                 fcntl.flock(handle, fcntl.LOCK_EX)
+            held = True
             since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             _name_holder(handle, f"pid {os.getpid()} on {socket.gethostname()} ({command or 'loopmeter'}) since {since}")
             self._finish_publishing()
@@ -322,15 +328,16 @@ class Warehouse:
             self._conform_tables()
             yield
         finally:
-            try:
-                self._save_conforming()
-            except OSError:
-                pass  # the files not recorded are checked again by the next reader
-            try:
-                handle.seek(0)
-                handle.truncate()
-            except OSError:
-                pass
+            if held:  # a writer that did not get the lock leaves the holder's name in place
+                try:
+                    self._save_conforming()
+                except OSError:
+                    pass  # the files not recorded are checked again by the next reader
+                try:
+                    handle.seek(0)
+                    handle.truncate()
+                except OSError:
+                    pass
             handle.close()  # closing releases the lock
 
     def write_table(

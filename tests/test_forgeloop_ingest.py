@@ -268,8 +268,9 @@ def test_runs_table_is_partitioned_typed_and_readable_everywhere(tmp_path, corpu
     assert table.num_rows == 420
     assert str(table.schema.field("recorded_at").type) == "timestamp[us, tz=UTC]"
     flags = table.schema.field("diag_flags").type
-    assert flags.num_fields == 1 and str(flags.value_type) == "large_string" and str(flags).startswith("large_list<")
-    assert pq.read_metadata(part).metadata[b"loopmeter.schema_version"] == b"1"  # the footer's key-value metadata
+    assert flags.num_fields == 1 and str(flags) == "list<element: string>"
+    assert "run_set_id" not in table.schema.names  # in the folder name only
+    assert pq.read_metadata(part).metadata[b"loopmeter.schema_version"] == b"2"  # the footer's key-value metadata
     assert pl.read_parquet(part).height == 420
     connection = duckdb.connect()
     count, = connection.sql(

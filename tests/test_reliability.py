@@ -4,6 +4,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import selectors
 import shutil
 import signal
 import socket
@@ -111,11 +112,16 @@ def test_a_second_writer_is_told_who_holds_the_lock_and_can_wait(tmp_path, trees
             [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(before), "--wait", "--quiet", "--warehouse", str(warehouse.root)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
-        time.sleep(1.5)
+        # its first line says it waits: read it (however long the machine takes to start the process),
+        # then the lock is let go
+        ready = selectors.DefaultSelector()
+        ready.register(waiting.stderr, selectors.EVENT_READ)
+        assert ready.select(timeout=120), "the waiting ingest said nothing in 120 s"
+        first = waiting.stderr.readline()
+        assert "waiting for the warehouse lock held by" in first and "(test holder)" in first
         assert waiting.poll() is None, "the waiting ingest must not run while the lock is held"
     out, err = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, err
-    assert "waiting for the warehouse lock held by" in err
+    assert waiting.returncode == 0, first + err
     assert Warehouse(warehouse.root).read("runs").height == 180
 
 

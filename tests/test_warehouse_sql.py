@@ -103,7 +103,7 @@ def test_every_parquet_file_reads_on_its_own_in_duckdb_polars_and_pyarrow(demo_w
     connection = duckdb.connect()
     for file in files:
         table = pq.read_table(file)
-        assert pq.read_metadata(file).metadata[b"loopmeter.schema_version"] == b"1"  # the footer's key-value metadata, whoever wrote it
+        assert pq.read_metadata(file).metadata[b"loopmeter.schema_version"] == b"2"  # the footer's key-value metadata, whoever wrote it
         assert pl.read_parquet(file).height == table.num_rows
         assert connection.sql(f"SELECT count(*) FROM read_parquet('{file}')").fetchall()[0][0] == table.num_rows
         for field in table.schema:
