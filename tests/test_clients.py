@@ -166,18 +166,32 @@ def build_demo(folder: Path) -> Path:
     return folder / "data" / "warehouse"
 
 
+def build_empty(folder: Path) -> Path:
+    """A warehouse whose partitioned tables are empty: a run set whose one file is rejected, and an
+    empty Forge export (each table one file at its root, the partition column inside)."""
+    (folder / "results" / "raw" / "set-a").mkdir(parents=True)
+    (folder / "results" / "raw" / "set-a" / "rejected.json").write_text("{}")
+    (folder / "empty.jsonl").write_text("")
+    warehouse = folder / "warehouse"
+    run_cli("ingest", "forgeloop", str(folder / "results"), "--quiet", warehouse=warehouse, cwd=folder, check=3)
+    run_cli("ingest", "forge", str(folder / "empty.jsonl"), "--quiet", warehouse=warehouse, cwd=folder)
+    return warehouse
+
+
 @pytest.fixture(scope="module")
 def warehouses(tmp_path_factory) -> dict[str, Path]:
     """`built`: a demo warehouse where `loopmeter demo` built it; `moved`: another, copied with its
-    links to a new place, the original removed, one loopmeter command run on the copy."""
+    links to a new place, the original removed, one loopmeter command run on the copy; `empty`: the
+    partitioned tables empty."""
     base = tmp_path_factory.mktemp("clients")
-    with ThreadPoolExecutor(2) as pool:  # two processes: built side by side
-        built, origin = pool.map(build_demo, [base / "built", base / "origin"])
+    with ThreadPoolExecutor(3) as pool:  # side by side
+        built, origin, empty = pool.map(lambda build, folder: build(folder), [build_demo, build_demo, build_empty],
+                                        [base / "built", base / "origin", base / "empty"])
     moved = base / "elsewhere" / "warehouse"
     shutil.copytree(origin, moved, symlinks=True)
     shutil.rmtree(base / "origin")
     run_cli("report", "tail", "--json", warehouse=moved)
-    return {"built": built, "moved": moved}
+    return {"built": built, "moved": moved, "empty": empty}
 
 
 def partition_column(table_folder: Path) -> str | None:
@@ -205,12 +219,18 @@ def expected(warehouses) -> dict[str, dict[str, dict]]:
     return {scenario: loopmeter_answer(warehouse) for scenario, warehouse in warehouses.items()}
 
 
-def test_the_demo_warehouse_has_partitioned_and_plain_tables(expected):
-    """The cases every client is checked on are there: both partitioned tables, and the others."""
-    for scenario, tables in expected.items():
+def test_the_warehouses_have_partitioned_plain_and_empty_tables(expected, warehouses):
+    """The cases every client is checked on are there: both partitioned tables, the others, and the
+    partitioned tables empty (one file at the folder's root)."""
+    for scenario in ("built", "moved"):
+        tables = expected[scenario]
         assert {name: t["partition"] for name, t in tables.items() if t["partition"]} == {
             "runs": "run_set_id", "forge_events": "month"}, scenario
         assert len(tables) > 20 and all(t["rows"] > 0 for name, t in tables.items() if t["partition"]), scenario
+    empty = expected["empty"]
+    for name in ("runs", "forge_events"):
+        assert empty[name]["rows"] == 0 and empty[name]["partition"] is None
+        assert [p.name for p in (warehouses["empty"] / name).iterdir()] == ["part-empty.parquet"]
 
 
 # ---- running a client --------------------------------------------------------------------------------
