@@ -140,6 +140,9 @@ def refresh_catalog(warehouse: Warehouse, force: bool = False) -> Path:
         connection.close()
         checkpoint("before-publish:catalog")
         os.replace(temporary, target)
+        # A write-ahead log beside the target is the replaced file's (a client that wrote into it, then
+        # crashed or still holds it): DuckDB would refuse the new file with it ("WAL does not match").
+        Path(str(target) + ".wal").unlink(missing_ok=True)
     except BaseException:
         connection.close()
         temporary.unlink(missing_ok=True)
