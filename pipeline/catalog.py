@@ -234,7 +234,9 @@ def _lock_if_free(root: Path) -> Iterator[bool]:
     """The warehouse's writer lock (`Warehouse.lock`'s), taken only if no one holds it: True
     inside when taken, False when another process holds it or the lock file cannot be opened
     (a read-only warehouse). The lock file names the holder as a writer does, and is emptied
-    before the lock is let go, as `Warehouse.lock` leaves it."""
+    as the lock is let go, as `Warehouse.lock` leaves it; unless it already named this process:
+    a reader that finished a killed writer's publish just now, whose line (which a writer that
+    tries meanwhile waits for) stays, the catalog being the rest of that writer's work."""
     try:
         handle = open(root / LOCK, "a+")
     except OSError:
@@ -246,19 +248,23 @@ def _lock_if_free(root: Path) -> Iterator[bool]:
         except BlockingIOError:
             yield False
             return
-        since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({REBUILDING}) since {since}\n")
-        handle.flush()
+        ours = handle.read().startswith(f"pid {os.getpid()} ")
+        if not ours:
+            since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({REBUILDING}) since {since}\n")
+            handle.flush()
         try:
             yield True
         finally:
-            try:
-                handle.seek(0)
-                handle.truncate()
-            except OSError:
-                pass
+            if not ours:
+                try:
+                    handle.seek(0)
+                    handle.truncate()
+                except OSError:
+                    pass
 
 
 def schema_rows(warehouse: Warehouse) -> list[dict]:

@@ -365,3 +365,15 @@ def test_a_rebuild_replaces_the_file_a_program_holds_open_and_the_holder_goes_on
     assert database.stat().st_ino == rebuilt and not (warehouse / "loopmeter.duckdb.wal").exists()
     seen = client(database, tmp_path / "elsewhere")
     assert seen["counts"] == rows and "notes" not in json.dumps(seen["columns"])  # the new file, whole
+
+
+def test_a_missing_catalog_is_rebuilt_by_the_next_command(settled, tmp_path):
+    """As a writer killed before it renamed its new catalog into place leaves it."""
+    source, rows = settled
+    warehouse = copy_of(source, tmp_path / "warehouse")
+    loopmeter("catalog", "--quiet", warehouse=warehouse, cwd=tmp_path / "elsewhere")
+    (warehouse / "loopmeter.duckdb").unlink()
+    result = loopmeter("report", "tail", "--json", warehouse=warehouse, cwd=tmp_path / "elsewhere")
+    assert json.loads(result.stdout) and result.stderr == ""
+    assert client(warehouse / "loopmeter.duckdb", tmp_path / "elsewhere")["counts"] == rows
+    assert (warehouse / ".lock").read_text() == ""  # let go as a writer leaves it
