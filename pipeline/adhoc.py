@@ -3,7 +3,10 @@
 The warehouse's `loopmeter.duckdb` is opened read-only, DuckDB may only touch files inside
 the warehouse (`allowed_directories`, external access off, configuration locked), and only
 statements that read are run: a write is refused before it reaches DuckDB, with a message
-saying what to do instead.
+saying what to do instead. When the file cannot be used as it is (another program, such as
+DBeaver, holds it open for writing, which keeps every other process out; or it was built for
+another folder and no rebuild was possible yet) the same documented views are built in memory
+instead, confined alike.
 """
 from __future__ import annotations
 
@@ -24,22 +27,59 @@ FORMATS = ("table", "csv", "json", "parquet")
 
 
 def open_read_only(warehouse: Warehouse) -> "duckdb.DuckDBPyConnection":
-    """The warehouse database, read-only, confined to the warehouse folder."""
+    """The warehouse's documented views, read-only, confined to the warehouse folder: its
+    loopmeter.duckdb, or the same views built in memory when the file cannot be used as it is."""
     import duckdb
 
+    from .catalog import catalog_needs_rebuild, memory_catalog
+
     database = warehouse.root / DATABASE
-    if not database.exists():
+    if not database.exists() and not warehouse.table_names():
         raise LoopmeterError(f"no {DATABASE} in {warehouse.root}; ingest something first (or run `loopmeter demo`)")
-    connection = duckdb.connect(str(database), read_only=True)
-    root = str(warehouse.root.resolve())
-    quoted = root.replace("'", "''")
-    # The views read `<table>/**/*.parquet` relative to the current directory, which run_sql
-    # makes the warehouse. (Not file_search_path: with it, DuckDB let '../..' escape the
-    # allowed directory in a test; relative to the current directory it resolves, then checks.)
+    connection = None
+    if not catalog_needs_rebuild(warehouse):  # else its views would show other tables, or another folder's
+        try:
+            connection = duckdb.connect(str(database), read_only=True)
+        except duckdb.Error as error:
+            _note(f"{DATABASE} {_why_not_opened(error)}; its views are built in memory for this command")
+    if connection is None:
+        try:
+            connection = memory_catalog(warehouse)
+        except duckdb.Error as error:
+            raise LoopmeterError(f"the warehouse's views cannot be built: {_one_line(error)}") from None
+    _confine(connection, warehouse.root)
+    return connection
+
+
+def _confine(connection: "duckdb.DuckDBPyConnection", root: Path) -> None:
+    """DuckDB may read only files inside the warehouse, and its settings cannot be changed after."""
+    quoted = str(Path(root).resolve()).replace("'", "''")
+    # The views read absolute paths inside the warehouse. run_sql also makes the warehouse the current
+    # directory, so a path the SQL names (read_parquet('runs/**/*.parquet')) is one inside it. (Not
+    # file_search_path: with it, DuckDB let '../..' escape the allowed directory in a test; relative to
+    # the current directory it resolves, then checks.)
     connection.execute(f"SET allowed_directories = ['{quoted}/']")
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
-    return connection
+
+
+def _why_not_opened(error: Exception) -> str:
+    """Why loopmeter.duckdb could not be opened read-only, for the note that says so."""
+    text = _one_line(error)
+    if "Could not set lock" in text or "Conflicting lock" in text:
+        holder = re.search(r"\(PID (\d+)\)", text)
+        return "is held open for writing by another program" + (f" (PID {holder[1]})" if holder else "")
+    return f"cannot be opened ({text}; `loopmeter catalog` rebuilds it)"
+
+
+def _note(message: str) -> None:
+    """A line on stderr about how the SQL is answered, unless --quiet."""
+    import sys
+
+    from . import progress
+
+    if not progress.QUIET:
+        print(f"loopmeter: note: {message}", file=sys.stderr)
 
 
 # Why a statement that is not a reading one is refused, by the word that names it.

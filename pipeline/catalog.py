@@ -1,29 +1,49 @@
 """`<warehouse>/loopmeter.duckdb`: one documented view per table, for ad hoc SQL and BI tools.
 
-Views read the Parquet files by paths relative to the warehouse, so the folder can be
-moved or zipped; a client opening the database elsewhere sets
-`SET file_search_path = '<warehouse>'` (loopmeter does) or starts in the warehouse folder.
+Each view reads its table's Parquet files by their absolute path, so the database answers
+from any working directory with no setup: `duckdb.connect('<warehouse>/loopmeter.duckdb')`,
+a SQLAlchemy URI (`duckdb:///<warehouse>/loopmeter.duckdb`), DBeaver, Metabase, Evidence.
 Every view and column carries a `COMMENT ON` from the table registries of the areas.
-The file is rebuilt aside and renamed into place, so a reader never sees half of it.
+The file is written in DuckDB's v1.5 storage format (STORAGE_VERSION), which DuckDB 1.5 and
+2.x both read, so BI tools whose embedded DuckDB is still of the 1.x line open it too.
+It is rebuilt aside and renamed into place, so a reader never sees half of it (a program
+holding the old file open keeps reading the old one).
 
 A view reads whatever version of its table is current, so the file is only rebuilt when
-the set of tables, or their documentation, differs from what it was built for (recorded
-in `.state/catalog.json`), or when it is missing or a killed writer left it half-built.
+what it was built for (recorded in `.state/catalog.json`) differs: the warehouse's place
+(a copied or moved warehouse would otherwise read the original's files, or none), the set of
+tables, their documentation, loopmeter's version; or when it is missing or a killed writer
+left it half-built. Writers rebuild it as they end; any other command that opens the
+warehouse rebuilds it when it must and no writer holds the lock (`repair_catalog`).
 """
 from __future__ import annotations
 
-import hashlib
+import fcntl
 import json
 import os
 import secrets
+import socket
 import sys
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
 from . import SCHEMA_VERSION, __version__
+from .errors import LoopmeterError
 from .faults import checkpoint
-from .warehouse import DATABASE, Warehouse, atomic_write_text
+from .warehouse import DATABASE, LOCK, Warehouse, atomic_write_text
+
+if TYPE_CHECKING:
+    import duckdb
 
 STATE = Path(".state") / "catalog.json"
+# The storage format loopmeter.duckdb is written in: DuckDB storage version 68, the newest
+# that DuckDB 1.5.x (the last 1.x line) reads. DuckDB 2.x's own format (69) is not read by 1.x.
+# DuckDB 1.4.x reads up to 67 ('v1.4.0').
+STORAGE_VERSION = "v1.5.0"
+NAME = "loopmeter"  # the database's name in SQL (`loopmeter.runs`), as DuckDB names a file it opens
+REBUILDING = "a reader rebuilding loopmeter.duckdb"  # what the lock file says meanwhile
 
 Column = tuple[str, str, str]
 
@@ -46,66 +66,205 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _built_for(warehouse: Warehouse, docs: dict) -> str:
-    """What the catalog depends on: the tables present and their documentation."""
-    content = json.dumps([__version__, SCHEMA_VERSION, warehouse.table_names(), sorted(docs.items())])
-    return hashlib.blake2b(content.encode(), digest_size=16).hexdigest()
+def _real_root(warehouse: Warehouse) -> Path:
+    """The warehouse's absolute place, links resolved: the views' paths start with it."""
+    return Path(os.path.realpath(warehouse.root))
+
+
+def _built_for(warehouse: Warehouse, docs: dict | None = None, names: list[str] | None = None) -> dict:
+    """What the catalog depends on: where the warehouse is, the tables present, loopmeter's and
+    the storage's versions and, given `docs`, a digest of the documentation. Without `docs`
+    nothing is imported (the check every command makes when it opens the warehouse)."""
+    record = {
+        "root": str(_real_root(warehouse)),
+        "tables": warehouse.table_names() if names is None else names,
+        "loopmeter": __version__,
+        "schema": SCHEMA_VERSION,
+        "storage": STORAGE_VERSION,
+    }
+    if docs is not None:
+        import hashlib
+
+        text = json.dumps(sorted(docs.items()))
+        record["documentation"] = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    return record
+
+
+def _recorded(warehouse: Warehouse) -> dict | None:
+    """What `.state/catalog.json` says the catalog was built for (None: nothing readable)."""
+    try:
+        recorded = json.loads((warehouse.root / STATE).read_text())
+    except (OSError, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def catalog_needs_rebuild(warehouse: Warehouse) -> bool:
+    """Whether loopmeter.duckdb must be rebuilt before it shows this warehouse's tables: the
+    warehouse has tables and the file is missing, half-built by a killed writer, or was built
+    for another place, other tables or another loopmeter. Reads `.state/catalog.json` and lists
+    the folder; imports neither DuckDB nor the documentation."""
+    current = _built_for(warehouse)
+    if not current["tables"]:
+        return False
+    recorded = _recorded(warehouse)
+    if recorded is None or warehouse.catalog_stale or not (warehouse.root / DATABASE).exists():
+        return True
+    return any(recorded.get(key) != value for key, value in current.items())
 
 
 def refresh_catalog(warehouse: Warehouse, force: bool = False) -> Path:
     """Make loopmeter.duckdb hold a view and comments for every table present (rebuilt only
-    when it is missing, stale, or was built for other tables)."""
+    when it is missing, stale, or was built for another place or other tables; always with
+    `force`). The caller holds the writer lock."""
     if warehouse.publishing_now:
         raise ValueError("the catalog is built from published tables: refresh it after the publishing block")
     docs = table_docs()
     target = warehouse.root / DATABASE
-    signature = _built_for(warehouse, docs)
-    try:
-        recorded = (warehouse.root / STATE).read_text()
-    except OSError:
-        recorded = None
-    if not force and recorded == signature and target.exists() and not warehouse.catalog_stale:
+    names = warehouse.table_names()
+    signature = _built_for(warehouse, docs, names)
+    if not force and _recorded(warehouse) == signature and target.exists() and not warehouse.catalog_stale:
         return target
     import duckdb
 
     temporary = warehouse.root / f".{DATABASE}.{secrets.token_hex(4)}.tmp"
-    connection = duckdb.connect(str(temporary))
-    try:
-        connection.execute(f"SET file_search_path = {_quote(str(warehouse.root))}")
-        names = warehouse.table_names()
-        # one script each for the views and for the comments: a statement at a time is slow
-        connection.execute("BEGIN TRANSACTION")  # one commit for everything: a commit per statement is slow
-        if names:
-            connection.execute(";\n".join(f'CREATE VIEW "{name}" AS {warehouse.view_sql(name, absolute=False)}' for name in names))
-        present = connection.sql(
-            "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = current_database() "
-            "ORDER BY table_name, column_index"
-        ).fetchall()
-        statements = []
-        for name in names:
-            description, _ = docs.get(name, ("(undocumented table)", []))
-            statements.append(f'COMMENT ON VIEW "{name}" IS {_quote(description)}')
-        comments = {(name, column): comment for name, (_, columns) in docs.items() for column, _, comment in columns}
-        for name, column in present:
-            comment = comments.get((name, column))
-            if comment is None:
-                print(f"loopmeter: warning: {name}.{column} has no documentation", file=sys.stderr)
-                comment = "(undocumented)"
-            statements.append(f'COMMENT ON COLUMN "{name}"."{column}" IS {_quote(comment)}')
-        if statements:
-            connection.execute(";\n".join(statements))
-        connection.execute("COMMIT")
-        connection.execute("CHECKPOINT")
-    finally:
-        connection.close()
-    checkpoint("before-publish:catalog")
-    os.replace(temporary, target)
     wal = Path(str(temporary) + ".wal")
-    if wal.exists():
-        wal.unlink()
-    atomic_write_text(warehouse.root / STATE, signature)
+    connection = duckdb.connect()
+    try:
+        connection.execute(f"ATTACH {_quote(str(temporary))} AS {NAME} (STORAGE_VERSION {_quote(STORAGE_VERSION)})")
+        connection.execute(f"USE {NAME}")
+        define_views(connection, _located(warehouse), names, docs)
+        connection.execute(f"CHECKPOINT {NAME}")
+        connection.execute("USE memory")
+        connection.execute(f"DETACH {NAME}")
+        connection.close()
+        checkpoint("before-publish:catalog")
+        os.replace(temporary, target)
+        # A write-ahead log beside the target is the replaced file's (a client that wrote into it, then
+        # crashed or still holds it): DuckDB would refuse the new file with it ("WAL does not match").
+        Path(str(target) + ".wal").unlink(missing_ok=True)
+    except BaseException:
+        connection.close()
+        temporary.unlink(missing_ok=True)
+        raise
+    finally:
+        wal.unlink(missing_ok=True)
+    atomic_write_text(warehouse.root / STATE, json.dumps(signature, indent=1) + "\n")
     warehouse.catalog_stale = False
     return target
+
+
+def _located(warehouse: Warehouse) -> Warehouse:
+    """The warehouse named by its absolute place, links resolved (its views' paths start there)."""
+    root = _real_root(warehouse)
+    return warehouse if warehouse.root == root else Warehouse(root)
+
+
+def define_views(connection: "duckdb.DuckDBPyConnection", warehouse: Warehouse, names: list[str], docs: dict) -> None:
+    """Create, in the connection's current database, a view of each table in `names` (absolute
+    paths) with the comments on it and its columns from `docs`."""
+    # one script each for the views and for the comments: a statement at a time is slow
+    connection.execute("BEGIN TRANSACTION")  # one commit for everything: a commit per statement is slow
+    if names:
+        connection.execute(";\n".join(f'CREATE VIEW "{name}" AS {warehouse.view_sql(name, absolute=True)}' for name in names))
+    present = connection.sql(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = current_database() "
+        "ORDER BY table_name, column_index"
+    ).fetchall()
+    statements = []
+    for name in names:
+        description, _ = docs.get(name, ("(undocumented table)", []))
+        statements.append(f'COMMENT ON VIEW "{name}" IS {_quote(description)}')
+    comments = {(name, column): comment for name, (_, columns) in docs.items() for column, _, comment in columns}
+    for name, column in present:
+        comment = comments.get((name, column))
+        if comment is None:
+            print(f"loopmeter: warning: {name}.{column} has no documentation", file=sys.stderr)
+            comment = "(undocumented)"
+        statements.append(f'COMMENT ON COLUMN "{name}"."{column}" IS {_quote(comment)}')
+    if statements:
+        connection.execute(";\n".join(statements))
+    connection.execute("COMMIT")
+
+
+def memory_catalog(warehouse: Warehouse) -> "duckdb.DuckDBPyConnection":
+    """The views and comments loopmeter.duckdb holds, built in an in-memory database of the same
+    name (`loopmeter.runs` reads alike): for a reader that cannot use the file as it is."""
+    import duckdb
+
+    connection = duckdb.connect()
+    try:
+        connection.execute(f"ATTACH ':memory:' AS {NAME}")
+        connection.execute(f"USE {NAME}")
+        define_views(connection, _located(warehouse), warehouse.table_names(), table_docs())
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def repair_catalog(warehouse: Warehouse) -> bool:
+    """For any command opening the warehouse: rebuild loopmeter.duckdb when it must be
+    (`catalog_needs_rebuild`: a copied or moved warehouse, a catalog a killed writer left
+    missing) and no writer holds the lock; a writer that holds it rebuilds the catalog as it
+    ends. Whether it was rebuilt. Costs a read of `.state/catalog.json` when nothing is to be done."""
+    if not catalog_needs_rebuild(warehouse):
+        return False
+    with _lock_if_free(warehouse.root) as taken:
+        if not taken:
+            return False
+        refresh_catalog(warehouse)  # checks again under the lock: another reader may just have rebuilt it
+    return True
+
+
+def rebuild_catalog(warehouse: Warehouse, *, wait: bool = False) -> dict:
+    """`loopmeter catalog`: rebuild loopmeter.duckdb now, under the writer lock. What was built:
+    the database's path, its number of views, the folder they read, its storage version."""
+    if not warehouse.table_names():
+        raise LoopmeterError(f"no tables in {warehouse.root}; ingest something first (or run `loopmeter demo`)")
+    with warehouse.lock(wait=wait, command="catalog"):
+        database = refresh_catalog(warehouse, force=True)
+        built = _recorded(warehouse) or {}
+    return {"database": str(database), "views": len(built.get("tables", [])), "root": built.get("root"),
+            "storageVersion": STORAGE_VERSION}
+
+
+@contextmanager
+def _lock_if_free(root: Path) -> Iterator[bool]:
+    """The warehouse's writer lock (`Warehouse.lock`'s), taken only if no one holds it: True
+    inside when taken, False when another process holds it or the lock file cannot be opened
+    (a read-only warehouse). The lock file names the holder as a writer does, and is emptied
+    as the lock is let go, as `Warehouse.lock` leaves it; unless it already named this process:
+    a reader that finished a killed writer's publish just now, whose line (which a writer that
+    tries meanwhile waits for) stays, the catalog being the rest of that writer's work."""
+    try:
+        handle = open(root / LOCK, "a+")
+    except OSError:
+        yield False
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        handle.seek(0)
+        ours = handle.read().startswith(f"pid {os.getpid()} ")
+        if not ours:
+            since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({REBUILDING}) since {since}\n")
+            handle.flush()
+        try:
+            yield True
+        finally:
+            if not ours:
+                try:
+                    handle.seek(0)
+                    handle.truncate()
+                except OSError:
+                    pass
 
 
 def schema_rows(warehouse: Warehouse) -> list[dict]:

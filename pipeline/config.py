@@ -7,7 +7,8 @@ from pathlib import Path
 from .errors import LoopmeterError, is_utf8, shown_path
 
 ENV_WAREHOUSE = "LOOPMETER_WAREHOUSE"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+PROJECT_ROOT = PACKAGE_DIR.parent  # the source tree, when the package runs from one
 DEFAULT_WAREHOUSE = Path("data") / "warehouse"
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 
@@ -42,10 +43,11 @@ def file_in_the_way(directory: Path) -> Path | None:
 
 
 def queries_dir() -> Path:
-    """The named SQL files: the source tree's `queries/`, or the installed copy."""
+    """The named SQL files: the source tree's `queries/` when the package runs from its source tree
+    (an editable install: users edit the queries there), else the copy installed as the package
+    data `pipeline/queries/` beside this module (pip, pipx, a wheel)."""
     source = PROJECT_ROOT / "queries"
-    if source.is_dir():
+    # site-packages may hold another distribution's top-level `queries`: only the source tree has pyproject.toml
+    if source.is_dir() and (PROJECT_ROOT / "pyproject.toml").is_file():
         return source
-    from importlib.resources import files
-
-    return Path(str(files("pipeline.queries")))
+    return PACKAGE_DIR / "queries"

@@ -33,7 +33,12 @@ INTERRUPT_REPORTED = False  # a command's Ctrl-C was answered with its message
 _WATCHED: list[tuple[Path, dict[str, str]]] = []
 
 
-def open_warehouse(option: Optional[Path]):
+def open_warehouse(option: Optional[Path], *, repair_catalog: bool = True):
+    """The warehouse of `--warehouse` (or its default), made fit to read: a killed writer's publish
+    is finished, and loopmeter.duckdb is rebuilt when it was built for another place (a copied or
+    moved warehouse) or is missing, unless a writer holds the lock (it rebuilds it as it ends).
+    When there is nothing to do, this costs a read of `.state/catalog.json`: no DuckDB import."""
+    from ..catalog import repair_catalog as repair
     from ..config import warehouse_dir
     from ..warehouse import Warehouse
 
@@ -41,6 +46,13 @@ def open_warehouse(option: Optional[Path]):
     store = Warehouse(root)
     store.finish_interrupted_publishing()  # a killed writer's publish, finished before anything is read
     watch(root)
+    if repair_catalog:
+        try:
+            repair(store)
+        except Exception as error:  # noqa: BLE001 - the command's own work does not need the catalog
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            print(f"loopmeter: warning: {root / 'loopmeter.duckdb'} could not be rebuilt for this folder: {first}",
+                  file=sys.stderr)
     return store
 
 

@@ -1,4 +1,5 @@
-"""`loopmeter sql`, `loopmeter queries`, `loopmeter schema`: the warehouse for people who write SQL."""
+"""`loopmeter sql`, `loopmeter queries`, `loopmeter schema`, `loopmeter catalog`: the warehouse for people who
+write SQL, and for the BI tools and notebooks that open its loopmeter.duckdb."""
 from __future__ import annotations
 
 import sys
@@ -10,7 +11,7 @@ import typer
 from ..cli import app
 from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
 from .common import (
-    JsonOption, QuietOption, WarehouseOption, check_choice, check_utf8_path, command, note, open_warehouse, print_json,
+    JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_utf8_path, command, note, open_warehouse, print_json,
     refuse_inside_warehouse, set_quiet, stdout_console, usage_error, write_stdout,
 )
 
@@ -120,4 +121,32 @@ def schema_command(
         return Exit.OK
     for row in rows:
         print(f"{row['table']}.{row['column']}\t{row['type']}\t{row['comment']}")
+    return Exit.OK
+
+
+@app.command("catalog", help="Rebuild loopmeter.duckdb now: a documented view per table, reading its Parquet files by "
+             "absolute path, so DBeaver, Metabase, Superset (duckdb-engine), Evidence or a notebook open it from "
+             "anywhere with no setup; DuckDB 1.5 and later read it. Every loopmeter command rebuilds it by itself "
+             "when the warehouse was copied or moved; this rebuilds it on request, under the writer lock. "
+             + EXIT_CODES_HELP + "\n\n\b\nExample:\n"
+             "  loopmeter catalog --warehouse /srv/loopmeter/warehouse\n"
+             "  # then, in Python (or any DuckDB client, with this path):\n"
+             "  duckdb.connect('/srv/loopmeter/warehouse/loopmeter.duckdb').sql('SELECT count(*) FROM runs')")
+@command
+def catalog_command(
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    quiet: QuietOption = False,
+    json: JsonOption = False,
+) -> int:
+    from ..catalog import rebuild_catalog
+
+    set_quiet(quiet or json)
+    store = open_warehouse(warehouse, repair_catalog=False)  # rebuilt below in any case
+    built = rebuild_catalog(store, wait=wait)
+    if json:
+        print_json(built, 2)
+        return Exit.OK
+    print(f"{built['database']}: {built['views']} view{'' if built['views'] == 1 else 's'} reading the tables under "
+          f"{built['root']} (DuckDB storage {built['storageVersion']}: read by DuckDB 1.5 and later)")
     return Exit.OK
