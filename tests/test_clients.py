@@ -277,7 +277,8 @@ def verdict(client: str, mapping: str, expected: dict, results: dict, *, tables_
             failures.append(f"  {key}: the database's views {sorted(seen['views'])} are not the tables "
                             f"{sorted(expected[scenario])}")
     summary = ", ".join(f"{scenario} {len(tables)} tables" for scenario, tables in passed.items())
-    print(f"{client} ({results.get('versions')}): passed {summary or 'nothing'}")
+    seconds = sum(seen.get("seconds", 0) for seen in results["results"].values())
+    print(f"{client} ({results.get('versions')}): passed {summary or 'nothing'}; {seconds:.1f} s in the snippets")
     assert not failures, (f"{client} {results.get('versions')} differs from loopmeter on "
                           f"{len(failures)} table(s):\n" + "\n".join(failures))
 
