@@ -139,7 +139,7 @@ def main(job_path: str, result_path: str) -> None:
         except Exception as error:  # the client's own error is the finding
             text = f"{type(error).__name__}: {error}".strip()
             lines = [line for line in text.splitlines() if line.strip()]
-            results[item["key"]] = {"error": "\n".join(lines[:6]), "traceback": traceback.format_exc()[-3000:]}
+            results[item["key"]] = {"error": "\n".join(line[:400] for line in lines[:6]), "traceback": traceback.format_exc()[-3000:]}
     frames = {key: seen["rows"] for key, seen in results.items() if type(seen.get("rows")).__module__.startswith("pyspark")}
     if frames:
         for key, rows in spark_counts(frames).items():
