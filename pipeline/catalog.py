@@ -4,8 +4,8 @@ Each view reads its table's Parquet files by their absolute path, so the databas
 from any working directory with no setup: `duckdb.connect('<warehouse>/loopmeter.duckdb')`,
 a SQLAlchemy URI (`duckdb:///<warehouse>/loopmeter.duckdb`), DBeaver, Metabase, Evidence.
 Every view and column carries a `COMMENT ON` from the table registries of the areas.
-The file is written in DuckDB's v1.5 storage format (STORAGE_VERSION), which DuckDB 1.5 and
-2.x both read, so BI tools whose embedded DuckDB is still of the 1.x line open it too.
+The file is written in DuckDB's v1.4 storage format (STORAGE_VERSION), which DuckDB 1.4, 1.5
+and 2.x all read, so BI tools whose embedded DuckDB is still of the 1.x line open it too.
 It is rebuilt aside and renamed into place, so a reader never sees half of it (a program
 holding the old file open keeps reading the old one).
 
@@ -32,18 +32,17 @@ from typing import TYPE_CHECKING, Iterator
 from . import SCHEMA_VERSION, __version__
 from .errors import LoopmeterError
 from .faults import checkpoint
-from .warehouse import DATABASE, LOCK, Warehouse, atomic_write_text
+from .warehouse import DATABASE, LOCK, REBUILDING, Warehouse, atomic_write_text
 
 if TYPE_CHECKING:
     import duckdb
 
 STATE = Path(".state") / "catalog.json"
-# The storage format loopmeter.duckdb is written in: DuckDB storage version 68, the newest
-# that DuckDB 1.5.x (the last 1.x line) reads. DuckDB 2.x's own format (69) is not read by 1.x.
-# DuckDB 1.4.x reads up to 67 ('v1.4.0').
-STORAGE_VERSION = "v1.5.0"
+# The storage format loopmeter.duckdb is written in: DuckDB storage version 67, which DuckDB
+# 1.4.x (the long-term-support line BI drivers embed), 1.5.x and 2.x read. 1.4 reads up to 67;
+# 2.x's own format (69) is read by no 1.x release. Views and comments need nothing newer.
+STORAGE_VERSION = "v1.4.0"
 NAME = "loopmeter"  # the database's name in SQL (`loopmeter.runs`), as DuckDB names a file it opens
-REBUILDING = "a reader rebuilding loopmeter.duckdb"  # what the lock file says meanwhile
 
 Column = tuple[str, str, str]
 
