@@ -163,6 +163,8 @@ def run_sql(
     try:
         os.chdir(warehouse.root)
         check_read_only(connection, text)
+        for name in warehouse.table_names():  # a file that does not hold its table's schema is named, not read
+            warehouse.check_table(name)
         (statement,) = connection.extract_statements(text)  # check_read_only let one through
         bodies = [query_text(name) for name in prerequisites]
         needs = [_named_parameters(connection, body) for body in bodies] + [_named_parameters(connection, text)]

@@ -762,7 +762,8 @@ def _fsync_dir(path: Path) -> None:
 
 
 FINISHING = "a reader finishing an interrupted publish"
-READER_FINISHING_WAIT = 10.0  # seconds a writer waits for such a reader before saying the lock is held
+REBUILDING = "a reader rebuilding loopmeter.duckdb"  # catalog.py's repair of a copied or moved warehouse
+READER_FINISHING_WAIT = 10.0  # seconds a writer waits for such readers before saying the lock is held
 UNNAMED_HOLDER_WAIT = 1.0  # seconds a writer waits for a holder to say who it is
 NO_HOLDER_NAMED = "another process"
 
@@ -777,15 +778,15 @@ def _try_lock(handle) -> bool:
 
 
 def _lock_after_a_moment(handle) -> bool:
-    """Wait for a holder that lets go in a moment: a reader finishing an interrupted publish
-    (at most READER_FINISHING_WAIT), or one that has just taken the lock and not yet written
+    """Wait for a holder that lets go in a moment: a reader finishing an interrupted publish or
+    rebuilding the catalog (at most READER_FINISHING_WAIT), or one that has just taken the lock and not yet written
     who it is (the file empty, or naming a process of this host that is gone: at most
     UNNAMED_HOLDER_WAIT). True once the lock is taken; false as soon as the holder is a
     process that named itself."""
     start = time.monotonic()
     while True:
         holder = _holder(handle)
-        if FINISHING in holder:
+        if FINISHING in holder or REBUILDING in holder:
             limit = READER_FINISHING_WAIT
         elif _unnamed(holder):
             limit = UNNAMED_HOLDER_WAIT

@@ -137,41 +137,44 @@ def test_every_view_answers_from_any_directory_with_a_plain_connect(settled, tmp
     assert [(table, column) for table, column, comment in seen["columns"] if not comment or comment == "(undocumented)"] == []
 
 
-def test_the_file_is_written_in_the_v1_5_storage_format(settled):
+def test_the_file_is_written_in_the_v1_4_storage_format(settled):
     import duckdb
 
     warehouse, _ = settled
     header = (warehouse / "loopmeter.duckdb").read_bytes()[:20]
-    assert header[8:12] == b"DUCK" and int.from_bytes(header[12:20], "little") == 68  # DuckDB 2.x's own is 69
+    assert header[8:12] == b"DUCK" and int.from_bytes(header[12:20], "little") == 67  # DuckDB 2.x's own is 69
     connection = duckdb.connect()
     connection.execute(f"ATTACH '{warehouse / 'loopmeter.duckdb'}' AS catalog (READ_ONLY)")
     tags = connection.sql("SELECT tags FROM duckdb_databases() WHERE database_name = 'catalog'").fetchall()[0][0]
-    assert tags["storage_version"] == "v1.5.0+"
+    assert tags["storage_version"] == "v1.4.0+"
 
 
-def duckdb1_python() -> str:
-    """A Python with the latest DuckDB 1.x (`duckdb<2`) from PyPI, in a venv kept in a cache outside
-    the repository and reused; made once, under a lock, by whichever test process comes first
+def duckdb1_python(spec: str = "duckdb<2") -> str:
+    """A Python with DuckDB `spec` from PyPI (the latest 1.x by default), in a venv kept in a cache
+    outside the repository and reused; made once, under a lock, by whichever test process comes first
     (`complete` is written last: a venv without it is made again)."""
-    python, complete = DUCKDB1_CACHE / "bin" / "python", DUCKDB1_CACHE / "complete"
-    DUCKDB1_CACHE.parent.mkdir(parents=True, exist_ok=True)
-    with open(DUCKDB1_CACHE.parent / ".duckdb1.lock", "w") as lock:
+    cache = DUCKDB1_CACHE if spec == "duckdb<2" else DUCKDB1_CACHE.with_name("duckdb-" + spec.replace("duckdb", "").strip("=<>*."))
+    python, complete = cache / "bin" / "python", cache / "complete"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache.parent / f".{cache.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not complete.exists():
-            shutil.rmtree(DUCKDB1_CACHE, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(DUCKDB1_CACHE)], check=True, timeout=300)
-            installed = subprocess.run([str(python), "-m", "pip", "install", "-q", "duckdb<2"],
+            shutil.rmtree(cache, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(cache)], check=True, timeout=300)
+            installed = subprocess.run([str(python), "-m", "pip", "install", "-q", spec],
                                        capture_output=True, text=True, timeout=900)
             if installed.returncode != 0:
-                pytest.fail(f"could not install duckdb<2 from PyPI: {installed.stderr[-2000:]}")
-            complete.write_text("duckdb<2\n")
+                pytest.fail(f"could not install {spec} from PyPI: {installed.stderr[-2000:]}")
+            complete.write_text(spec + "\n")
     return str(python)
 
 
-def test_duckdb_1x_reads_every_view_and_comment(settled, tmp_path):
+# the latest 1.x, and the 1.4 long-term-support line that BI tools' drivers embed
+@pytest.mark.parametrize("spec, version", [("duckdb<2", "1."), ("duckdb==1.4.*", "1.4.")])
+def test_duckdb_1x_reads_every_view_and_comment(settled, tmp_path, spec, version):
     warehouse, rows = settled
-    seen = client(warehouse / "loopmeter.duckdb", tmp_path / "elsewhere", python=duckdb1_python(), mode="read-only")
-    assert seen["duckdb"].startswith("1."), seen["duckdb"]
+    seen = client(warehouse / "loopmeter.duckdb", tmp_path / "elsewhere", python=duckdb1_python(spec), mode="read-only")
+    assert seen["duckdb"].startswith(version), seen["duckdb"]
     assert seen["counts"] == rows
     assert seen["comments"]["runs"].startswith("One row per accepted ForgeLoop benchmark run")
     assert [(table, column) for table, column, comment in seen["columns"] if not comment or comment == "(undocumented)"] == []
@@ -257,10 +260,10 @@ def test_loopmeter_catalog_rebuilds_and_says_what_it_built(settled, tmp_path):
     database = warehouse / "loopmeter.duckdb"
     first = database.stat().st_ino
     built = json.loads(loopmeter("catalog", "--json", warehouse=warehouse, cwd=tmp_path / "elsewhere").stdout)
-    assert built == {"database": str(database), "views": len(rows), "root": str(warehouse), "storageVersion": "v1.5.0"}
+    assert built == {"database": str(database), "views": len(rows), "root": str(warehouse), "storageVersion": "v1.4.0"}
     assert database.stat().st_ino != first  # rebuilt, though nothing had changed
     text = loopmeter("catalog", warehouse=warehouse, cwd=tmp_path / "elsewhere").stdout
-    assert text == f"{database}: {len(rows)} views reading the tables under {warehouse} (DuckDB storage v1.5.0: read by DuckDB 1.5 and later)\n"
+    assert text == f"{database}: {len(rows)} views reading the tables under {warehouse} (DuckDB storage v1.4.0: read by DuckDB 1.4 and later)\n"
     assert client(database, tmp_path / "elsewhere")["counts"] == rows
     assert not list(warehouse.glob(".loopmeter.duckdb.*"))  # no temporary file left
     empty = loopmeter("catalog", warehouse=tmp_path / "empty", cwd=tmp_path / "elsewhere", check=1)

@@ -41,6 +41,7 @@ def warehouse(tmp_path_factory, demo_warehouse) -> Path:
     """A copy of the demo warehouse this module may write to (the session's stays as it is)."""
     copy = tmp_path_factory.mktemp("guards") / "warehouse"
     shutil.copytree(demo_warehouse, copy, symlinks=True)
+    run_cli("catalog", "--quiet", warehouse=copy)  # the copy's views of its own place, before any snapshot
     return copy
 
 

@@ -78,11 +78,12 @@ def test_a_hand_written_file_is_named_with_its_column_and_types_and_the_next_ing
     before = run_cli("report", "routing", "--json", warehouse=warehouse).stdout
     (file,) = (warehouse / "forge_tasks").glob("*.parquet")
     pl.read_parquet(file).write_parquet(file)  # polars' own writer: large strings in its Arrow schema
-    refused = run_cli("report", "routing", "--json", warehouse=warehouse, check=1)
-    assert refused.stdout == ""
-    (line,) = refused.stderr.splitlines()
-    assert line.startswith(f"loopmeter: error: {file}: column run is large_string, forge_tasks declares string;")
-    assert "rewrites it" in line
+    for command in (["report", "routing", "--json"], ["sql", "SELECT count(*) FROM forge_plans"]):
+        refused = run_cli(*command, warehouse=warehouse, check=1)
+        assert refused.stdout == ""
+        (line,) = refused.stderr.splitlines()
+        assert line.startswith(f"loopmeter: error: {file}: column run is large_string, forge_tasks declares string;")
+        assert "rewrites it" in line
     stored = run_cli("ingest", "forge", str(_store(demo_warehouse)), warehouse=warehouse)
     notes = [line for line in stored.stderr.splitlines() if "rewritten in forge_tasks's schema" in line]
     assert len(notes) == 1 and "column run is large_string" in notes[0]

@@ -126,7 +126,7 @@ def schema_command(
 
 @app.command("catalog", help="Rebuild loopmeter.duckdb now: a documented view per table, reading its Parquet files by "
              "absolute path, so DBeaver, Metabase, Superset (duckdb-engine), Evidence or a notebook open it from "
-             "anywhere with no setup; DuckDB 1.5 and later read it. Every loopmeter command rebuilds it by itself "
+             "anywhere with no setup; DuckDB 1.4 and later read it. Every loopmeter command rebuilds it by itself "
              "when the warehouse was copied or moved; this rebuilds it on request, under the writer lock. "
              + EXIT_CODES_HELP + "\n\n\b\nExample:\n"
              "  loopmeter catalog --warehouse /srv/loopmeter/warehouse\n"
@@ -148,5 +148,5 @@ def catalog_command(
         print_json(built, 2)
         return Exit.OK
     print(f"{built['database']}: {built['views']} view{'' if built['views'] == 1 else 's'} reading the tables under "
-          f"{built['root']} (DuckDB storage {built['storageVersion']}: read by DuckDB 1.5 and later)")
+          f"{built['root']} (DuckDB storage {built['storageVersion']}: read by DuckDB 1.4 and later)")
     return Exit.OK
