@@ -46,6 +46,7 @@ EXAMPLE_BUCKET = "my-bucket"
 
 # Superset's own pins for DuckDB (apache-superset[duckdb]); the 1.x CLI (duckdb-cli) beside them
 DUCKDB1_REQUIREMENTS = ["duckdb>=1.4.2,<2", "duckdb-cli<2", "sqlalchemy>=1.4,<2", "duckdb-engine>=0.17.0"]
+DUCKDB14_REQUIREMENTS = ["duckdb>=1.4,<1.5"]
 CACHE = Path(os.environ.get("LOOPMETER_TEST_CACHE", Path.home() / ".cache" / "loopmeter-tests"))
 
 
@@ -287,29 +288,41 @@ PROJECT_PYTHON = Path(sys.executable)
 
 
 # ---- DuckDB: the database file ---------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def duckdb1() -> Path:
-    """A venv with the latest DuckDB 1.x (Python and CLI) and SQLAlchemy 1.4 with duckdb-engine, as
-    Superset pins them; built once and kept in the cache (rebuilt when the requirements change)."""
-    venv = CACHE / "clients-duckdb1"  # not duckdb1: another test of the suite keeps its own there
+def cached_venv(name: str, requirements: list[str], version_prefix: str) -> Path:
+    """A venv of `requirements` in the cache, built once (rebuilt when the requirements change)
+    and checked to hold a DuckDB of `version_prefix`."""
+    venv = CACHE / name
     marker = venv / "loopmeter-requirements.txt"
-    wanted = "\n".join(DUCKDB1_REQUIREMENTS) + "\n"
+    wanted = "\n".join(requirements) + "\n"
     CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / "clients-duckdb1.lock", "w") as lock:
+    with open(CACHE / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another test worker may be building it
         if not (marker.exists() and marker.read_text() == wanted and (venv / "bin" / "python").exists()):
             shutil.rmtree(venv, ignore_errors=True)
             base_python = getattr(sys, "_base_executable", None) or shutil.which("python3")
             for command in ([base_python, "-m", "venv", str(venv)],
-                            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *DUCKDB1_REQUIREMENTS]):
+                            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *requirements]):
                 done = subprocess.run(command, capture_output=True, text=True, timeout=900)
                 if done.returncode != 0:
-                    pytest.fail(f"could not make the DuckDB 1.x venv ({' '.join(command)}):\n{done.stdout}\n{done.stderr}")
+                    pytest.fail(f"could not make the venv {venv} ({' '.join(command)}):\n{done.stdout}\n{done.stderr}")
             marker.write_text(wanted)
     version = subprocess.run([str(venv / "bin" / "python"), "-c", "import duckdb; print(duckdb.__version__)"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    assert version.startswith("1."), f"the DuckDB 1.x venv holds DuckDB {version}"
+    assert version.startswith(version_prefix), f"the venv {venv} holds DuckDB {version}"
     return venv
+
+
+@pytest.fixture(scope="session")
+def duckdb1() -> Path:
+    """The latest DuckDB 1.x (Python and CLI) and SQLAlchemy 1.4 with duckdb-engine, as Superset pins
+    them (not in `duckdb1`: another test of the suite keeps its own venv there)."""
+    return cached_venv("clients-duckdb1", DUCKDB1_REQUIREMENTS, "1.")
+
+
+@pytest.fixture(scope="session")
+def duckdb14() -> Path:
+    """The latest of DuckDB's 1.4 line (its long-term-support line, the oldest the page names)."""
+    return cached_venv("clients-duckdb14", DUCKDB14_REQUIREMENTS, "1.4.")
 
 
 def test_duckdb_python_reads_every_view(expected, warehouses):
@@ -320,6 +333,12 @@ def test_duckdb_python_reads_every_view(expected, warehouses):
 def test_duckdb_1x_reads_every_view_read_only(expected, warehouses, duckdb1):
     items = items_for(snippet("duckdb"), expected, warehouses)
     verdict("duckdb 1.x", "duckdb", expected, run_harness(duckdb1 / "bin" / "python", items))
+
+
+def test_duckdb_1_4_reads_every_view_read_only(expected, warehouses, duckdb14):
+    """The oldest DuckDB line the page says opens the database."""
+    items = items_for(snippet("duckdb"), expected, warehouses)
+    verdict("duckdb 1.4", "duckdb", expected, run_harness(duckdb14 / "bin" / "python", items))
 
 
 def test_a_plain_duckdb_connect_reads_and_leaves_the_file_readable_by_1x(expected, warehouses, duckdb1, tmp_path):
