@@ -149,29 +149,37 @@ def _lossless(have: "pl.DataType", want: "pl.DataType") -> bool:
     return False
 
 
+@lru_cache(maxsize=None)
+def _polars_columns(table: str, partitioned_file: bool) -> tuple[tuple[str, "pl.DataType"], ...]:
+    from .frames import polars_dtype
+
+    return tuple((name, polars_dtype(dtype)) for name, dtype in file_columns(table, partitioned_file))
+
+
 def conform(frame: "pl.DataFrame", table: str, partitioned_file: bool, where: str = "") -> "pa.Table":
     """`frame` as the Arrow table a file of `table` holds: the declared columns in order, cast
     where the cast is lossless. A frame with other columns or types is refused (ValueError), and
     so is a partition column holding other values than the one folder's."""
-    from .frames import polars_dtype
-
     partition = PARTITIONED.get(table) if partitioned_file else None
     if partition is not None and partition in frame.columns:
         if frame.height and frame[partition].n_unique() > 1:
             raise ValueError(f"{where or table}: one partition file holds several {partition} values")
         frame = frame.drop(partition)
-    columns = file_columns(table, partitioned_file)
-    extra = sorted(set(frame.columns) - {name for name, _ in columns})
+    columns = _polars_columns(table, partitioned_file)
+    schema = frame.schema  # built once: each access builds it anew
+    extra = sorted(set(schema) - {name for name, _ in columns})
     if extra:
         raise ValueError(f"{where or table}: column {extra[0]} is not a column of {table}")
     casts = []
-    for name, dtype in columns:
-        if name not in frame.columns:
+    for name, want in columns:
+        have = schema.get(name)
+        if have is None:
             raise ValueError(f"{where or table}: column {name} is missing")
-        want, have = polars_dtype(dtype), frame.schema[name]
         if have != want:
             if not _lossless(have, want):
                 raise ValueError(f"{where or table}: column {name} is {have}, {table} declares {want}")
             casts.append(frame[name].cast(want))
-    frame = frame.with_columns(casts).select([name for name, _ in columns]) if casts else frame.select([name for name, _ in columns])
+    names = [name for name, _ in columns]
+    if list(schema) != names or casts:
+        frame = frame.with_columns(casts).select(names)
     return frame.to_arrow()

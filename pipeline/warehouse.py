@@ -393,7 +393,9 @@ class Warehouse:
         if problem is not None:
             raise ValueError(f"{path}: {problem}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        with pq.ParquetWriter(path, data.schema, compression="zstd", store_schema=False) as writer:
+        # plain pages, as polars' writer has them: dictionary pages cost a third more time here and
+        # made the runs files larger, not smaller, once compressed
+        with pq.ParquetWriter(path, data.schema, compression="zstd", store_schema=False, use_dictionary=False) as writer:
             writer.write_table(data)
             writer.add_key_value_metadata(_tags(table))
         self._note_written(table, path)
