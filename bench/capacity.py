@@ -85,8 +85,7 @@ def main() -> int:
                 ("report tail --json", ["report", "tail", "--json"]),
                 ("sql: count(*) by run set", ["sql", "SELECT run_set_id, count(*) FROM runs GROUP BY ALL", "--format", "csv"]),
             ]:
-                rows.append((name, size, *measure([*loopmeter, *command, "--warehouse", str(warehouse), "--quiet"], 1)))
-                print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+                rows.append((name, size, *_measured([*loopmeter, *command, "--warehouse", str(warehouse), "--quiet"])))
             rows.append(("warehouse on disk", size, _size(warehouse), None, None))
         if options.only in (None, "forge"):
             store, events = forge_store(options.keep / f"forge-{options.forge_runs}", options.forge_runs)
@@ -97,8 +96,7 @@ def main() -> int:
                 ("report routing --json", ["report", "routing", "--json"]),
                 ("sql: count(*) by month", ["sql", "SELECT month, count(*) FROM forge_events GROUP BY ALL", "--format", "csv"]),
             ]:
-                rows.append((name, size, *measure([*loopmeter, *command, "--warehouse", str(warehouse), "--quiet"], 1)))
-                print(f"  {rows[-1]}", file=sys.stderr, flush=True)
+                rows.append((name, size, *_measured([*loopmeter, *command, "--warehouse", str(warehouse), "--quiet"])))
             rows.append(("warehouse on disk", size, _size(warehouse), None, None))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -106,11 +104,24 @@ def main() -> int:
     print("| step | input | wall | CPU | peak memory |")
     print("|---|---|---:|---:|---:|")
     for name, size, seconds, rss, cpu in rows:
-        if rss is None:
+        if seconds is None:
+            print(f"| {name} | {size} | failed | | |")
+        elif rss is None:
             print(f"| {name} | {size} | {seconds / 2**30:.1f} GiB | | |")
         else:
             print(f"| {name} | {size} | {seconds:.1f} s | {cpu:.1f} s | {rss:,.0f} MiB |")
     return 0
+
+
+def _measured(command: list[str]) -> tuple:
+    """`measure`'s (wall, peak MiB, CPU) of one fresh process; (None, None, None) when it failed, its error shown."""
+    try:
+        result = measure(command, 1)
+    except subprocess.CalledProcessError as error:
+        print(f"  {' '.join(command[2:4])} failed: {(error.stderr or '').strip()[-2000:]}", file=sys.stderr, flush=True)
+        return None, None, None
+    print(f"  {' '.join(command[2:4])}: {result}", file=sys.stderr, flush=True)
+    return result
 
 
 def _size(directory: Path) -> float:
