@@ -70,6 +70,9 @@ class Warehouse:
         # inside `publishing()`: table -> its new version, published when the block ends (read here meanwhile)
         self._pending: dict[str, Path] | None = None
         self._pending_folders: list[folders.Staged] = []  # folders staged to be swapped in with them
+        # the `publishing()` block running now (None: none); a table built for a block that has
+        # ended without publishing (an error, Ctrl-C) is never published on its own
+        self._block: object | None = None
         self._conforming: set[str] | None = None  # identities of files known to hold their table's schema
         self._conforming_changed = False
 
@@ -451,10 +454,11 @@ class Warehouse:
         if self._pending is not None:
             yield
             return
-        self._pending = {}
+        self._pending, self._block = {}, object()
         try:
             yield
         except BaseException:
+            self._block = None  # a thread still writing for the block leaves its table as it was
             pending, self._pending = self._pending, None
             staged, self._pending_folders = self._pending_folders, []
             for version in pending.values():
@@ -462,7 +466,7 @@ class Warehouse:
             for entry in staged:
                 folders.discard(entry)
             raise
-        pending, self._pending = self._pending, None
+        pending, self._pending, self._block = self._pending, None, None
         staged, self._pending_folders = self._pending_folders, []
         if pending or staged:
             self._commit(pending, staged)
@@ -639,6 +643,7 @@ class TableBuilder:
     def __init__(self, warehouse: Warehouse, name: str, partition_by: str | None):
         self.warehouse, self.name, self.partition_by = warehouse, name, partition_by
         self.version = warehouse._new_version_dir(name)
+        self.block = warehouse._block  # the publishing block it is written for, if any
         self.written: set[str] = set()
         self.schema_frame: "pl.DataFrame | None" = None
         self.keep_others = False  # keep the current version's partitions not written here ...
@@ -697,6 +702,11 @@ class TableBuilder:
         return self.version / f"{self.partition_by}={key}" if self.partition_by is not None else self.version
 
     def publish(self) -> None:
+        if self.block is not None and self.block is not self.warehouse._block:
+            # written for a publishing block that ended without publishing (a thread that went on
+            # after the block's Ctrl-C or error): the table stays as it was, with the block's others
+            shutil.rmtree(self.version, ignore_errors=True)
+            return
         if self.partition_by is not None and self.keep_others:
             for value, directory in self.warehouse.partitions(self.name, self.partition_by).items():
                 if value in self.written or value in self.drop:

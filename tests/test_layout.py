@@ -172,3 +172,4 @@ def test_lossless_casts_are_made_and_every_reader_gets_the_declared_types_and_th
         ("ingested_at", "TIMESTAMP WITH TIME ZONE")]
     back = warehouse.read("forge_rejections")
     assert back["line"].to_list() == values and back.schema["line"] == pl.Int64
+

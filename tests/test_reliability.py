@@ -578,3 +578,32 @@ def test_an_out_the_documents_cannot_be_written_to_is_told_in_one_line_and_nothi
     assert failed.stderr.strip().splitlines()[-1].startswith(
         f"loopmeter: error: --out {out}: the documents of run set set-a cannot be written (Permission denied: "), failed.stderr
     assert list(out.iterdir()) == [] and not any(name.startswith("forgeloop_") for name in os.listdir(warehouse))
+
+
+def test_a_table_a_thread_builds_for_an_abandoned_publishing_block_is_never_published_on_its_own(tmp_path):
+    """An aggregate's tables are written in a thread inside one publishing block; after a Ctrl-C the
+    block ends without waiting for it: what it finishes afterwards must not replace a table alone."""
+    import threading
+
+    warehouse = Warehouse(tmp_path / "w")
+    rows = {"repo": ["r"], "path": ["/old"], "source": ["s"], "ingested_at": [None]}
+    warehouse.write_table("forge_repos", pl.DataFrame(rows).with_columns(pl.col("ingested_at").cast(pl.Datetime("us", "UTC"))))
+    before = warehouse.table_version("forge_repos")
+    written, release = threading.Event(), threading.Event()
+
+    def build() -> None:
+        with warehouse.build_table("forge_repos") as builder:
+            builder.write(pl.DataFrame({**rows, "path": ["/new"]}).with_columns(pl.col("ingested_at").cast(pl.Datetime("us", "UTC"))))
+            written.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=build)
+    with pytest.raises(KeyboardInterrupt):
+        with warehouse.publishing():
+            thread.start()
+            assert written.wait(60)
+            raise KeyboardInterrupt
+    release.set()
+    thread.join(60)
+    assert warehouse.table_version("forge_repos") == before
+    assert warehouse.read("forge_repos")["path"].to_list() == ["/old"]
