@@ -791,9 +791,9 @@ def _try_lock(handle) -> bool:
 
 def _lock_after_a_moment(handle) -> bool:
     """Wait for a holder that lets go in a moment: a reader finishing an interrupted publish or
-    rebuilding the catalog (at most READER_FINISHING_WAIT), or one that has just taken the lock and not yet written
-    who it is (the file empty, or naming a process of this host that is gone: at most
-    UNNAMED_HOLDER_WAIT). True once the lock is taken; false as soon as the holder is a
+    rebuilding the catalog (at most READER_FINISHING_WAIT), or one that has just taken the lock
+    and not yet written who it is (the file empty, or naming a process of this host that is
+    gone: at most UNNAMED_HOLDER_WAIT). True once the lock is taken; false as soon as the holder is a
     process that named itself."""
     start = time.monotonic()
     while True:
