@@ -18,21 +18,17 @@ warehouse rebuilds it when it must and no writer holds the lock (`repair_catalog
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import secrets
-import socket
 import sys
-from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from . import SCHEMA_VERSION, __version__
 from .errors import LoopmeterError
 from .faults import checkpoint
-from .warehouse import DATABASE, LOCK, REBUILDING, Warehouse, atomic_write_text
+from .warehouse import DATABASE, REBUILDING, Warehouse, atomic_write_text
 
 if TYPE_CHECKING:
     import duckdb
@@ -209,7 +205,7 @@ def repair_catalog(warehouse: Warehouse) -> bool:
     ends. Whether it was rebuilt. Costs a read of `.state/catalog.json` when nothing is to be done."""
     if not catalog_needs_rebuild(warehouse):
         return False
-    with _lock_if_free(warehouse.root) as taken:
+    with warehouse.lock_if_free(REBUILDING) as taken:
         if not taken:
             return False
         refresh_catalog(warehouse)  # checks again under the lock: another reader may just have rebuilt it
@@ -226,44 +222,6 @@ def rebuild_catalog(warehouse: Warehouse, *, wait: bool = False) -> dict:
         built = _recorded(warehouse) or {}
     return {"database": str(database), "views": len(built.get("tables", [])), "root": built.get("root"),
             "storageVersion": STORAGE_VERSION}
-
-
-@contextmanager
-def _lock_if_free(root: Path) -> Iterator[bool]:
-    """The warehouse's writer lock (`Warehouse.lock`'s), taken only if no one holds it: True
-    inside when taken, False when another process holds it or the lock file cannot be opened
-    (a read-only warehouse). The lock file names the holder as a writer does, and is emptied
-    as the lock is let go, as `Warehouse.lock` leaves it; unless it already named this process:
-    a reader that finished a killed writer's publish just now, whose line (which a writer that
-    tries meanwhile waits for) stays, the catalog being the rest of that writer's work."""
-    try:
-        handle = open(root / LOCK, "a+")
-    except OSError:
-        yield False
-        return
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        handle.seek(0)
-        ours = handle.read().startswith(f"pid {os.getpid()} ")
-        if not ours:
-            since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({REBUILDING}) since {since}\n")
-            handle.flush()
-        try:
-            yield True
-        finally:
-            if not ours:
-                try:
-                    handle.seek(0)
-                    handle.truncate()
-                except OSError:
-                    pass
 
 
 def schema_rows(warehouse: Warehouse) -> list[dict]:

@@ -62,6 +62,11 @@ def known_table(table: str) -> bool:
     return table in table_docs()
 
 
+def column_names(table: str, columns: list[str] | None = None) -> list[str]:
+    """The table's columns in its order (those of `columns` only, when given)."""
+    return [name for name, _ in declared(table) if columns is None or name in columns]
+
+
 def partition_column(table: str) -> str | None:
     return PARTITIONED.get(table)
 

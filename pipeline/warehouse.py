@@ -124,7 +124,7 @@ class Warehouse:
         import polars as pl
 
         column = layout.partition_column(name)
-        wanted = [c for c, _ in layout.declared(name) if columns is None or c in columns]
+        wanted = layout.column_names(name, columns)
         if column is None:
             return pl.read_parquet(files, columns=wanted, hive_partitioning=False)
         frame = pl.read_parquet(files, columns=wanted, hive_partitioning=True, hive_schema={column: pl.String})
@@ -138,7 +138,7 @@ class Warehouse:
         self.check_table(name)
         column = layout.partition_column(name)
         hive = column is not None and bool(self.partitions(name, column))
-        wanted = [c for c, _ in layout.declared(name) if columns is None or c in columns]
+        wanted = layout.column_names(name, columns)
         frame = pl.read_parquet(self.table_glob(name), columns=wanted, hive_partitioning=hive,
                                 hive_schema={column: pl.String} if hive else None)
         return frame.select(wanted)
@@ -152,7 +152,7 @@ class Warehouse:
         files = sorted(str(path) for path in directory.glob("*.parquet"))
         self.check_table(name, files)
         frame = pl.read_parquet(files, hive_partitioning=False).with_columns(pl.lit(value, pl.String).alias(column))
-        return frame.select([c for c, _ in layout.declared(name)])
+        return frame.select(layout.column_names(name))
 
     # ---- the schema every file holds -----------------------------------------------
     def table_files(self, name: str) -> list[Path]:
@@ -295,7 +295,7 @@ class Warehouse:
             return f"SELECT * FROM read_parquet('{location}')"
         column = layout.partition_column(name)
         hive = "hive_partitioning = true, hive_types_autocast = false" if column else "hive_partitioning = false"
-        columns = ", ".join(f'"{c}"' for c, _ in layout.declared(name))
+        columns = ", ".join(f'"{c}"' for c in layout.column_names(name))
         return f"SELECT {columns} FROM read_parquet('{location}', {hive})"
 
     @property
@@ -320,8 +320,7 @@ class Warehouse:
                 print(f"waiting for the warehouse lock held by {holder} ...", file=sys.stderr)
                 fcntl.flock(handle, fcntl.LOCK_EX)
             held = True
-            since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-            _name_holder(handle, f"pid {os.getpid()} on {socket.gethostname()} ({command or 'loopmeter'}) since {since}")
+            _name_holder(handle, _holder_line(command or "loopmeter"))
             self._finish_publishing()
             if self.unfinished:
                 raise LoopmeterError(
@@ -586,18 +585,40 @@ class Warehouse:
         lock, finish it, so what is read is one stage's tables, all old or all new."""
         if not (self.root / STATE / JOURNAL).exists():
             return
+        # its name is left there when done: a writer starting meanwhile waits for it, and then writes its own
+        with self.lock_if_free(FINISHING, leave_name=True) as taken:
+            if taken:  # else a writer holds it: it finishes the publish as it takes the lock
+                self._finish_publishing()
+
+    @contextmanager
+    def lock_if_free(self, what: str, *, leave_name: bool = False) -> Iterator[bool]:
+        """The writer lock for a reader's moment of writing, taken only if no one holds it: True
+        inside when taken, False when another process holds it or the lock file cannot be opened
+        (a read-only warehouse). The lock file names the holder with `what` it does (FINISHING,
+        REBUILDING: a writer starting meanwhile waits for those); the name is emptied as the lock
+        is let go, unless `leave_name`, or unless the file named this process already (the
+        publish it just finished, whose line stays for the rest of that work)."""
         try:
             handle = open(self.root / LOCK, "a+")
         except OSError:
+            yield False
             return
-        try:
+        with handle:
             if not _try_lock(handle):
-                return  # a writer holds it: it finishes the publish as it takes the lock
-            # left there when done: a writer starting meanwhile waits for it, and then writes its own
-            _name_holder(handle, f"pid {os.getpid()} ({FINISHING})")
-            self._finish_publishing()
-        finally:
-            handle.close()
+                yield False
+                return
+            ours = _holder(handle).startswith(f"pid {os.getpid()} ")
+            if not ours:
+                _name_holder(handle, _holder_line(what))
+            try:
+                yield True
+            finally:
+                if not ours and not leave_name:
+                    try:
+                        handle.seek(0)
+                        handle.truncate()
+                    except OSError:
+                        pass
 
     @contextmanager
     def scratch(self) -> Iterator[Path]:
@@ -826,6 +847,12 @@ def _unnamed(holder: str) -> bool:
     except (PermissionError, OverflowError):
         return False
     return False
+
+
+def _holder_line(what: str) -> str:
+    """Who this process is, for the lock file: pid, host, what it does, since when (UTC)."""
+    since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"pid {os.getpid()} on {socket.gethostname()} ({what}) since {since}"
 
 
 def _name_holder(handle, who: str) -> None:
