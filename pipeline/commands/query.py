@@ -130,8 +130,8 @@ def schema_command(
              "when the warehouse was copied or moved; this rebuilds it on request, under the writer lock. "
              + EXIT_CODES_HELP + "\n\n\b\nExample:\n"
              "  loopmeter catalog --warehouse /srv/loopmeter/warehouse\n"
-             "  # then, in Python (or any DuckDB client, with this path):\n"
-             "  duckdb.connect('/srv/loopmeter/warehouse/loopmeter.duckdb').sql('SELECT count(*) FROM runs')")
+             "  # then open /srv/loopmeter/warehouse/loopmeter.duckdb in any DuckDB client\n"
+             "  # (Python: duckdb.connect(path, read_only=True); more in docs/clients.md)")
 @command
 def catalog_command(
     warehouse: WarehouseOption = None,
