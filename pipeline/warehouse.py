@@ -666,6 +666,7 @@ class TableBuilder:
         self.version = warehouse._new_version_dir(name)
         self.block = warehouse._block  # the publishing block it is written for, if any
         self.written: set[str] = set()
+        self.files: set[tuple[str, str]] = set()  # (partition key, file name) written by copy
         self.schema_frame: "pl.DataFrame | None" = None
         self.keep_others = False  # keep the current version's partitions not written here ...
         self.drop: set[str] = set()  # ... except these
@@ -691,15 +692,20 @@ class TableBuilder:
         self.written.update(values)
 
     def copy(self, connection: "duckdb.DuckDBPyConnection", query: str, *, partition: str | None = None,
-             params: dict | None = None) -> None:
+             params: dict | None = None, part: int | None = None) -> int:
         """Write the rows of the DuckDB `query` (run on `connection`, its columns those of the table)
         as the table's file, or, partitioned, as the file of partition `partition` (each at most once).
-        DuckDB encodes the Parquet itself, so a large table never passes through Python."""
+        With `part`, the rows are file number `part` of several (`part-00000.parquet`, ...: read in
+        that order). DuckDB encodes the Parquet itself, so a large table never passes through Python.
+        Returns the number of rows written."""
         key = self._key(partition)
-        if key in self.written:
+        name = "part-0.parquet" if part is None else f"part-{part:05d}.parquet"
+        if (key, name) in self.files or (part is None and key in self.written):
             raise ValueError(f"partition written twice in {self.name}: {key!r}")
-        self.warehouse._copy_file(connection, query, self._directory(key) / "part-0.parquet", self.name, params)
+        rows = self.warehouse._copy_file(connection, query, self._directory(key) / name, self.name, params)
         self.written.add(key)
+        self.files.add((key, name))
+        return rows
 
     def adopt(self, file: Path, *, partition: str | None = None) -> None:
         """Take a file written by `Warehouse.copy_table_file` for this table into the new version as it

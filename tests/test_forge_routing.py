@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 
 import polars as pl
 import pytest
@@ -12,9 +13,10 @@ from hypothesis import strategies as st
 
 from forge_fixtures import cli, decision, event, ingested, seed_json, seed_routing, write_store
 from forge_oracle import routing as oracle_routing
-from pipeline.forge import routing, samples
+from pipeline.forge import derive, routing, samples
 from pipeline.forge import tables as t
 from pipeline.forge.reports import routing_document, routing_scope
+from pipeline.warehouse import Warehouse
 
 
 # ---- a store small enough to compute by hand -----------------------------------------------
@@ -428,3 +430,36 @@ def test_task_records_and_tables_equal_the_seed_on_any_store(tmp_path_factory, r
     expected = dict(observational=oracle_routing.observational(seed_records),
                     randomized=oracle_routing.randomized(seed_records))
     assert routing_document(warehouse, routing_scope(None, None)) == expected
+
+
+def _summaries(warehouse) -> dict[str, list[tuple]]:
+    """Each summary table's rows in the order stored."""
+    return {table: warehouse.read(table).rows() for table in (t.ATTEMPTS, t.DECISIONS, t.TASKS)}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(event_streams(), st.integers(1, 40))
+def test_summaries_computed_over_parts_of_the_runs_equal_the_whole(tmp_path_factory, runs, part_rows):
+    """A store too large for one query is summarized a part of its runs at a time: the same rows in the
+    same order, task_order numbered over the whole table (runs in one part or many)."""
+    tmp = tmp_path_factory.mktemp("parts")
+    warehouse = ingested(tmp, write_store(tmp / "dataset.sqlite", build_events(runs)))
+    whole = _summaries(warehouse)
+    with warehouse.lock(command="test"):
+        derive.rebuild_summaries(warehouse, part_rows=part_rows)
+    assert _summaries(warehouse) == whole
+    if len(runs) > 1 and part_rows == 1:
+        assert len(warehouse.table_files(t.TASKS)) == len(runs)  # a part per run
+
+
+def test_sample_summaries_over_parts_equal_the_whole(sample):
+    """The sample store (thousands of events) summarized in parts of 2,000 input rows."""
+    _, warehouse, _ = sample
+    whole = _summaries(warehouse)
+    assert len(whole[t.TASKS]) > 100
+    copy = Warehouse(warehouse.root.parent / "parted")
+    shutil.copytree(warehouse.root, copy.root, symlinks=True)
+    with copy.lock(command="test"):
+        derive.rebuild_summaries(copy, part_rows=2000)
+    assert len(copy.table_files(t.TASKS)) > 3
+    assert _summaries(copy) == whole
