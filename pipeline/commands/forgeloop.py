@@ -27,12 +27,17 @@ def _names(run_sets: list[str]) -> str:
     return shown + (f" and {len(run_sets) - SHOWN_RUN_SETS} more" if len(run_sets) > SHOWN_RUN_SETS else "")
 
 
-@ingest_app.command("forgeloop", help="Read ForgeLoop run files (RESULTS/raw/<runSetId>/**/*.json) into the warehouse. " + EXIT_CODES_HELP)
+@ingest_app.command("forgeloop", help="Read ForgeLoop run files (RESULTS/raw/<runSetId>/**/*.json) into the warehouse. "
+                    "A file that has the size and modification time it had at the last ingest is not read again "
+                    "(--full reads every one). A run file or scenario file larger than --max-file-mb is rejected "
+                    "unread (ForgeLoop writes runs of about 2 KB and scenarios of about 1 KB). " + EXIT_CODES_HELP)
 @command
 def ingest_forgeloop_command(
     results: Annotated[Path, typer.Argument(metavar="RESULTS", help="ForgeLoop results directory (holds raw/).", show_default=False)],
     scenarios: Annotated[Optional[Path], typer.Option("--scenarios", help="Directory of scenario files (<scenarioId>.json).")] = None,
-    max_file_mb: Annotated[float, typer.Option("--max-file-mb", help="Reject run files larger than this.")] = 16.0,
+    max_file_mb: Annotated[float, typer.Option("--max-file-mb", help="Reject run files and scenario files larger than this.")] = 16.0,
+    full: Annotated[bool, typer.Option("--full", "--reread", help="Read and judge every file again, whatever its size and "
+                                       "modification time say: the tables a clean ingest would write.")] = False,
     run_set: Annotated[Optional[list[str]], typer.Option("--run-set", help="Only this run set folder (repeatable; default: all).")] = None,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
@@ -49,7 +54,7 @@ def ingest_forgeloop_command(
     store = open_warehouse(warehouse)
     with store.lock(wait=wait, command="ingest forgeloop"):
         result = ingest_forgeloop(store, results, scenarios, max_file_bytes=max(1, int(max_file_mb * 1024 * 1024)),
-                                  run_sets=run_set or None)
+                                  run_sets=run_set or None, full=full)
         refresh_catalog(store)  # rebuilt only if the tables it shows changed
     if json:
         print_json(result.as_dict(), 2)

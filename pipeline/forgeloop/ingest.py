@@ -83,9 +83,12 @@ def ingest_forgeloop(
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     run_sets: list[str] | None = None,
+    full: bool = False,
 ) -> IngestResult:
     """Ingest a ForgeLoop results directory (and optionally its scenarios) into `warehouse`;
-    with `run_sets`, only those run set folders are looked at. The caller holds the lock."""
+    with `run_sets`, only those run set folders are looked at. With `full`, every file is read
+    and judged again, whatever its size and modification time say (an edit that kept both
+    is found), and its run sets written as a clean ingest writes them. The caller holds the lock."""
     results = Path(results)
     if scenarios is not None and not Path(scenarios).is_dir():
         raise LoopmeterError(f"--scenarios {scenarios} is not a directory")
@@ -95,7 +98,7 @@ def ingest_forgeloop(
         if missing:
             raise LoopmeterError(f"no run set folder {', '.join(missing)} in {results / 'raw'}")
     with collector.paused():  # about 1 s of CPU in 100k files
-        tree = TreeState(warehouse, results, scenarios, max_file_bytes, run_sets)
+        tree = TreeState(warehouse, results, scenarios, max_file_bytes, run_sets, full)
         if tree.unchanged():
             return tree.answer()
         from .ingest_runs import ingest_runs
@@ -103,7 +106,7 @@ def ingest_forgeloop(
         scope = tree.scope()
         with warehouse.publishing():  # runs, ingest_manifest and scenarios: all new, or all as they were
             result = ingest_runs(warehouse, results, tree.files(), scenarios, max_file_bytes=max_file_bytes,
-                                 only=scope if scope is not None else run_sets)
+                                 only=scope if scope is not None else run_sets, reread=full)
         whole = tree.answer(result)
         tree.remember(whole)
         return whole
@@ -124,7 +127,7 @@ class TreeState:
     written. Otherwise only the entries that changed (or appeared, or went) are ingested."""
 
     def __init__(self, warehouse: Warehouse, results: Path, scenarios: Path | None, max_file_bytes: int,
-                 run_sets: list[str] | None):
+                 run_sets: list[str] | None, full: bool = False):
         self.warehouse, self.results, self.scenarios, self.run_sets = warehouse, results, scenarios, run_sets
         root = str(results.resolve())
         self.key = {
@@ -137,7 +140,7 @@ class TreeState:
         }
         name = hashlib.blake2b(json.dumps(self.key, sort_keys=True).encode(), digest_size=10).hexdigest()
         self.path = warehouse.root / STATE_DIR / f"forgeloop-ingest-{name}.json"
-        self.state = self._load()
+        self.state = None if full else self._load()  # `full`: no record vouches for anything
         # per entry of raw/, in path order: its digest and number of files; the files themselves
         # are kept only for entries that changed since the recorded ingest (without a record,
         # `files()` walks the tree as the ingest goes, and fills these in)

@@ -56,21 +56,24 @@ def ingest_runs(
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     only: list[str] | None = None,
+    reread: bool = False,
 ) -> IngestResult:
     """Ingest the run files `files` (found under `results`) and optionally the scenario files.
     With `only` (entries of raw/: run set folders, "" for files directly in raw/), `files`
-    are those entries' and the manifest rows of this results directory's other entries stay."""
+    are those entries' and the manifest rows of this results directory's other entries stay.
+    With `reread`, every file is read and judged again and every run set written again,
+    whatever the last ingest saw: the tables a clean ingest would write."""
     source_root = str(results.resolve())
     with warehouse.scratch() as scratch:
         spool = ManifestSpool(warehouse, source_root, scratch)
         try:
-            return _ingest(warehouse, results, files, scenarios, max_file_bytes, only, spool)
+            return _ingest(warehouse, results, files, scenarios, max_file_bytes, only, spool, reread)
         finally:
             spool.close()
 
 
 def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scenarios: Path | None,
-            max_file_bytes: int, only: list[str] | None, spool: ManifestSpool) -> IngestResult:
+            max_file_bytes: int, only: list[str] | None, spool: ManifestSpool, reread: bool) -> IngestResult:
     outcome = IngestResult(results=results.resolve())
     now = datetime.now(timezone.utc)
     changed: list[str] = []
@@ -91,7 +94,7 @@ def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scen
 
         pending: deque[_Chunk] = deque()  # chunks being read while the oldest is stored
         for chunk in _chunks(files):  # lazily
-            pending.append(_start_chunk(warehouse, chunk, spool, reader, now))
+            pending.append(_start_chunk(warehouse, chunk, spool, reader, now, reread))
             if len(pending) > AHEAD:
                 store(pending.popleft())
         while pending:
@@ -102,7 +105,7 @@ def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scen
         runs_table.cancelled = not changed and warehouse.has_table(RUNS)
     scenario_rows: list[list] = []
     if scenarios is not None:
-        outcome.scenarios = _ingest_scenarios(warehouse, Path(scenarios), scenario_rows, now)
+        outcome.scenarios = _ingest_scenarios(warehouse, Path(scenarios), scenario_rows, now, max_file_bytes)
         outcome.rejections += [(f"{row[1]}/{row[2]}", row[5], row[6]) for row in scenario_rows if row[4] == "rejected"]
         spool.add(frame_from_rows(scenario_rows, MANIFEST_COLUMNS))
     outcome.wrote = bool(changed) or scenarios is not None
@@ -119,19 +122,21 @@ class _Chunk:
     stored: pl.DataFrame
     previous: pl.DataFrame  # the last ingest's manifest rows for these files
     reading: Callable[[], tuple[Verdicts, list]]
+    reread: bool  # every run set of the chunk is written again
 
 
 def _start_chunk(warehouse: Warehouse, chunk: list[SeenFile], spool: ManifestSpool, reader: RunReader,
-                 now: datetime) -> _Chunk:
-    """Plan one chunk of files against the last ingest and start reading what must be read."""
+                 now: datetime, reread: bool) -> _Chunk:
+    """Plan one chunk of files against the last ingest and start reading what must be read
+    (with `reread`: all of them, each parsed even when its bytes are the stored run's)."""
     run_sets = sorted({f.run_set_id for f in chunk if f.run_set_id is not None and f.problem is None})
     stored = _stored(warehouse, run_sets)
     previous = spool.previous_rows([f.path for f in chunk])
-    plan = _plan(chunk, previous, stored, spool.source_root, now)
+    plan = _plan(chunk, previous, stored, spool.source_root, now, reread)
     read = plan.filter(pl.col("status") == "read")
     todo = ToRead(read["path"].to_list(), read["run_set_id"].to_list(), read["size_bytes"].to_list(),
-                  read["stored_hash"].to_list())
-    return _Chunk(run_sets, plan, todo, stored, previous, reader.submit(todo))
+                  [None] * read.height if reread else read["stored_hash"].to_list())
+    return _Chunk(run_sets, plan, todo, stored, previous, reader.submit(todo), reread)
 
 
 def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list[str]) -> pl.DataFrame:
@@ -152,7 +157,7 @@ def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list
     wanted = wanted.select("run_set_id", "path", "content_hash")
     stored = chunk.stored.select("run_set_id", pl.col("source_path").alias("path"), "content_hash")
     differ = pl.concat([wanted.join(stored, on=wanted.columns, how="anti"), stored.join(wanted, on=wanted.columns, how="anti")])
-    rewritten = sorted(set(differ["run_set_id"].to_list()))
+    rewritten = chunk.run_sets if chunk.reread else sorted(set(differ["run_set_id"].to_list()))
     if rewritten:
         new = pl.concat([pl.from_arrow(table) for table in tables]) if tables else empty_frame(ALL_RUN_COLUMNS)
         runs, duplicates = _rebuilt_run_sets(warehouse, rewritten, new, manifest)
@@ -171,13 +176,14 @@ def _finish_chunk(warehouse: Warehouse, chunk: _Chunk, runs_table, changed: list
 
 
 def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataFrame, source_root: str,
-          now: datetime) -> pl.DataFrame:
+          now: datetime, reread: bool = False) -> pl.DataFrame:
     """The manifest rows of `files`, decided for all files at once against the last ingest,
     with the content hash of the run stored for each path (stored_hash).
 
     status: rejected (a problem of place, or the same bytes were rejected before for a
     reason of their own), unchanged (same size and mtime as an accepted file whose run is
-    stored), or read (to be read; the verdict comes from reading it).
+    stored), or read (to be read; the verdict comes from reading it). With `reread`, every
+    file without a problem of place is read.
     """
     seen = pl.DataFrame(
         {
@@ -215,6 +221,8 @@ def _plan(files: list[SeenFile], previous: pl.DataFrame | None, stored: pl.DataF
     judged_again = (pl.col("before_field") == DUPLICATE) | (
         (pl.col("before_field") == "file") & pl.any_horizontal([pl.col("before_reason").str.starts_with(start) for start in (TOO_LARGE, *OF_THE_MOMENT)]))
     still_rejected = (same_stat & (pl.col("before_status") == "rejected") & ~judged_again).fill_null(False)
+    if reread:
+        unchanged = still_rejected = pl.lit(False)
     has_problem = pl.col("problem_field").is_not_null()
     return joined.select(
         pl.lit("run").alias("kind"),
@@ -276,11 +284,12 @@ def _rebuilt_run_sets(warehouse: Warehouse, run_sets: list[str], new: pl.DataFra
     return _reject_duplicates(pl.concat(frames).sort("source_path"))
 
 
-def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest_rows: list[list], now: datetime) -> int:
+def _ingest_scenarios(warehouse: Warehouse, directory: Path, manifest_rows: list[list], now: datetime,
+                      max_file_bytes: int) -> int:
     """The scenario files into `scenarios`; their manifest rows appended. The table mirrors the
     directory: a scenario it held from this directory, or of an id a file here names, is replaced by
     what the files say now (nothing, when the file was rejected or is gone); the others are kept."""
-    rows, rejected = read_scenarios(directory)
+    rows, rejected = read_scenarios(directory, max_file_bytes)
     root = str(directory.resolve())
     for path, field_name, rule in rejected:
         relative = os.path.relpath(path, directory)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import orjson
 
 from ..errors import is_utf8, shown_path
-from .contract import BENCHMARK_VERSIONS, PROFILES, SCENARIO_ID, SCENARIO_RULE, UNREADABLE
+from .contract import BENCHMARK_VERSIONS, PROFILES, SCENARIO_ID, SCENARIO_RULE, TOO_LARGE, UNREADABLE
 from .schema import RunRejected
 
 SCENARIO_COLUMNS: list[tuple[str, str, str]] = [
@@ -74,18 +75,16 @@ def parse_scenario(content: bytes, file_name: str) -> tuple:
     )
 
 
-def read_scenarios(directory: Path) -> tuple[list[tuple], list[tuple[str, str, str]]]:
-    """Every `*.json` in `directory`: (rows, rejections as (path, field, rule))."""
+def read_scenarios(directory: Path, max_file_bytes: int) -> tuple[list[tuple], list[tuple[str, str, str]]]:
+    """Every `*.json` in `directory`: (rows, rejections as (path, field, rule)). A file larger
+    than `max_file_bytes` is rejected unread: at most that many bytes (and one) are ever read."""
     rows, rejected = [], []
     for path in sorted(directory.glob("*.json")):
         try:
             if not is_utf8(path.name):  # kept by Python as surrogates: no text to store
                 rejected.append((shown_path(path), "file", "name is not valid UTF-8"))
                 continue
-            if not S_ISREG(path.stat().st_mode):  # a FIFO would block the reading forever
-                rejected.append((str(path), "file", "is not a regular file"))
-                continue
-            content = path.read_bytes()
+            content = _read_bounded(path, max_file_bytes)
             row = parse_scenario(content, path.name)
         except RunRejected as error:
             rejected.append((str(path), error.field, error.rule))
@@ -95,3 +94,27 @@ def read_scenarios(directory: Path) -> tuple[list[tuple], list[tuple[str, str, s
             continue
         rows.append((*row, str(path.resolve()), hashlib.sha256(content).hexdigest()))
     return rows, rejected
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. Opened without blocking (a FIFO put
+    in its place since it was looked at would block the opening forever), then judged again by
+    what was opened."""
+    if not S_ISREG(path.stat().st_mode):  # a device is never opened: opening one may act
+        raise RunRejected("file", "is not a regular file")
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        stat = os.fstat(descriptor)
+        if not S_ISREG(stat.st_mode):
+            raise RunRejected("file", "is not a regular file")
+        if stat.st_size > limit:
+            raise RunRejected("file", f"{TOO_LARGE} {limit}-byte limit ({stat.st_size} bytes)")
+        parts, total = [], 0
+        while total <= limit and (chunk := os.read(descriptor, limit + 1 - total)):  # it may grow meanwhile
+            parts.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise RunRejected("file", f"{TOO_LARGE} {limit}-byte limit")
+        return b"".join(parts)
+    finally:
+        os.close(descriptor)

@@ -10,6 +10,7 @@ booleans are not numbers. Integers must be safe in JavaScript (at most 2^53 - 1)
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -182,16 +183,27 @@ def _identifier(value: Any, field: str, pattern, rule: str) -> str:
     return value
 
 
+# The instants a `datetime` column (timestamp[us] in UTC) is given from Python: those of its
+# calendar, years 1 to 9999 (Parquet's and DuckDB's timestamps hold all of them and more)
+TIMESTAMP_RANGE_RULE = "must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z once in UTC"
+_YEAR_OUTSIDE = re.compile(r"[+-]?(0000|\d{5,})-")  # year 0, or one of five digits or more
+
+
 def _timestamp(value: Any, field: str) -> datetime:
     _text(value, field)
     text = value.strip()
     try:
         parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
     except ValueError:
+        if _YEAR_OUTSIDE.match(text):
+            raise RunRejected(field, TIMESTAMP_RANGE_RULE) from None
         raise RunRejected(field, "must be a parseable timestamp (ISO 8601)") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+        return parsed.replace(tzinfo=timezone.utc)
+    try:
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:  # its offset takes it past either end of the calendar
+        raise RunRejected(field, TIMESTAMP_RANGE_RULE) from None
 
 
 def _strings(value: Any, field: str) -> list[str]:
