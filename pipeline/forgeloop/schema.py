@@ -187,6 +187,8 @@ def _identifier(value: Any, field: str, pattern, rule: str) -> str:
 # calendar, years 1 to 9999 (Parquet's and DuckDB's timestamps hold all of them and more)
 TIMESTAMP_RANGE_RULE = "must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z once in UTC"
 _YEAR_OUTSIDE = re.compile(r"[+-]?(0000|\d{5,})-")  # year 0, or one of five digits or more
+_LEAP_SECOND = re.compile(r"\d{4}-?\d\d-?\d\dT\d\d:?\d\d:?60")
+LEAP_SECOND_RULE = "must be a parseable timestamp (ISO 8601): second 60, a leap second, is no instant a timestamp holds"
 
 
 def _timestamp(value: Any, field: str) -> datetime:
@@ -197,6 +199,8 @@ def _timestamp(value: Any, field: str) -> datetime:
     except ValueError:
         if _YEAR_OUTSIDE.match(text):
             raise RunRejected(field, TIMESTAMP_RANGE_RULE) from None
+        if _LEAP_SECOND.match(text):
+            raise RunRejected(field, LEAP_SECOND_RULE) from None
         raise RunRejected(field, "must be a parseable timestamp (ISO 8601)") from None
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=timezone.utc)
