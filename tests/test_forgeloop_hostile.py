@@ -111,6 +111,7 @@ def test_a_sparse_huge_scenario_file_is_rejected_unread_and_the_rest_stored(tmp_
 
 
 def _peak_of_children() -> int:
+    """The peak resident memory (KiB) of the largest child this process waited for: at least the ingest's."""
     import resource
 
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
