@@ -91,17 +91,27 @@ def prefetch(batches: Iterator[SourceBatch], depth: int = 2) -> Iterator[SourceB
 
     worker = threading.Thread(target=produce, name="forge-store-reader", daemon=True)
     worker.start()
+    finished = False
     try:
         while True:
             item = items.get()
             if item is done:
+                finished = True
                 return
             if isinstance(item, BaseException):
+                finished = True
                 raise item
             yield item
     finally:
         stop.set()
-        worker.join(timeout=5)
+        if finished:
+            worker.join(timeout=5)
+        else:
+            # stopped early (Ctrl-C, an error while checking): the reader is told to stop and not waited
+            # for (SQLite ends the statement it runs at its next progress check; the thread is a daemon)
+            cancel = getattr(batches, "cancel", None)
+            if cancel is not None:
+                cancel()
 
 
 def plan_part_columns(table: str, renamed: dict[str, str], alias: str = "") -> str:
@@ -241,7 +251,9 @@ class Stage:
         return cursor
 
     def close(self) -> None:
+        """End every session; a batch still being checked (the ingest stopped early) is interrupted."""
         for cursor in self._cursors:
+            cursor.interrupt()
             cursor.close()
         self.connection.close()
 
