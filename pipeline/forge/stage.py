@@ -252,10 +252,12 @@ class Stage:
 
     def close(self) -> None:
         """End every session; a batch still being checked (the ingest stopped early) is interrupted."""
-        for cursor in self._cursors:
-            cursor.interrupt()
-            cursor.close()
-        self.connection.close()
+        for session in (*self._cursors, self.connection):
+            session.interrupt()
+            try:
+                session.close()
+            except duckdb.Error:  # still busy in a thread the ingest stopped waiting for: it ends with the process
+                pass
 
     def _file(self, name: str, number: int) -> Path:
         return self.directory / f"{name}-{number}.parquet"

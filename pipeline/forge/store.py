@@ -125,7 +125,7 @@ def detect_format(path: Path) -> str:
 
 _EMPTY = "it is empty"
 
-_FILE_KINDS = ((stat.S_ISFIFO, "a pipe (a named FIFO, or a shell's <(...))"), (stat.S_ISCHR, "a character device"),
+_FILE_KINDS = ((stat.S_ISFIFO, "a pipe"), (stat.S_ISCHR, "a character device"),
                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
