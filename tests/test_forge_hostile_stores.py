@@ -3,7 +3,7 @@
 - A store that is not a regular file (a named FIFO, a shell's `<(...)` pipe, a character device) is
   refused in one line before anything is read: a pipe cannot be looked at twice, a FIFO waits for a
   writer, /dev/zero never ends.
-- One record over 8 MiB (a JSON Lines line, a SQLite value) is that record's rejection, naming the line
+- One record over 4 MiB (a JSON Lines line, a SQLite value) is that record's rejection, naming the line
   or rid, the field and the rule; the rest is stored, and memory stays as it is for ordinary events.
 - A WAL-mode store is read with what its -wal holds committed, and nothing is created or changed
   beside it, in a folder the user may not write too.
@@ -37,7 +37,7 @@ from pipeline.warehouse import Warehouse
 
 MIB = 1024 * 1024
 REPOS = [("api", "/nowhere/api"), ("web", "/nowhere/web"), ("cli", "/nowhere/cli")]
-LIMIT_RULE = "may hold at most 8 MiB (8,388,608 bytes)"
+LIMIT_RULE = "may hold at most 4 MiB (4,194,304 bytes)"
 
 
 def loopmeter(*args: str, timeout: float = 120, prefix: tuple[str, ...] = (), shell: str | None = None,
@@ -174,6 +174,17 @@ def test_an_event_just_under_the_limit_is_stored(tmp_path):
         done = loopmeter("ingest", "forge", str(store), "--warehouse", str(warehouse))
         assert done.returncode == 0, done.stderr
         assert "near-1" in stored_rids(warehouse)
+
+
+def test_an_export_of_many_events_near_the_limit_is_stored_a_few_at_a_time(tmp_path):
+    """Forty events of almost 4 MiB: checked together they would take DuckDB past its memory limit."""
+    near = [oversize_event(f"near-{i}", MAX_RECORD_BYTES - 1000) for i in range(40)]
+    ordinary = events(10)
+    store = samples.write_jsonl(tmp_path / "export.jsonl", REPOS, ordinary[:100] + near + ordinary[100:])
+    warehouse = tmp_path / "w"
+    done = loopmeter("ingest", "forge", str(store), "--warehouse", str(warehouse), measure=True)
+    assert done.returncode == 0, done.stderr
+    assert stored_rids(warehouse) == {e["rid"] for e in ordinary + near}
 
 
 def test_a_100_mb_sqlite_data_value_is_rejected_by_rid_with_memory_as_for_ordinary_events(tmp_path):

@@ -39,7 +39,7 @@ def _store_tables(store, frames: dict, wait: bool, what: str) -> None:
 
 @ingest_app.command("forge", help="Read a Forge store (dataset.sqlite, opened read-only, or a JSON Lines export; "
                     "a regular file, not a pipe) into the warehouse: forge_events and the flat forge_* tables. "
-                    "Loading is idempotent by rid. A record (a line, a SQLite value) over 8 MiB is rejected. "
+                    "Loading is idempotent by rid. A record (a line, a SQLite value) over 4 MiB is rejected. "
                     "A WAL-mode store is read from a copy in the warehouse's scratch space, so nothing is created "
                     "beside it. " + EXIT_CODES_HELP)
 @command

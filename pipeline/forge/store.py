@@ -52,13 +52,18 @@ BATCH_ROWS = 150_000
 FETCH_ROWS = 20_000  # SQLite rows fetched as Python objects at a time
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 HEAD_BYTES = 1024 * 1024  # what `detect_format` reads of a file that is not SQLite
-# the most one record may hold: a JSON Lines line, or one column of a SQLite row (a real plan event of
-# a few thousand tasks is under 2 MiB). A larger record is rejected unread (DuckDB's JSON functions take
-# several times a value's size: a 32 MiB line asked for 256 MiB at once), so memory stays as it is for
+# the most one record may hold: a JSON Lines line, or one column of a SQLite row. DuckDB's JSON functions
+# take about ten times a value's size while a batch is checked (a 32 MiB line asked for 256 MiB at once,
+# past the stage's memory limit); a larger record is rejected unread, so memory stays as it is for
 # ordinary events
-MAX_RECORD_BYTES = 8 * 1024 * 1024
-# a JSON Lines batch ends at BATCH_ROWS lines or at this many bytes, whichever comes first
-BATCH_BYTES = 256 * 1024 * 1024
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+# a JSON Lines batch ends at BATCH_ROWS lines, at BATCH_BYTES bytes, or at a line of LARGE_LINE bytes or more
+# that brings its large lines to LARGE_BYTES: DuckDB's JSON functions take about ten times the text they
+# parse, so a few large lines weigh more than a whole batch of ordinary ones (150,000 lines of a few
+# hundred bytes: 50 MB or so), and two batches are checked at once
+BATCH_BYTES = 96 * 1024 * 1024
+LARGE_LINE = 64 * 1024
+LARGE_BYTES = 4 * 1024 * 1024
 
 
 class StoreError(LoopmeterError):
@@ -808,7 +813,7 @@ def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS, max_record: int = MA
             lines: list[bytes] = []
             numbers: list[int] = []
             rejected: list[tuple] = []
-            held = 0
+            held = large = 0
             while True:
                 chunk = handle.read(READ_CHUNK_BYTES)
                 if not chunk:
@@ -831,6 +836,11 @@ def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS, max_record: int = MA
                         lines.append(raw)
                         numbers.append(line_number)
                         held += len(raw)
+                        if len(raw) >= LARGE_LINE:
+                            large += len(raw)
+                            if large >= LARGE_BYTES:
+                                yield _jsonl_batch(numbers, lines, rejected)
+                                lines, numbers, rejected, held, large = [], [], [], 0, 0
                 if skipped or len(pending) + len(rest) > max_record:
                     skipped += len(pending) + len(rest)
                     pending = b""
@@ -838,7 +848,7 @@ def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS, max_record: int = MA
                     pending += rest
                 if len(lines) >= batch_rows or held >= batch_bytes:
                     yield _jsonl_batch(numbers, lines, rejected)
-                    lines, numbers, rejected, held = [], [], [], 0
+                    lines, numbers, rejected, held, large = [], [], [], 0, 0
             if skipped:
                 rejected.append(oversize(line_number + 1, skipped))
             elif pending.strip():
@@ -851,7 +861,7 @@ def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS, max_record: int = MA
 
 
 def _size(limit: int) -> str:
-    """A byte limit as the rules say it: `8 MiB (8,388,608 bytes)`."""
+    """A byte limit as the rules say it: `4 MiB (4,194,304 bytes)`."""
     mib = limit / (1024 * 1024)
     return (f"{mib:g} MiB ({limit:,} bytes)" if mib >= 1 else f"{limit:,} bytes")
 
