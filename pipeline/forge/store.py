@@ -5,9 +5,14 @@ that follow (`ingest.py`) are written once, in SQL. Nothing here judges an event
 what the container itself says: a SQLite row whose columns have the wrong storage class
 (a blob rid, a text ts) is reported here, everything else downstream.
 
+A store must be a regular file (`check_regular_file`): a pipe or a device is refused before it is read.
+A record over MAX_RECORD_BYTES (a line, a SQLite value) is rejected without being read into memory.
+
 The SQLite file is opened with `mode=ro` and read in one transaction (one snapshot);
 it is never migrated, never written, and a writer holding it is waited for only
-`busy_timeout` seconds. Its events are read straight into Arrow (ADBC's SQLite driver,
+`busy_timeout` seconds (a moment at a time, so Ctrl-C is answered). A WAL-mode store is read from a
+copy in the warehouse's scratch space (`copy_wal_store`), so nothing is created beside it. Its events
+and repos must be tables (a view is computed as it is read, for ever if recursive). Its events are read straight into Arrow (ADBC's SQLite driver,
 no Python object per value) as long as every row is plain: text or null in the text columns,
 a number or null in ts, valid UTF-8. A row that is not makes the reader start again (once the
 Arrow reader has read the plain rows: SQLite leaves the others out, counted) with Python's sqlite3,
