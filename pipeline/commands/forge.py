@@ -37,9 +37,11 @@ def _store_tables(store, frames: dict, wait: bool, what: str) -> None:
         raise WarehouseBusy(f"the report above was not stored: {error}") from None
 
 
-@ingest_app.command("forge", help="Read a Forge store (dataset.sqlite, opened read-only, or a JSON Lines export) "
-                    "into the warehouse: forge_events and the flat forge_* tables. Loading is idempotent by rid. "
-                    + EXIT_CODES_HELP)
+@ingest_app.command("forge", help="Read a Forge store (dataset.sqlite, opened read-only, or a JSON Lines export; "
+                    "a regular file, not a pipe) into the warehouse: forge_events and the flat forge_* tables. "
+                    "Loading is idempotent by rid. A record (a line, a SQLite value) over 4 MiB is rejected. "
+                    "A WAL-mode store is read from a copy in the warehouse's scratch space, so nothing is created "
+                    "beside it. " + EXIT_CODES_HELP)
 @command
 def ingest_forge_command(
     store_path: Annotated[Path, typer.Argument(metavar="STORE", help="dataset.sqlite or a .jsonl export.", show_default=False)],

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +32,7 @@ import duckdb
 import polars as pl
 
 from .. import collector, progress
+from ..lifetime import thread_pool
 from ..warehouse import Warehouse
 from . import tables as t
 from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
@@ -117,11 +117,12 @@ def ingest_forge(
     direct = not any(warehouse.has_table(name) for name in (t.EVENTS, *EVENT_TABLES, *PLAN_TABLES))
     timings: dict[str, float] = {}
     # every Forge table it writes is published with the others, at the end: all new, or all as they were
-    with warehouse.publishing():
+    with warehouse.publishing(), warehouse.scratch() as store_copy:  # where a WAL-mode store is copied to be read
         # the rows read are many small objects and no cycles: the collector's walks are pure cost
         with collector.paused():
             while True:
-                container, batches = open_store(store_path, busy_timeout=busy_timeout, batch_rows=batch_rows)
+                container, batches = open_store(store_path, busy_timeout=busy_timeout, batch_rows=batch_rows,
+                                                scratch=Path(store_copy))
                 result = IngestResult(source=source, format=container.format, timings=timings)
                 repos: dict[str, str] = dict(container.repos)
                 try:
@@ -170,8 +171,9 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
         scratch = Path(scratch)
         stage = Stage(scratch, direct=DirectWrite(warehouse, scratch / "tables", source, now) if direct else None)
         try:
+            # (a Ctrl-C does not wait for the batches being checked: `thread_pool`)
             with progress.bar(f"ingest forge {store_path.name}", None) as bar, \
-                    ThreadPoolExecutor(max_workers=STAGE_WORKERS, thread_name_prefix="forge-stage") as pool:
+                    thread_pool(STAGE_WORKERS, thread_name_prefix="forge-stage") as pool:
                 checking: deque = deque()  # (batch, future of its check), in source order
 
                 def accept_oldest() -> None:
@@ -205,6 +207,8 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
             stage.checked()
             result.rejections = early + [Rejection(line, rid, f, rule) for _, line, rid, f, rule in sorted(
                 stage.rejections, key=lambda row: row[0])]
+            if result.format == "jsonl":  # every rejection names its line: in line order
+                result.rejections.sort(key=lambda r: r.line if r.line is not None else 0)
             stage.classify(warehouse)
             _count(stage.connection, result)
             lap("classify")

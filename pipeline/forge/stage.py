@@ -91,17 +91,27 @@ def prefetch(batches: Iterator[SourceBatch], depth: int = 2) -> Iterator[SourceB
 
     worker = threading.Thread(target=produce, name="forge-store-reader", daemon=True)
     worker.start()
+    finished = False
     try:
         while True:
             item = items.get()
             if item is done:
+                finished = True
                 return
             if isinstance(item, BaseException):
+                finished = True
                 raise item
             yield item
     finally:
         stop.set()
-        worker.join(timeout=5)
+        if finished:
+            worker.join(timeout=5)
+        else:
+            # stopped early (Ctrl-C, an error while checking): the reader is told to stop and not waited
+            # for (SQLite ends the statement it runs at its next progress check; the thread is a daemon)
+            cancel = getattr(batches, "cancel", None)
+            if cancel is not None:
+                cancel()
 
 
 def plan_part_columns(table: str, renamed: dict[str, str], alias: str = "") -> str:
@@ -241,9 +251,13 @@ class Stage:
         return cursor
 
     def close(self) -> None:
-        for cursor in self._cursors:
-            cursor.close()
-        self.connection.close()
+        """End every session; a batch still being checked (the ingest stopped early) is interrupted."""
+        for session in (*self._cursors, self.connection):
+            session.interrupt()
+            try:
+                session.close()
+            except duckdb.Error:  # still busy in a thread the ingest stopped waiting for: it ends with the process
+                pass
 
     def _file(self, name: str, number: int) -> Path:
         return self.directory / f"{name}-{number}.parquet"

@@ -5,9 +5,14 @@ that follow (`ingest.py`) are written once, in SQL. Nothing here judges an event
 what the container itself says: a SQLite row whose columns have the wrong storage class
 (a blob rid, a text ts) is reported here, everything else downstream.
 
+A store must be a regular file (`check_regular_file`): a pipe or a device is refused before it is read.
+A record over MAX_RECORD_BYTES (a line, a SQLite value) is rejected without being read into memory.
+
 The SQLite file is opened with `mode=ro` and read in one transaction (one snapshot);
 it is never migrated, never written, and a writer holding it is waited for only
-`busy_timeout` seconds. Its events are read straight into Arrow (ADBC's SQLite driver,
+`busy_timeout` seconds (a moment at a time, so Ctrl-C is answered). A WAL-mode store is read from a
+copy in the warehouse's scratch space (`copy_wal_store`), so nothing is created beside it. Its events
+and repos must be tables (a view is computed as it is read, for ever if recursive). Its events are read straight into Arrow (ADBC's SQLite driver,
 no Python object per value) as long as every row is plain: text or null in the text columns,
 a number or null in ts, valid UTF-8. A row that is not makes the reader start again (once the
 Arrow reader has read the plain rows: SQLite leaves the others out, counted) with Python's sqlite3,
@@ -24,7 +29,12 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import shutil
 import sqlite3
+import stat
+import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +57,18 @@ BATCH_ROWS = 150_000
 FETCH_ROWS = 20_000  # SQLite rows fetched as Python objects at a time
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 HEAD_BYTES = 1024 * 1024  # what `detect_format` reads of a file that is not SQLite
+# the most one record may hold: a JSON Lines line, or one column of a SQLite row. DuckDB's JSON functions
+# take about ten times a value's size while a batch is checked (a 32 MiB line asked for 256 MiB at once,
+# past the stage's memory limit); a larger record is rejected unread, so memory stays as it is for
+# ordinary events
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+# a JSON Lines batch ends at BATCH_ROWS lines, at BATCH_BYTES bytes, or at a line of LARGE_LINE bytes or more
+# that brings its large lines to LARGE_BYTES: DuckDB's JSON functions take about ten times the text they
+# parse, so a few large lines weigh more than a whole batch of ordinary ones (150,000 lines of a few
+# hundred bytes: 50 MB or so), and two batches are checked at once
+BATCH_BYTES = 96 * 1024 * 1024
+LARGE_LINE = 64 * 1024
+LARGE_BYTES = 4 * 1024 * 1024
 
 
 class StoreError(LoopmeterError):
@@ -90,10 +112,7 @@ def detect_format(path: Path) -> str:
     pretty-printed JSON document, a ForgeLoop run file, a JSON array, a binary file) and is refused
     before anything is written; so is an empty file, unless it is named `.jsonl` or `.ndjson` (an
     export of an empty store). Only the first MiB is read: a real export's first line decides."""
-    if not path.exists():
-        raise StoreError(f"{path}: no such file")
-    if path.is_dir():
-        raise StoreError(f"{path}: is a directory; give the store file (dataset.sqlite) or a JSON Lines export")
+    check_regular_file(path)
     try:
         with open(path, "rb") as handle:
             head = handle.read(len(SQLITE_MAGIC))
@@ -115,6 +134,27 @@ def detect_format(path: Path) -> str:
 
 
 _EMPTY = "it is empty"
+
+_FILE_KINDS = ((stat.S_ISFIFO, "a pipe"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_regular_file(path: Path) -> None:
+    """`StoreError` unless `path` is a regular file (symbolic links followed). A pipe is refused before
+    it is opened (opening a FIFO waits for a writer; reading a pipe consumes it, so a second look
+    at it sees other bytes), and so is a device (/dev/zero never ends)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise StoreError(f"{path}: no such file") from None
+    except OSError as error:
+        raise StoreError(f"{path}: cannot be read ({error.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise StoreError(f"{path}: is a directory; give the store file (dataset.sqlite) or a JSON Lines export")
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+        raise StoreError(f"{path}: is {kind}, not a regular file; a store is read from a file: "
+                         "copy it to a file first (cat ... > export.jsonl)")
 
 
 def _is_event_line(line: bytes) -> bool:
@@ -184,12 +224,89 @@ def _read_only_uri(path: Path) -> str:
     return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
 
 
-def _connect_read_only(path: Path, busy_timeout: float) -> sqlite3.Connection:
+# how long SQLite waits for a writer's lock before the wait is taken up again in Python (which answers
+# Ctrl-C between two waits), up to --busy-timeout
+_LOCK_WAIT = 0.1
+# SQLite virtual machine steps between two calls of the progress handler (the main thread answers
+# Ctrl-C in it; a reading thread stops there when the ingest was stopped)
+_PROGRESS_STEPS = 200_000
+
+
+def _connect_read_only(path: Path, source: Path, stop: threading.Event) -> sqlite3.Connection:
     try:
-        connection = sqlite3.connect(_read_only_uri(path), uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        connection = sqlite3.connect(_read_only_uri(source), uri=True, timeout=_LOCK_WAIT, isolation_level=None,
+                                     check_same_thread=False)
     except sqlite3.Error as error:
         raise StoreError(f"{path}: cannot be opened read-only ({error})") from None
+
+    def progress() -> bool:  # Python code: the main thread's Ctrl-C is raised in it (and ends the statement)
+        return stop.is_set()
+    connection.set_progress_handler(progress, _PROGRESS_STEPS)
     return connection
+
+
+def _take_read_lock(connection: sqlite3.Connection, busy_timeout: float) -> None:
+    """Start the read transaction, waiting up to `busy_timeout` seconds for a writer's lock a moment at
+    a time (so that Ctrl-C is answered while it waits); then SQLite waits as long by itself."""
+    connection.execute("BEGIN")
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # takes the shared lock
+            break
+        except sqlite3.OperationalError as error:
+            if not ("locked" in str(error) or "busy" in str(error)) or time.monotonic() >= deadline:
+                raise
+    connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+
+
+def uses_wal(path: Path) -> bool:
+    """The store is in WAL mode (its header's format bytes 18 and 19 are 2), or a -wal file lies beside
+    it (SQLite reads it then whatever the header says)."""
+    with open(path, "rb") as handle:
+        header = handle.read(20)
+    return header[18:20] == b"\x02\x02" or os.path.exists(f"{path.resolve()}-wal")
+
+
+COPY_ATTEMPTS = 3
+
+
+def _stamp(path: str) -> tuple | None:
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def copy_wal_store(path: Path, directory: Path) -> Path:
+    """A copy of a WAL-mode store and its -wal in `directory`, to be read there. SQLite reading a WAL
+    store in place creates its -shm (and -wal) beside it and leaves them, and cannot read one in a
+    folder it may not write; `immutable=1` would not read what is committed in the -wal. The copy
+    is taken again (up to COPY_ATTEMPTS times) when the store or its -wal changed while it was made,
+    so it is one committed state."""
+    real = path.resolve()
+    wal = Path(f"{real}-wal")
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "dataset.sqlite"
+    copied_wal = Path(f"{target}-wal")
+    for _ in range(COPY_ATTEMPTS):
+        before = (_stamp(str(real)), _stamp(str(wal)))
+        try:
+            shutil.copyfile(real, target)
+            if before[1] is not None:
+                shutil.copyfile(wal, copied_wal)
+            else:
+                copied_wal.unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue  # the -wal went away meanwhile (a writer's checkpoint): take it again
+        except OSError as error:
+            raise StoreError(f"{path}: a WAL-mode store is read from a copy in the warehouse's scratch space, "
+                             f"and it cannot be copied to {directory} ({error.strerror})") from None
+        if (_stamp(str(real)), _stamp(str(wal))) == before:
+            return target
+    raise StoreError(f"{path}: the store changed each time it was copied to be read ({COPY_ATTEMPTS} times); "
+                     "try again when Forge is idle")
 
 
 def _sqlite_problem(path: Path, error: sqlite3.Error, busy_timeout: float) -> StoreError:
@@ -203,11 +320,19 @@ def _sqlite_problem(path: Path, error: sqlite3.Error, busy_timeout: float) -> St
 
 
 def check_sqlite_schema(connection: sqlite3.Connection, path: Path) -> None:
-    tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    """`StoreError` unless events and repos are tables holding the format's columns. A view or a virtual
+    table is refused: its rows are computed as they are read, and a recursive view never ends."""
+    kinds = {name: (kind, sql or "") for name, kind, sql in connection.execute(
+        "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')")}
     for table, wanted in _REQUIRED.items():
-        if table not in tables:
+        if table not in kinds:
             raise StoreError(f"{path}: has no table {table!r}; a Forge store (format version 1) has tables "
                              "events(rid, kind, src, ts, run, task, repo, mode, data) and repos(repo, path)")
+        kind, sql = kinds[table]
+        if kind != "table" or sql.lstrip().upper().startswith("CREATE VIRTUAL"):
+            found = "a view" if kind == "view" else "a virtual table"
+            raise StoreError(f"{path}: {table} is {found}, not a table; a Forge store's events and repos are "
+                             "tables (format version 1), whose rows are stored, not computed")
         present = {row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')}
         missing = [column for column in wanted if column not in present]
         if missing:
@@ -228,7 +353,21 @@ def _storage_class(value: object, text: type) -> str:
     return "integer" if isinstance(value, int) else "real"
 
 
+def _oversize(value: object) -> tuple[str, int] | None:
+    """(field, bytes) from the ts of a row `_EXACT_QUERY` read with a value over `MAX_RECORD_BYTES`."""
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    if isinstance(value, str) and value.startswith(_OVERSIZE):
+        name, _, size = value[len(_OVERSIZE):].partition(" ")
+        return name, int(size)
+    return None
+
+
 def _row_problem(row: tuple, text: type) -> tuple[str, str] | None:
+    oversize = _oversize(row[EVENT_FIELDS.index("ts")])
+    if oversize is not None:
+        name, size = oversize
+        return name, f"is {size:,} bytes long; a value may hold at most {_size(MAX_RECORD_BYTES)}"
     classes = dict(zip(EVENT_FIELDS, (_storage_class(value, text) for value in row[:len(EVENT_FIELDS)])))
     if classes["rid"] != "text":
         return "rid", f"must be text (found {classes['rid']})"
@@ -256,6 +395,8 @@ def _split_bad_rows(rows: list[tuple], start: int, text: type) -> tuple[list[tup
             continue
         rid = row[0]
         shown = rid.decode("utf-8", "replace") if isinstance(rid, bytes) else (None if rid is None else str(rid))
+        if shown is not None and len(shown) > _SHOWN_RID:
+            shown = shown[:_SHOWN_RID] + "..."  # an oversize rid, read cut (`_EXACT_QUERY`)
         bad.append((None, shown, *problem))
     return good, bad
 
@@ -266,17 +407,52 @@ def _split_bad_rows(rows: list[tuple], start: int, text: type) -> tuple[list[tup
 # so its rows are sorted one by one and `_row_problem` (which looks at rid and kind before ts) names the
 # rid or the kind. `x < ''` is true for an integer or a real only (SQLite orders numbers before text, null
 # compares to nothing), and costs less than typeof(x), or than a column more in every row.
-_EXACT_QUERY = ("SELECT rid, kind, src, CASE WHEN rid < '' OR kind < '' THEN 'number' ELSE ts END AS ts, "
-                "run, task, repo, mode, data FROM events")
+# A value longer than MAX_RECORD_BYTES is not read: the row's ts says which and how long
+# ('oversize data 104857600', which does not fit either), the value reads as null (a rid cut to its start).
+_OVERSIZE = "oversize "
+_SHOWN_RID = 200
 
 
-def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: int) -> Iterator[SourceBatch]:
+def _byte_length(name: str) -> str:
+    """A value's bytes (length() of text counts characters) in the SQLite Python has (3.40: no
+    octet_length): SQLite reads the value to measure it, one value at a time."""
+    return f"length(CAST({name} AS BLOB))"
+
+
+def _exact_query(limit: int) -> str:
+    too_long = " ".join(f"WHEN {_byte_length(name)} > {limit} THEN '{_OVERSIZE}{name} ' || {_byte_length(name)}"
+                        for name in TEXT_FIELDS)
+    columns = {name: (f"CASE WHEN {_byte_length(name)} > {limit} THEN "
+                      + (f"substr({name}, 1, {_SHOWN_RID + 1})" if name == "rid" else "NULL") + f" ELSE {name} END")
+               for name in TEXT_FIELDS}
+    columns["ts"] = f"CASE {too_long} WHEN rid < '' OR kind < '' THEN 'number' ELSE ts END"
+    return "SELECT " + ", ".join(f"{columns[name]} AS {name}" for name in EVENT_FIELDS) + " FROM events"
+
+
+_EXACT_QUERY = _exact_query(MAX_RECORD_BYTES)
+
+
+def _exact_query_skipping(oversize: list[tuple[int, str, int]]) -> str:
+    """`_EXACT_QUERY` for a store whose oversize rows the Arrow reader found already ((rowid, field,
+    bytes), measured without reading them): their values are never read, so one row of 1 GB costs no
+    more memory than any other."""
+    values = ", ".join(f"({rowid}, '{_OVERSIZE}{name} {size}')" for rowid, name, size in oversize)
+    columns = {name: f"CASE WHEN b.id IS NULL THEN e.{name} END" for name in TEXT_FIELDS}
+    columns["rid"] = f"CASE WHEN b.id IS NULL THEN e.rid ELSE substr(e.rid, 1, {_SHOWN_RID + 1}) END"
+    columns["ts"] = "coalesce(b.note, CASE WHEN e.rid < '' OR e.kind < '' THEN 'number' ELSE e.ts END)"
+    return (f"WITH big(id, note) AS (VALUES {values}) SELECT "
+            + ", ".join(f"{columns[name]} AS {name}" for name in EVENT_FIELDS)
+            + " FROM events e LEFT JOIN big b ON b.id = e.rowid")
+
+
+def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: int,
+                    oversize: list[tuple[int, str, int]] | None = None) -> Iterator[SourceBatch]:
     """Batches of typed rows; a batch whose rows do not all fit is sorted row by row."""
     text = bytes if binary else str
     connection.text_factory = text
     # no typeof(ts): a ts that fits the Float64 column is a number or null (others are sorted row by row;
     # so is a rid or kind stored as a number: `_EXACT_QUERY`)
-    cursor = connection.execute(_EXACT_QUERY)
+    cursor = connection.execute(_exact_query_skipping(oversize) if oversize else _EXACT_QUERY)
     position = 0
     schema = {"position": pl.Int64} | {
         name: (pl.Binary if binary and name != "ts" else dtype) for name, dtype in _SCHEMA.items()
@@ -332,13 +508,31 @@ def batch_plan(total: int, batch_rows: int, workers: int = 2) -> list[int]:
 
 
 class _NotPlain(Exception):
-    """The Arrow reader met a row it cannot take as it is: the rows are read again by `_sqlite_batches`."""
+    """The Arrow reader met a row it cannot take as it is: the rows are read again by `_sqlite_batches`.
+    `oversize`: the rows with a value over MAX_RECORD_BYTES, (rowid, field, bytes), when it found them."""
+
+    def __init__(self, message: str, oversize: list[tuple[int, str, int]] | None = None):
+        super().__init__(message)
+        self.oversize = oversize
+
+
+# the rows holding a value over MAX_RECORD_BYTES: the first such field and its bytes, measured without
+# reading the values (octet_length)
+_OVERSIZE_QUERY = ("SELECT rowid, CASE " + " ".join(f"WHEN octet_length({name}) > {MAX_RECORD_BYTES} THEN '{name}'"
+                                                    for name in TEXT_FIELDS)
+                   + " END, CASE " + " ".join(f"WHEN octet_length({name}) > {MAX_RECORD_BYTES} THEN octet_length({name})"
+                                              for name in TEXT_FIELDS)
+                   + " END FROM events WHERE " + " OR ".join(f"octet_length({name}) > {MAX_RECORD_BYTES}"
+                                                             for name in TEXT_FIELDS))
 
 
 # rows the Arrow reader takes as they are: what `_sqlite_batches` puts in its typed frame without a question.
 # SQLite tests it as a WHERE clause (each row stops at its first failing column): as a column of the
 # result it cost about 0.4 s more CPU for a million rows
-_PLAIN = " AND ".join([f"(typeof({name}) = 'text' OR typeof({name}) = 'null')" for name in TEXT_FIELDS]
+# and not longer than MAX_RECORD_BYTES (such a row is read by `_EXACT_QUERY`, which names it): the ADBC
+# driver's SQLite (3.43 or later) measures a text's bytes with octet_length without reading the value
+_PLAIN = " AND ".join([f"(typeof({name}) = 'null' OR (typeof({name}) = 'text' AND "
+                       f"octet_length({name}) <= {MAX_RECORD_BYTES}))" for name in TEXT_FIELDS]
                       + ["typeof(ts) <> 'text' AND typeof(ts) <> 'blob'"])
 # a first row of the right types, so the driver gives every column its type (it infers them from the
 # first batch: a column null all through it would be typed as integers, and text later a mismatch);
@@ -349,12 +543,14 @@ _ARROW_QUERY = ("SELECT '' AS rid, '' AS kind, '' AS src, 0.0 AS ts, '' AS run, 
                 f"UNION ALL SELECT {', '.join(EVENT_FIELDS)}, 0 FROM events WHERE {_PLAIN}")
 
 
-def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "_Snapshot") -> Iterator[SourceBatch]:
+def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "_Snapshot",
+                   stop: threading.Event | None = None) -> Iterator[SourceBatch]:
     """The events as Arrow tables straight from SQLite (ADBC's driver: no Python object per value),
     typed as `_sqlite_batches` types them. Raises `_NotPlain` after the last batch when a row was not
     plain (left out by the query), or at any driver error: the caller reads again the exact way, which
     judges such rows one by one. Raises it too, before any batch, when this second connection does not
-    see what the first one saw (`snapshot`: a WAL store a writer committed to in between)."""
+    see what the first one saw (`snapshot`: a WAL store a writer committed to in between), and between
+    two of the driver's batches once `stop` is set."""
     import adbc_driver_manager
     import adbc_driver_sqlite.dbapi as adbc
     import pyarrow as pa
@@ -388,6 +584,8 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "
             return SourceBatch("sqlite", table.add_column(0, "position", numbers))
 
         for record in cursor.fetch_record_batch():
+            if stop is not None and stop.is_set():
+                raise _NotPlain("stopped")
             if total is None:  # the typing row
                 total, record = record.column("total")[0].as_py(), record.slice(1)
                 if snapshot.events is not None and total != snapshot.events:
@@ -424,7 +622,12 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "
         if held:
             yield batch()
         if position != total:
-            raise _NotPlain(f"{total - position} rows of another storage class")
+            try:
+                cursor.execute(_OVERSIZE_QUERY)
+                oversize = [(int(rowid), name, int(size)) for rowid, name, size in cursor.fetchall()]
+            except adbc_driver_manager.Error:  # a table WITHOUT ROWID: `_EXACT_QUERY` measures them itself
+                oversize = None
+            raise _NotPlain(f"{total - position} rows of another storage class", oversize)
     except (adbc_driver_manager.Error, OSError, pa.ArrowException) as error:
         raise _NotPlain(str(error)) from None
     finally:
@@ -484,48 +687,82 @@ def _judge_repos(rows: list[tuple]) -> tuple[list[tuple[str, str]], list[tuple]]
     return list(mappings.items()), rejections
 
 
-def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS,
-                arrow: bool = True) -> tuple[Container, Iterator[SourceBatch]]:
-    """Open the store and return its container facts and a generator of batches.
+class StoreBatches:
+    """The batches of a store (an iterator), and `cancel`: from another thread, stop the reading (the
+    iterator then ends with an error) when the ingest stops early."""
 
-    The generator holds one read transaction until exhausted (or closed)."""
+    def __init__(self, iterator: Iterator[SourceBatch], stop: threading.Event | None = None):
+        self._iterator, self._stop = iterator, stop
+
+    def __iter__(self) -> Iterator[SourceBatch]:
+        return self._iterator
+
+    def __next__(self) -> SourceBatch:
+        return next(self._iterator)
+
+    def close(self) -> None:
+        self._iterator.close()
+
+    def cancel(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+
+def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS,
+                arrow: bool = True, scratch: Path | None = None) -> tuple[Container, StoreBatches]:
+    """Open the store and return its container facts and its batches.
+
+    The batches hold one read transaction until exhausted (or closed). With `scratch` (a directory
+    of the warehouse's scratch space), a WAL-mode store is copied there with its -wal and the copy
+    read (`copy_wal_store`): nothing is created beside the store."""
     container = Container(path=path, format="sqlite")
-    connection = _connect_read_only(path, busy_timeout)
+    source = copy_wal_store(path, scratch / "store") if scratch is not None and uses_wal(path) else path
+    stop = threading.Event()
+    connection = _connect_read_only(path, source, stop)
     try:
-        connection.execute("BEGIN")  # one snapshot for repos and events
+        _take_read_lock(connection, busy_timeout)  # one snapshot for repos and events
         check_sqlite_schema(connection, path)
         repo_rows = connection.execute(_REPOS_QUERY).fetchall()
         container.repos, container.repo_rejections = _judge_repos(repo_rows)
         # The Arrow reader is a second connection. In rollback-journal mode this transaction keeps
-        # writers out until the end, so it sees the same store. In WAL mode a writer may commit in
-        # between: it checks that it sees these repos and this many events, else the rows are read here.
-        wal = connection.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
+        # writers out until the end, so it sees the same store; so does a copy (nothing writes it).
+        # A WAL store read in place may be committed to in between: the Arrow reader checks that it
+        # sees these repos and this many events, else the rows are read here.
+        wal = source == path and connection.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
         snapshot = _Snapshot(repo_rows, connection.execute("SELECT count(*) FROM events").fetchone()[0] if wal else None)
     except StoreError:
         connection.close()
         raise
     except sqlite3.Error as error:
         connection.close()
+        if "interrupted" in str(error):
+            raise KeyboardInterrupt from None  # Ctrl-C, answered in the progress handler
         raise _sqlite_problem(path, error, busy_timeout) from None
 
     def events() -> Iterator[SourceBatch]:
         try:
+            oversize = None
             if arrow:
                 try:
-                    yield from _arrow_batches(path, busy_timeout, batch_rows, snapshot)
+                    yield from _arrow_batches(source, busy_timeout, batch_rows, snapshot, stop)
                     return
-                except _NotPlain:
+                except _NotPlain as error:
+                    if stop.is_set():
+                        raise StoreError(f"{path}: reading was stopped") from None
+                    oversize = error.oversize
                     yield SourceBatch("restart", pl.DataFrame())
             try:
-                yield from _sqlite_batches(connection, False, batch_rows)
+                yield from _sqlite_batches(connection, False, batch_rows, oversize)
                 return
             except sqlite3.OperationalError as error:
                 if "decode" not in str(error).lower():
                     raise
             # some text is not UTF-8: read again, decoding in SQL (a bad value rejects its row)
             yield SourceBatch("restart", pl.DataFrame())
-            yield from _sqlite_batches(connection, True, batch_rows)
+            yield from _sqlite_batches(connection, True, batch_rows, oversize)
         except sqlite3.Error as error:
+            if stop.is_set():
+                raise StoreError(f"{path}: reading was stopped") from None
             raise _sqlite_problem(path, error, busy_timeout) from None
         finally:
             try:
@@ -552,13 +789,20 @@ def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATC
         if pending:
             yield SourceBatch("sqlite", pl.DataFrame(schema={"position": pl.Int64} | _SCHEMA), rejected=pending)
 
-    return container, batches()
+    return container, StoreBatches(batches(), stop)
 
 
 # ---- JSON Lines ------------------------------------------------------------------------
 
-def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS) -> tuple[Container, Iterator[SourceBatch]]:
+def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS, max_record: int = MAX_RECORD_BYTES,
+               batch_bytes: int = BATCH_BYTES) -> tuple[Container, Iterator[SourceBatch]]:
+    """The export's non-blank lines in batches of `batch_rows` lines or `batch_bytes` bytes. A line longer
+    than `max_record` bytes is rejected (field `line`) without being held: only its length is counted,
+    so memory stays bounded whatever the file holds (a 50 GB file of one line included)."""
     container = Container(path=path, format="jsonl")
+
+    def oversize(line: int, size: int) -> tuple:
+        return (line, None, "line", f"is {size:,} bytes long; a line may hold at most {_size(max_record)}")
 
     def batches() -> Iterator[SourceBatch]:
         try:
@@ -566,45 +810,79 @@ def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS) -> tuple[Container, 
         except OSError as error:
             raise StoreError(f"{path}: cannot be read ({error.strerror})") from None
         with handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # replaced since it was looked at
+                raise StoreError(f"{path}: is not a regular file; copy it to a file first")
             line_number = 0
-            pending = b""
+            pending = b""  # the start of the line the last chunk cut
+            skipped = 0  # bytes so far of a line too long to hold (kept out of `pending`)
             lines: list[bytes] = []
             numbers: list[int] = []
+            rejected: list[tuple] = []
+            held = large = 0
             while True:
                 chunk = handle.read(READ_CHUNK_BYTES)
                 if not chunk:
                     break
-                if line_number == 0 and not pending and chunk.startswith(codecs.BOM_UTF8):
+                if line_number == 0 and not pending and not skipped and chunk.startswith(codecs.BOM_UTF8):
                     chunk = chunk[len(codecs.BOM_UTF8):]  # an export saved with a byte-order mark: not part of line 1
-                parts = (pending + chunk).split(b"\n")
-                pending = parts.pop()
-                for raw in parts:
+                parts = chunk.split(b"\n")
+                rest = parts.pop()
+                for index, raw in enumerate(parts):
                     line_number += 1
-                    if raw.strip():
+                    if index == 0 and skipped:
+                        rejected.append(oversize(line_number, skipped + len(raw)))
+                        skipped = 0
+                        continue
+                    if index == 0 and pending:
+                        raw, pending = pending + raw, b""
+                    if len(raw) > max_record:
+                        rejected.append(oversize(line_number, len(raw)))
+                    elif raw.strip():
                         lines.append(raw)
                         numbers.append(line_number)
-                if len(lines) >= batch_rows:
-                    yield _jsonl_batch(numbers, lines)
-                    lines, numbers = [], []
-            if pending.strip():
+                        held += len(raw)
+                        if len(raw) >= LARGE_LINE:
+                            large += len(raw)
+                            if large >= LARGE_BYTES:
+                                yield _jsonl_batch(numbers, lines, rejected)
+                                lines, numbers, rejected, held, large = [], [], [], 0, 0
+                if skipped or len(pending) + len(rest) > max_record:
+                    skipped += len(pending) + len(rest)
+                    pending = b""
+                else:
+                    pending += rest
+                if len(lines) >= batch_rows or held >= batch_bytes:
+                    yield _jsonl_batch(numbers, lines, rejected)
+                    lines, numbers, rejected, held, large = [], [], [], 0, 0
+            if skipped:
+                rejected.append(oversize(line_number + 1, skipped))
+            elif pending.strip():
                 lines.append(pending)
                 numbers.append(line_number + 1)
-            if lines:
-                yield _jsonl_batch(numbers, lines)
+            if lines or rejected:
+                yield _jsonl_batch(numbers, lines, rejected)
 
     return container, batches()
 
 
-def _jsonl_batch(numbers: list[int], lines: list[bytes]) -> SourceBatch:
+def _size(limit: int) -> str:
+    """A byte limit as the rules say it: `4 MiB (4,194,304 bytes)`."""
+    mib = limit / (1024 * 1024)
+    return (f"{mib:g} MiB ({limit:,} bytes)" if mib >= 1 else f"{limit:,} bytes")
+
+
+def _jsonl_batch(numbers: list[int], lines: list[bytes], rejected: list[tuple] | None = None) -> SourceBatch:
     frame = pl.DataFrame(
         {"line": pl.Series("line", numbers, dtype=pl.Int64), "text": pl.Series("text", lines, dtype=pl.Binary)}
     )
-    return SourceBatch("jsonl", frame.with_columns(pl.col("line").alias("position")), True)
+    return SourceBatch("jsonl", frame.with_columns(pl.col("line").alias("position")), True, list(rejected or []))
 
 
-def open_store(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS) -> tuple[Container, Iterator[SourceBatch]]:
+def open_store(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS,
+               scratch: Path | None = None) -> tuple[Container, Iterator[SourceBatch]]:
+    """The store's container facts and batches; `scratch`: where a WAL-mode store is copied to be read."""
     path = Path(path)
     format_ = detect_format(path)
     if format_ == "sqlite":
-        return read_sqlite(path, busy_timeout=busy_timeout, batch_rows=batch_rows)
+        return read_sqlite(path, busy_timeout=busy_timeout, batch_rows=batch_rows, scratch=scratch)
     return read_jsonl(path, batch_rows=batch_rows)
