@@ -141,15 +141,32 @@ class Git:
     # ---- the repository -------------------------------------------------------------
     def repository_problem(self) -> str | None:
         """Why this path cannot be harvested (not a repository, shallow), or None."""
+        self._count()
         try:
-            code, output = self.out("rev-parse", "--is-shallow-repository", ok=(0, 128))
-        except GitError as error:
+            result = subprocess.run(self._argv(("rev-parse", "--is-shallow-repository")), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, timeout=self.timeout, env=self.env)
+        except (OSError, subprocess.TimeoutExpired) as error:
             return f"git failed ({error})"
+        code, output = result.returncode, result.stdout
+        if code == 128 and b"dubious ownership" in result.stderr:
+            return self._not_trusted()
         if code == 128:
             return "not a git repository"
+        if code:
+            return f"git failed (rev-parse exited {code})"
         if output.strip() == b"true":
             return "a shallow clone: its history is incomplete, blame would credit the wrong commits"
         return None
+
+    def _not_trusted(self) -> str:
+        """git's refusal of a repository another user owns (a repository's config can name programs
+        git runs, so git reads only its own user's unless told to trust them)."""
+        try:
+            owner = f"uid {os.stat(self.repo).st_uid}"
+        except OSError:
+            owner = "another user"
+        return (f"owned by {owner}, not by this user (uid {os.getuid()}): git refuses to read it; run loopmeter as "
+                f"its owner, or trust it with `git config --global --add safe.directory {shown_path(os.path.realpath(self.repo))}`")
 
     def resolve(self, names: list[str]) -> dict[str, tuple[str, str] | None]:
         """name -> (object id, type), or None when missing, for many names in one process.
