@@ -25,6 +25,7 @@ from . import layout
 from .errors import shown_path
 from .warehouse import DATABASE, JOURNAL, STATE, VERSIONS, Warehouse
 
+_FORGELOOP_INGESTED = {"runs", "scenarios", "ingest_manifest"}
 _FORGELOOP_AGGREGATES = (
     "forgeloop_mode_runs", "forgeloop_mode_stats", "forgeloop_comparisons", "forgeloop_paired_runs",
     "forgeloop_outliers", "forgeloop_outlier_fences", "forgeloop_context_inflation",
@@ -82,17 +83,24 @@ def file_problem(table: str, path: Path, *, whole: bool = True) -> str | None:
 
 
 def damaged_files(root: Path) -> list[tuple[Path, str, str]]:
-    """(file, table, what is wrong) for every table file of the warehouse at `root` whose footer
-    cannot be read or whose schema is not its table's: a quick look (footers only), for telling
-    which file an error came from."""
+    """(file, table, what is wrong) for the table files of the warehouse at `root` that are damaged,
+    for telling which file an error came from: every footer and schema first; when all of those are
+    whole, each file read to its end until the first damaged one (a file whose footer survived and
+    whose pages did not)."""
     warehouse = Warehouse(Path(root))
+    files = [(name, path) for name in warehouse.table_names() for path in warehouse.table_files(name)]
     found = []
-    for name in warehouse.table_names():
-        for path in warehouse.table_files(name):
-            problem = file_problem(name, path, whole=False)
-            if problem is not None:
-                found.append((path, name, problem))
-    return found
+    for name, path in files:
+        problem = file_problem(name, path, whole=False)
+        if problem is not None:
+            found.append((path, name, problem))
+    if found:
+        return found
+    for name, path in files:
+        problem = file_problem(name, path)
+        if problem is not None:
+            return [(path, name, problem)]
+    return []
 
 
 def check(warehouse: Warehouse) -> Report:
@@ -221,7 +229,10 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
             with warehouse.publishing():
                 rebuild_summaries(warehouse)
             report.repaired += [f"table {name}: rebuilt from {', '.join(summaries[name])}" for name in sorted(rebuildable)]
-        for name in sorted(damaged - (rebuildable if not inputs_damaged else set())):
+        left = damaged - (rebuildable if not inputs_damaged else set())
+        if left & _FORGELOOP_INGESTED:
+            report.not_repaired += _forget_forgeloop_ingests(warehouse, sorted(left & _FORGELOOP_INGESTED))
+        for name in sorted(left - _FORGELOOP_INGESTED):
             report.not_repaired.append(f"table {name}: {_how_to_rebuild(name, inputs_damaged)}")
         if not damaged - (rebuildable if not inputs_damaged else set()):
             try:
@@ -275,3 +286,22 @@ def _repair_journal(warehouse: Warehouse) -> list[str]:
             return [f"journal {shown_path(journal)}: its publish finished"]
     journal.unlink(missing_ok=True)
     return [f"journal {shown_path(journal)}: removed ({problems[0].detail})"]
+
+
+
+def _forget_forgeloop_ingests(warehouse: Warehouse, tables: list[str]) -> list[str]:
+    """How to rebuild a table `ingest forgeloop` writes: only from the run files, into a new warehouse
+    (an ingest into this one keeps the run sets whose files did not change). The RESULTS and scenarios
+    come from the ingests' records (`.state/forgeloop-ingest-*.json`), read only."""
+    lines = []
+    for record in sorted((warehouse.root / STATE).glob("forgeloop-ingest-*.json")):
+        try:
+            key = json.loads(record.read_text()).get("key", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(key, dict) and isinstance(key.get("results"), str):
+            scenarios = f" --scenarios {shown_path(key['scenarios'])}" if isinstance(key.get("scenarios"), str) else ""
+            lines.append(f"{', '.join(tables)}: cannot be rebuilt from the warehouse; its rows come from run files: "
+                         f"`loopmeter ingest forgeloop {shown_path(key['results'])}{scenarios} --warehouse <a new folder>`")
+    return lines or [f"{', '.join(tables)}: cannot be rebuilt from the warehouse; its rows come from run files: "
+                     "`loopmeter ingest forgeloop <RESULTS> --warehouse <a new folder>`"]
