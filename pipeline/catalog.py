@@ -13,7 +13,8 @@ A view reads whatever version of its table is current, so the file is only rebui
 what it was built for (recorded in `.state/catalog.json`) differs: the warehouse's place
 (a copied or moved warehouse would otherwise read the original's files, or none), the set of
 tables, their documentation, loopmeter's version; or when it is missing or a killed writer
-left it half-built. Writers rebuild it as they end; any other command that opens the
+left it half-built, or when the file is not the one the last rebuild wrote (its size and
+modification time, recorded too: a damaged or replaced file). Writers rebuild it as they end; any other command that opens the
 warehouse rebuilds it when it must and no writer holds the lock (`repair_catalog`).
 """
 from __future__ import annotations
@@ -103,9 +104,26 @@ def catalog_needs_rebuild(warehouse: Warehouse) -> bool:
     if not current["tables"]:
         return False
     recorded = _recorded(warehouse)
-    if recorded is None or warehouse.catalog_stale or not (warehouse.root / DATABASE).exists():
+    if recorded is None or warehouse.catalog_stale or not _file_as_built(warehouse, recorded):
         return True
     return any(recorded.get(key) != value for key, value in current.items())
+
+
+def _file_identity(path: Path) -> list[int] | None:
+    """The size and modification time of loopmeter.duckdb (None: no such file)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def _file_as_built(warehouse: Warehouse, recorded: dict) -> bool:
+    """Whether loopmeter.duckdb is the file the last rebuild wrote: a file damaged, truncated or
+    replaced since (or written by a client that opened it to write) has another size or time, and is
+    rebuilt rather than refused by every command after."""
+    identity = _file_identity(warehouse.root / DATABASE)
+    return identity is not None and recorded.get("file", identity) == identity
 
 
 def refresh_catalog(warehouse: Warehouse, force: bool = False) -> Path:
@@ -118,7 +136,9 @@ def refresh_catalog(warehouse: Warehouse, force: bool = False) -> Path:
     target = warehouse.root / DATABASE
     names = warehouse.table_names()
     signature = _built_for(warehouse, docs, names)
-    if not force and _recorded(warehouse) == signature and target.exists() and not warehouse.catalog_stale:
+    recorded = _recorded(warehouse)
+    if (not force and recorded is not None and {k: v for k, v in recorded.items() if k != "file"} == signature
+            and _file_as_built(warehouse, recorded) and not warehouse.catalog_stale):
         return target
     import duckdb
 
@@ -144,6 +164,7 @@ def refresh_catalog(warehouse: Warehouse, force: bool = False) -> Path:
         raise
     finally:
         wal.unlink(missing_ok=True)
+    signature["file"] = _file_identity(target)
     atomic_write_text(warehouse.root / STATE, json.dumps(signature, indent=1) + "\n")
     warehouse.catalog_stale = False
     return target

@@ -40,7 +40,7 @@ def main_options(
 
 def _register() -> None:
     # each module registers its commands on the groups above
-    from .commands import demo, execute, forge, forgeloop, query  # noqa: F401
+    from .commands import check, demo, execute, forge, forgeloop, query  # noqa: F401
 
 
 _register()

@@ -51,5 +51,15 @@ def is_utf8(text: str) -> bool:
 
 
 def shown_path(path: str | os.PathLike) -> str:
-    """A path as text for a message: bytes that are not UTF-8 as \\xNN escapes."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    """A path as text for a message: bytes that are not UTF-8 as \\xNN escapes, a line break or
+    other control character as its escape (`\\n`), so the message stays one line."""
+    return one_line(os.fsencode(path).decode("utf-8", "backslashreplace"))
+
+
+_CONTROL = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7f]} | {0x0a: "\\n", 0x0d: "\\r", 0x09: "\\t"}
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks and other control characters escaped (`\\n`): one line, whatever
+    a file or table name holds."""
+    return text.translate(_CONTROL)

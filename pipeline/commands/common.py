@@ -11,7 +11,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from ..errors import Exit, LoopmeterError, is_utf8, shown_path
+from ..errors import Exit, LoopmeterError, is_utf8, one_line, shown_path
 
 WarehouseOption = Annotated[
     Optional[Path],
@@ -51,8 +51,8 @@ def open_warehouse(option: Optional[Path], *, repair_catalog: bool = True):
             repair(store)
         except Exception as error:  # noqa: BLE001 - the command's own work does not need the catalog
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            print(f"loopmeter: warning: {root / 'loopmeter.duckdb'} could not be rebuilt for this folder: {first}",
-                  file=sys.stderr)
+            print(f"loopmeter: warning: {shown_path(root / 'loopmeter.duckdb')} could not be rebuilt for this folder: "
+                  f"{one_line(first)}; `loopmeter check --repair` says why and rebuilds it", file=sys.stderr)
     return store
 
 
@@ -197,7 +197,7 @@ def command(function: Callable) -> Callable:
             INTERRUPT_REPORTED = INTERRUPT_REPORTED or error.exit_code == Exit.INTERRUPTED  # execute's own word for it
             if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
                 traceback.print_exc()
-            print(f"loopmeter: error: {error}", file=sys.stderr)
+            print(f"loopmeter: error: {one_line(str(error))}", file=sys.stderr)
             raise typer.Exit(int(error.exit_code)) from None
         except KeyboardInterrupt:
             _interrupted()
@@ -220,8 +220,15 @@ def _interrupted() -> None:
 def _fail(error: BaseException) -> None:
     if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
         traceback.print_exc()
+    from ..failures import explain
+
+    explained = explain(error, [root for root, _ in _WATCHED], _replaced_tables())
+    if explained is not None:
+        print(f"loopmeter: error: {one_line(explained)}", file=sys.stderr)
+        raise typer.Exit(int(Exit.FATAL)) from None
     first = (str(error).strip().splitlines() or [""])[0]  # DuckDB's messages run on with hints: the line that says what
-    print(f"loopmeter: error: {type(error).__name__}: {first} (rerun with --debug for the traceback)", file=sys.stderr)
+    print(f"loopmeter: error: {type(error).__name__}: {one_line(first)} (rerun with --debug for the traceback)",
+          file=sys.stderr)
     raise typer.Exit(int(Exit.FATAL)) from None
 
 
@@ -245,7 +252,7 @@ SHOWN_REJECTIONS = 20
 def print_rejections(lines: list[str], total: int, table: str) -> None:
     """The first rejections, one line each, on stderr; the rest counted, and where to find them."""
     for line in lines[:SHOWN_REJECTIONS]:
-        print(line, file=sys.stderr)
+        print(one_line(line), file=sys.stderr)
     if total > SHOWN_REJECTIONS:
         print(f"... and {total - SHOWN_REJECTIONS} more (all in the {table} table, or --json)", file=sys.stderr)
 
@@ -255,4 +262,4 @@ def note(message: str) -> None:
     from .. import progress
 
     if not progress.QUIET:
-        print(message, file=sys.stderr)
+        print(one_line(message), file=sys.stderr)

@@ -6,6 +6,15 @@ touches a working tree, an index or a lock file; GIT_CEILING_DIRECTORIES stops g
 walking up into an enclosing repository. A failing or timed-out query raises `GitError`:
 it never reads as "nothing found".
 
+No program a repository names runs (`safe_env`, `SAFE_CONFIG`): a repository's config,
+its includes and its attributes can name textconv drivers, filters, external diffs, an
+fsmonitor, a pager, hooks, a signature verifier and transports. blame and diff-tree run
+with --no-textconv --no-ext-diff; the command line's `-c` settings, which win over every
+config file, switch the rest off; the system and global config and every inherited
+GIT_* variable are left out, so the numbers depend on the repository's objects alone.
+The user's own `safe.directory` entries are carried over: git's refusal of a repository
+another user owns stays theirs to lift.
+
 Batching, so a harvest runs few processes: one `cat-file --batch-check` resolves every
 candidate and branch of a repository, one `log --first-parent` per branch tip serves all
 its integrations, one `diff-tree --stdin` computes every task's numstat, one `ls-tree`
@@ -30,8 +39,68 @@ _HUNK = re.compile(rb"^([0-9a-f]{40}|[0-9a-f]{64}) \d+ \d+ (\d+)$")
 _SHA = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
 
 
+# Settings on the command line outrank the repository's config and its includes.
+SAFE_CONFIG = (
+    "core.fsmonitor=false",  # a program git would run to list changed files
+    "core.hooksPath=/dev/null",
+    "core.pager=cat",
+    "core.sshCommand=false",
+    "core.askPass=false",
+    "core.attributesFile=/dev/null",
+    "credential.helper=",  # an empty value clears the list of helpers
+    "diff.external=",
+    "log.showSignature=false",  # else log runs gpg.program on signed commits
+    "gpg.program=false",
+    "gpg.ssh.program=false",
+    "gpg.x509.program=false",
+    "blame.ignoreRevsFile=",  # an empty value clears the list: every line keeps its own commit
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "protocol.allow=never",  # a partial clone's missing object is never fetched, by any transport
+    *(f"protocol.{name}.allow=never" for name in ("file", "git", "ssh", "http", "https", "ext", "ftp", "ftps")),
+)
+_USER_SAFE_DIRECTORIES: list[str] | None = None
+
+
 class GitError(Exception):
     pass
+
+
+def _user_safe_directories() -> list[str]:
+    """The user's own `safe.directory` entries (system and global config), read once."""
+    global _USER_SAFE_DIRECTORIES
+    if _USER_SAFE_DIRECTORIES is None:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+        found: list[str] = []
+        for scope in ("--system", "--global"):
+            try:
+                result = subprocess.run(["git", "config", scope, "--get-all", "safe.directory"], stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, env=dict(env, LC_ALL="C"), cwd="/", timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if result.returncode == 0:
+                found += result.stdout.decode("utf-8", "surrogateescape").splitlines()
+        _USER_SAFE_DIRECTORIES = found
+    return _USER_SAFE_DIRECTORIES
+
+
+def safe_env(**extra: str) -> dict[str, str]:
+    """The environment git runs in: no inherited GIT_* variable (GIT_EXTERNAL_DIFF, GIT_PAGER,
+    GIT_SSH_COMMAND, GIT_CONFIG_PARAMETERS, GIT_DIR ...), no system or global config, no system
+    attributes, no replacement objects, no prompt."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_ATTR_NOSYSTEM="1",
+               GIT_NO_REPLACE_OBJECTS="1", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat",
+               GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+    env.update(extra)
+    return env
+
+
+def safe_argv(repo: str, *args: str) -> list[str]:
+    """`git -C repo ARGS` with every repository-named program switched off."""
+    config = [item for setting in SAFE_CONFIG for item in ("-c", setting)]
+    config += [item for entry in _user_safe_directories() for item in ("-c", f"safe.directory={entry}")]
+    return ["git", "--no-pager", "-C", repo, *config, *args]
 
 
 class Git:
@@ -41,16 +110,7 @@ class Git:
         self.repo = str(repo)
         self.timeout = timeout
         real = os.path.realpath(self.repo)
-        self.env = dict(
-            os.environ,
-            GIT_OPTIONAL_LOCKS="0",
-            GIT_TERMINAL_PROMPT="0",
-            GIT_CEILING_DIRECTORIES=os.path.dirname(real),
-            LC_ALL="C",
-        )
-        self.env.pop("GIT_DIR", None)
-        self.env.pop("GIT_WORK_TREE", None)
-        self.env.pop("GIT_INDEX_FILE", None)
+        self.env = safe_env(GIT_CEILING_DIRECTORIES=os.path.dirname(real))
         self.processes = 0
         self._lock = threading.Lock()
 
@@ -59,7 +119,7 @@ class Git:
             self.processes += 1
 
     def _argv(self, args: tuple[str, ...]) -> list[str]:
-        return ["git", "-C", self.repo, "-c", "core.fsmonitor=false", "-c", "gc.auto=0", *args]
+        return safe_argv(self.repo, *args)
 
     def out(self, *args: str, ok: tuple[int, ...] = (0,), stdin: bytes | None = None) -> tuple[int, bytes]:
         self._count()
@@ -81,15 +141,32 @@ class Git:
     # ---- the repository -------------------------------------------------------------
     def repository_problem(self) -> str | None:
         """Why this path cannot be harvested (not a repository, shallow), or None."""
+        self._count()
         try:
-            code, output = self.out("rev-parse", "--is-shallow-repository", ok=(0, 128))
-        except GitError as error:
+            result = subprocess.run(self._argv(("rev-parse", "--is-shallow-repository")), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, timeout=self.timeout, env=self.env)
+        except (OSError, subprocess.TimeoutExpired) as error:
             return f"git failed ({error})"
+        code, output = result.returncode, result.stdout
+        if code == 128 and b"dubious ownership" in result.stderr:
+            return self._not_trusted()
         if code == 128:
             return "not a git repository"
+        if code:
+            return f"git failed (rev-parse exited {code})"
         if output.strip() == b"true":
             return "a shallow clone: its history is incomplete, blame would credit the wrong commits"
         return None
+
+    def _not_trusted(self) -> str:
+        """git's refusal of a repository another user owns (a repository's config can name programs
+        git runs, so git reads only its own user's unless told to trust them)."""
+        try:
+            owner = f"uid {os.stat(self.repo).st_uid}"
+        except OSError:
+            owner = "another user"
+        return (f"owned by {owner}, not by this user (uid {os.getuid()}): git refuses to read it; run loopmeter as "
+                f"its owner, or trust it with `git config --global --add safe.directory {shown_path(os.path.realpath(self.repo))}`")
 
     def resolve(self, names: list[str]) -> dict[str, tuple[str, str] | None]:
         """name -> (object id, type), or None when missing, for many names in one process.
@@ -116,7 +193,7 @@ class Git:
     def first_parent_chain(self, tip: str) -> list[tuple[str, int, list[str]]]:
         """(commit, committer time, parents) along the first-parent chain from `tip`, newest first."""
         chain = []
-        for line in self.text("log", "--first-parent", "--format=%H %ct %P", tip).splitlines():
+        for line in self.text("log", "--no-show-signature", "--first-parent", "--format=%H %ct %P", tip).splitlines():
             sha, ct, *parents = line.split()
             chain.append((sha, int(ct), parents))
         return chain
@@ -131,7 +208,7 @@ class Git:
             return []
         stdin = "".join(f"{reviewed} {base}\n" for base, reviewed in pairs).encode()
         # paths as the bytes git names them (surrogates where not UTF-8): they go back to git as they came
-        output = self.out("diff-tree", "--stdin", "-r", "--numstat", "-z", "--no-renames", "--always",
+        output = self.out("diff-tree", "--no-textconv", "--no-ext-diff", "--stdin", "-r", "--numstat", "-z", "--no-renames", "--always",
                           stdin=stdin)[1].decode("utf-8", "surrogateescape")
         blocks: list[list[tuple[int | None, str]]] = []
         for token in output.split("\0"):
@@ -168,7 +245,7 @@ class Git:
         """Lines of `path` at `rev` per originating commit, streamed, never capped."""
         self._count()
         try:
-            process = subprocess.Popen(self._argv(("blame", "--incremental", rev, "--", path)),
+            process = subprocess.Popen(self._argv(("blame", "--no-textconv", "--incremental", rev, "--", path)),
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env)
         except OSError as error:
             raise GitError(f"git blame: {error}") from None
@@ -197,7 +274,7 @@ class Git:
     def reverting_commits(self, candidate: str, rev: str) -> list[tuple[str, list[str]]]:
         """Commits in candidate..rev with the commits their message says they revert."""
         found = []
-        for block in self.text("log", "--format=%H%x00%B%x01", f"{candidate}..{rev}").split("\x01"):
+        for block in self.text("log", "--no-show-signature", "--format=%H%x00%B%x01", f"{candidate}..{rev}").split("\x01"):
             sha, _, body = block.strip("\n").partition("\x00")
             reverted = _REVERTS.findall(body)
             if sha and reverted:

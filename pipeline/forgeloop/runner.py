@@ -120,10 +120,12 @@ def load_scenarios(directory: Path, only: list[str] | None = None) -> list[dict]
 
 def project_revision(target: Path) -> str | None:
     """The commit checked out in `target` (git HEAD), or None outside a git repository."""
+    from ..forge.git import safe_argv, safe_env
+
     try:
         result = subprocess.run(
-            ["git", "-C", str(target), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-            capture_output=True, text=True, timeout=30,
+            safe_argv(str(target), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"),
+            capture_output=True, text=True, timeout=30, env=safe_env(),
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

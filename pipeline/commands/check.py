@@ -1,0 +1,51 @@
+"""`loopmeter check`: is the warehouse whole (every table file, the journal, the catalog)? `--repair`
+rebuilds what the warehouse holds the inputs of (`pipeline/check.py`)."""
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ..cli import app
+from ..errors import EXIT_CODES_HELP, Exit, one_line
+from .common import JsonOption, QuietOption, WarehouseOption, command, note, print_json, set_quiet
+
+
+@app.command("check", help="Check the warehouse: every table file read to its end and its schema, the publishing "
+             "journal, loopmeter.duckdb and its views; one line per problem, exit 1 when there is one. --repair "
+             "rebuilds what can be rebuilt from the warehouse and says what it could not. " + EXIT_CODES_HELP)
+@command
+def check_command(
+    repair: Annotated[bool, typer.Option("--repair", help="Rebuild what can be rebuilt (the catalog, the Forge summary "
+                                         "tables, a journal left behind); say how to rebuild the rest.")] = False,
+    warehouse: WarehouseOption = None,
+    json: JsonOption = False,
+    quiet: QuietOption = False,
+) -> int:
+    from ..check import check, repair as repair_warehouse
+    from ..config import warehouse_dir
+    from ..warehouse import Warehouse
+
+    set_quiet(quiet)
+    store = Warehouse(warehouse_dir(warehouse))  # as it is: opening it the usual way would mend it first
+    report = check(store)
+    found = list(report.problems)
+    if repair and found:
+        repair_warehouse(store, report)
+    if json:
+        document = report.as_dict()
+        document["found"] = [problem.as_dict() for problem in found]
+        print_json(document)
+    else:
+        for problem in found:
+            print(f"loopmeter: {one_line(problem.line())}", file=sys.stderr)
+        for line in report.repaired:
+            print(f"loopmeter: repaired: {one_line(line)}", file=sys.stderr)
+        for line in report.not_repaired:
+            print(f"loopmeter: not repaired: {one_line(line)}", file=sys.stderr)
+        if not found:
+            note(f"{report.root}: {report.tables} tables, {report.files} files, journal and catalog: all whole")
+        elif repair and not report.problems:
+            note(f"{report.root}: repaired; checked again: all whole")
+    return int(Exit.FATAL) if report.problems else 0

@@ -1,0 +1,104 @@
+"""`loopmeter check` on real damaged warehouses, and what `--repair` rebuilds."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from forge_fixtures import run_user
+from pipeline.forge import samples
+from pipeline.forge.ingest import ingest_forge
+from pipeline.warehouse import Warehouse
+
+
+@pytest.fixture(scope="module")
+def forge_warehouse(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("check")
+    sample = samples.build_git_sample(root / "repos")
+    store = samples.write_sqlite(root / "dataset.sqlite", sample.repos, sample.events)
+    ingest_forge(Warehouse(root / "warehouse"), store)
+    assert run_user("catalog", warehouse=root / "warehouse").returncode == 0
+    return root / "warehouse"
+
+
+@pytest.fixture
+def copy(forge_warehouse, tmp_path) -> Path:
+    target = tmp_path / "warehouse"
+    shutil.copytree(forge_warehouse, target, symlinks=True)
+    assert run_user("catalog", warehouse=target).returncode == 0  # built for this place
+    return target
+
+
+def checked(warehouse: Path, *options: str) -> tuple[int, dict]:
+    result = run_user("check", "--json", *options, warehouse=warehouse)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def count(warehouse: Path, table: str) -> int:
+    result = run_user("sql", f"SELECT count(*) AS n FROM {table}", "--format", "json", warehouse=warehouse)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)[0]["n"]
+
+
+def test_a_whole_warehouse_checks_whole(copy):
+    code, report = checked(copy)
+    assert code == 0 and report["ok"] and report["problems"] == [] and report["tables"] == 15
+    plain = run_user("check", warehouse=copy)
+    assert plain.returncode == 0 and plain.stderr.strip().endswith("journal and catalog: all whole")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "pages"])
+def test_a_damaged_summary_file_is_named_and_rebuilt(copy, damage):
+    before = count(copy, "forge_attempts")
+    damaged = sorted((copy / "forge_attempts").glob("*.parquet"))[0]
+    data = damaged.read_bytes()
+    damaged.write_bytes(data[:100] if damage == "truncated" else data[:8] + bytes(len(data) // 2) + data[8 + len(data) // 2:])
+    code, report = checked(copy)
+    assert code == 1 and not report["ok"]
+    assert [(p["kind"], p["path"], p["table"]) for p in report["problems"]] == [
+        ("table file", str(damaged), "forge_attempts"), ("catalog", str(copy / "loopmeter.duckdb"), "forge_attempts")]
+    assert report["problems"][0]["problem"].startswith("cannot be read as Parquet (")
+    assert report["problems"][1]["problem"].startswith("its view forge_attempts does not answer (")
+    plain = run_user("check", warehouse=copy)
+    assert plain.returncode == 1 and plain.stderr.splitlines()[0].startswith(f"loopmeter: {damaged}: cannot be read")
+    code, repaired = checked(copy, "--repair")
+    assert code == 0 and repaired["ok"] and repaired["problems"] == [] and len(repaired["found"]) == 2
+    assert repaired["repaired"][0] == "table forge_attempts: rebuilt from forge_attempt_events"
+    assert count(copy, "forge_attempts") == before
+    assert checked(copy)[0] == 0
+
+
+def test_a_damaged_catalog_is_named_and_rebuilt(copy):
+    database = copy / "loopmeter.duckdb"
+    database.write_bytes(b"not a database" * 100)
+    code, report = checked(copy)
+    assert code == 1 and [(p["kind"], p["path"]) for p in report["problems"]] == [("catalog", str(database))]
+    assert report["problems"][0]["problem"].startswith("cannot be opened (")
+    code, repaired = checked(copy, "--repair")
+    assert code == 0 and repaired["repaired"] == [f"catalog {database}: rebuilt"]
+    assert checked(copy)[0] == 0
+
+
+def test_a_journal_naming_a_table_loopmeter_does_not_know_is_named_and_removed(copy):
+    journal = copy / ".state" / "publishing.json"
+    journal.write_text(json.dumps({"tables": {"state/../../../x": ".versions/x/1"}, "folders": []}))
+    code, report = checked(copy)
+    assert code == 1
+    assert [p["problem"] for p in report["problems"]] == ["names a table loopmeter does not know: 'state/../../../x'"]
+    code, repaired = checked(copy, "--repair")
+    assert code == 0 and not journal.exists()
+    assert repaired["repaired"][0].startswith(f"journal {journal}: removed")
+    assert not (copy.parent.parent.parent / "x").exists()
+
+
+def test_a_damaged_file_of_a_table_read_from_outside_is_named_with_how_to_rebuild_it(copy):
+    damaged = sorted((copy / "forge_events").glob("*/*.parquet"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:50])
+    code, report = checked(copy, "--repair")
+    assert code == 1 and [p["path"] for p in report["problems"]] == [str(damaged), str(copy / "loopmeter.duckdb")]
+    assert report["notRepaired"][0] == ("table forge_events: read from a Forge store: run `loopmeter ingest forge "
+                                        "<store>` again to rebuild it")
+    assert damaged.stat().st_size == 50  # left as it was
