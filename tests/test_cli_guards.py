@@ -386,3 +386,31 @@ def test_usage_errors_do_not_import_the_heavy_libraries(args, tmp_path):
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2, result.stderr
     assert imported_packages(result.stderr).isdisjoint({"polars", "duckdb", "pyarrow"})
+
+
+def test_a_duckdb_query_stopped_by_ctrl_c_is_an_interruption_not_an_error():
+    """DuckDB stops a query on Ctrl-C with an error of its own: every command (and the catalog's rebuild
+    as a command starts) takes it for the interruption it is, exit 130."""
+    import threading
+
+    import duckdb
+
+    from pipeline.commands.common import is_interruption
+
+    connection = duckdb.connect()
+    raised: list[BaseException] = []
+
+    def query() -> None:
+        try:
+            connection.execute("SELECT count(*) FROM range(100000000000) a, range(10) b")
+        except BaseException as error:  # noqa: BLE001 - the error is what the test looks at
+            raised.append(error)
+
+    worker = threading.Thread(target=query)
+    worker.start()
+    while worker.is_alive():  # interrupt until the query has started and stopped
+        connection.interrupt()
+        worker.join(0.05)
+    assert len(raised) == 1 and is_interruption(raised[0]), raised
+    assert is_interruption(RuntimeError("Query interrupted"))
+    assert not is_interruption(RuntimeError("Query failed")) and not is_interruption(ValueError("Interrupted!"))

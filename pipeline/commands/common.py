@@ -50,6 +50,8 @@ def open_warehouse(option: Optional[Path], *, repair_catalog: bool = True):
         try:
             repair(store)
         except Exception as error:  # noqa: BLE001 - the command's own work does not need the catalog
+            if is_interruption(error):
+                raise KeyboardInterrupt from None
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             print(f"loopmeter: warning: {shown_path(root / 'loopmeter.duckdb')} could not be rebuilt for this folder: "
                   f"{one_line(first)}; `loopmeter check --repair` says why and rebuilds it", file=sys.stderr)
@@ -202,12 +204,18 @@ def command(function: Callable) -> Callable:
         except KeyboardInterrupt:
             _interrupted()
         except Exception as error:  # noqa: BLE001 - the last line of defence of a CLI
-            if isinstance(error, RuntimeError) and str(error) == "Query interrupted":
-                _interrupted()  # Ctrl-C while DuckDB ran a query: DuckDB turns it into this error
+            if is_interruption(error):
+                _interrupted()
             _fail(error)
         raise typer.Exit(int(code or 0))
 
     return wrapper
+
+
+def is_interruption(error: BaseException) -> bool:
+    """Ctrl-C while DuckDB ran a query: DuckDB turns it into an error of its own."""
+    return (type(error).__name__ == "InterruptException"
+            or (isinstance(error, RuntimeError) and str(error) == "Query interrupted"))
 
 
 def _interrupted() -> None:
