@@ -38,7 +38,7 @@ table.classes td.n { text-align: right; }
 ul.legend { list-style: none; padding: 0; margin: .5rem 0; } ul.legend li { display: inline-block; margin-right: 1rem; }
 .dot { display: inline-block; width: 10px; height: 10px; border-radius: 5px; margin-right: 4px; }
 dl.tail-legend { display: grid; grid-template-columns: minmax(0, max-content) minmax(0, 1fr); gap: .3rem .8rem; font-size: 13px; }
-dl.tail-legend dt { padding: 1px 6px; border: 1px solid #ddd; } dl.tail-legend dd { margin: 0; }
+dl.tail-legend dt { padding: 1px 6px; border: 1px solid #ddd; align-self: start; } dl.tail-legend dd { margin: 0; }
 """
 
 MODE_COLOURS = {"direct": "#4c78a8", "forgeloopBalanced": "#f58518", "forgeloopAdaptive": "#54a24b", "token outlier": "#d62728"}
@@ -239,8 +239,8 @@ def forge_sections(warehouse: Warehouse) -> list[Section]:
     sections += [
         Section("Surviving share of merged lines per model",
                 prose("Of the lines a task's merged work added, the share git blame still credits to the task's commits at "
-                      "the horizon (`loopmeter harvest survival`), with Wilson 95 % intervals over the tasks: a task's "
-                      "lines survive or go together, so the tasks, not the lines, are the independent units."),
+                      "the horizon (`loopmeter harvest survival`), with Wilson 95 % intervals over the tasks (a task's "
+                      "lines survive or go together)."),
                 interval_chart(shares, "added lines still credited to the task at the horizon", "surviving share",
                                low=0.0, high=1.0),
                 level=3),
