@@ -60,7 +60,7 @@ class Browser:
 
         self.process = subprocess.Popen(
             [CHROMIUM, *FLAGS[:-2], f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
-            pass_fds=(3, 4), preexec_fn=on_fds_3_and_4, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            pass_fds=(3, 4), preexec_fn=on_fds_3_and_4, cwd=profile.parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         os.close(to_child)
         os.close(from_child)
