@@ -1,10 +1,12 @@
 """`loopmeter report html`: one self-contained page with the charts people would rather see.
 
 No script, no stylesheet or font from the network: the charts are inline SVG
-(`charts.py`), so the page opens offline and from an e-mail attachment alike.
+(`charts.py`), so the page opens offline and from an e-mail attachment alike. Every ForgeLoop
+run set gets a section of its own, listed at the top; the Forge charts follow.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from html import escape
@@ -12,27 +14,65 @@ from html import escape
 import polars as pl
 
 from . import __version__
-from .charts import interval_chart, overhead_chart, strip_chart
+from .charts import interval_chart, overhead_chart, points, strip_chart
 from .forgeloop.contract import LIGHT_OBJECTIVES, MODES
 from .warehouse import Warehouse
 
+# The page's column is at most 1040 px wide, a chart at most 1000 (its text about 15 px there);
+# below, charts shrink with the window and the tail table's class names break at underscores.
 STYLE = """
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 920px; color: #222; }
-h1 { font-size: 1.6rem; margin-bottom: 0; } h2 { margin-top: 2.4rem; border-bottom: 1px solid #ddd; }
+html { -webkit-text-size-adjust: 100%; }
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; padding: 1.5rem 1rem 3rem;
+       max-width: 1040px; color: #222; box-sizing: border-box; }
+h1 { font-size: 1.6rem; margin: 0; } h2 { margin-top: 2.6rem; border-bottom: 1px solid #ccc; font-size: 1.35rem; }
+h3 { margin-top: 1.8rem; font-size: 1.08rem; } p, ul.legend, dl { max-width: 46rem; }
 .sub { color: #666; margin-top: .2rem; } .empty { color: #888; font-style: italic; }
-svg .label { font-size: 12px; fill: #333; } svg .tick { font-size: 11px; fill: #666; }
-table.classes { border-collapse: collapse; font-size: 12px; } table.classes td, table.classes th { border: 1px solid #ddd; padding: 3px 8px; }
+nav ul { padding-left: 1.2rem; margin: .3rem 0; } code { font-size: .92em; background: #f3f3f3; padding: 0 .2em; border-radius: 3px; }
+svg.chart { display: block; width: 100%; max-width: 1000px; height: auto; margin: .6rem 0; }
+svg .label { font-size: 12px; fill: #333; } svg .tick { font-size: 11px; fill: #666; } svg .axis-title { font-size: 12px; fill: #333; }
+table.classes { border-collapse: collapse; font-size: 13px; width: 100%; max-width: 1000px; }
+table.classes td, table.classes th { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+table.classes td.n { text-align: right; }
 .TAIL_CONSISTENT { background: #e3f2e1; } .TAIL_PAIRED_RATIO_SENSITIVE { background: #fff3cd; }
 .TAIL_DISTRIBUTION_REGRESSION { background: #f8d7da; } .TAIL_UNRESOLVED { background: #eee; }
-.legend span { display: inline-block; margin-right: 1rem; } .dot { display: inline-block; width: 10px; height: 10px; border-radius: 5px; margin-right: 4px; }
+ul.legend { list-style: none; padding: 0; margin: .5rem 0; } ul.legend li { display: inline-block; margin-right: 1rem; }
+.dot { display: inline-block; width: 10px; height: 10px; border-radius: 5px; margin-right: 4px; }
+dl.tail-legend { display: grid; grid-template-columns: minmax(0, max-content) minmax(0, 1fr); gap: .3rem .8rem; font-size: 13px; }
+dl.tail-legend dt { padding: 1px 6px; border: 1px solid #ddd; align-self: start; } dl.tail-legend dd { margin: 0; }
 """
+
+MODE_COLOURS = {"direct": "#4c78a8", "forgeloopBalanced": "#f58518", "forgeloopAdaptive": "#54a24b", "token outlier": "#d62728"}
+TAIL_CLASSES = {  # combined tail interpretation -> what it says (the benchmark contract's rules)
+    "TAIL_CONSISTENT": "the paired p95 overhead and the distribution p95 agree: no tail regression, or both regress",
+    "TAIL_PAIRED_RATIO_SENSITIVE": "the paired p95 overhead is above 60 % but the mode's p95 tokens are not: the ratio "
+                                   "is inflated by low-baseline pairs (direct runs below 60 % of their median)",
+    "TAIL_DISTRIBUTION_REGRESSION": "the mode's p95 tokens are more than 60 % above direct's p95",
+    "TAIL_UNRESOLVED": "fewer than 20 token pairs, or the two views disagree in another way",
+}
+
+
+def plural(number: int, noun: str) -> str:
+    """`1 task`, `2 tasks`, `1,250 runs`."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
+def prose(text: str) -> str:
+    """Plain text as HTML: escaped, and `a command` set as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text))
+
+
+def _breakable(name: str) -> str:
+    """A class name that may wrap after its underscores on a narrow screen."""
+    return escape(name).replace("_", "_<wbr>")
 
 
 @dataclass
 class Section:
     title: str
-    intro: str
+    intro: str  # HTML (see `prose`)
     body: str
+    level: int = 2
+    anchor: str | None = None
 
 
 @dataclass
@@ -48,23 +88,88 @@ class Page:
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(self.title)}</title><style>{STYLE}</style></head><body>",
             f"<h1>{escape(self.title)}</h1>",
-            f'<p class="sub">loopmeter {__version__}, generated {generated}</p>',
+            f'<p class="sub">loopmeter {escape(__version__)}, generated {generated}</p>',
         ]
+        contents = [s for s in self.sections if s.level == 2 and s.anchor]
+        if len(contents) > 1:
+            parts.append('<nav aria-label="contents"><ul>' + "".join(
+                f'<li><a href="#{escape(s.anchor)}">{escape(s.title)}</a></li>' for s in contents) + "</ul></nav>")
+        open_section = False
         for section in self.sections:
-            parts += [f"<h2>{escape(section.title)}</h2>", f"<p>{section.intro}</p>", section.body]
+            if section.level == 2:
+                parts.append("</section>" if open_section else "")
+                parts.append(f'<section id="{escape(section.anchor)}">' if section.anchor else "<section>")
+                open_section = True
+            heading = f"h{section.level}"
+            parts += [f"<{heading}>{escape(section.title)}</{heading}>",
+                      f"<p>{section.intro}</p>" if section.intro else "", section.body]
+        if open_section:
+            parts.append("</section>")
         parts.append("</body></html>")
-        return "\n".join(parts)
+        return "\n".join(part for part in parts if part)
 
 
-def _legend() -> str:
-    colors = {"direct": "#4c78a8", "forgeloopBalanced": "#f58518", "forgeloopAdaptive": "#54a24b", "token outlier": "#d62728"}
-    return '<p class="legend">' + "".join(
-        f'<span><i class="dot" style="background:{color}"></i>{escape(name)}</span>' for name, color in colors.items()
-    ) + "</p>"
+def _mode_legend() -> str:
+    return '<ul class="legend">' + "".join(
+        f'<li><i class="dot" style="background:{colour}"></i>{escape(name)}</li>' for name, colour in MODE_COLOURS.items()
+    ) + "</ul>"
+
+
+def _tail_legend() -> str:
+    return '<dl class="tail-legend">' + "".join(
+        f'<dt class="{name}">{_breakable(name)}</dt><dd>{escape(meaning)}</dd>' for name, meaning in TAIL_CLASSES.items()
+    ) + "</dl>"
+
+
+def _run_set_sections(run_set: str, runs: pl.DataFrame, analysis) -> list[Section]:
+    outlier_ids = set(analysis.outliers.filter(pl.col("run_set_id") == run_set)["run_id"].to_list())
+    groups = []
+    for scenario, mode, tokens, run_ids in sorted(
+        runs.filter(pl.col("total_tokens").is_not_null()).group_by("scenario_id", "mode").agg("total_tokens", "run_id").iter_rows(),
+        key=lambda row: (row[0], MODES.index(row[1]) if row[1] in MODES else len(MODES), row[1]),
+    ):
+        groups.append((f"{scenario} · {mode}", mode, tokens, [run_id in outlier_ids for run_id in run_ids]))
+    paired = analysis.paired_runs.filter((pl.col("run_set_id") == run_set) & (pl.col("mode") == "forgeloopAdaptive"))
+    series = [
+        (scenario, list(zip(frame["run_index"], frame["paired_overhead_percent"], frame["baseline_regime"] != "NORMAL")))
+        for (scenario,), frame in sorted(paired.partition_by("scenario_id", as_dict=True).items())
+    ]
+    comparisons = analysis.comparisons.filter(pl.col("run_set_id") == run_set).sort("scenario_id", "mode")
+    rows = "".join(
+        f"<tr><td>{escape(r['scenario_id'])}</td><td>{escape(r['mode'])}</td><td class=\"n\">{r['token_comparable_pairs']}</td>"
+        f"<td>{_breakable(r['paired_status'])}</td><td>{_breakable(r['distribution_status'])}</td>"
+        f"<td class=\"{escape(r['combined_interpretation'])}\">{_breakable(r['combined_interpretation'])}</td></tr>"
+        for r in comparisons.iter_rows(named=True)
+    )
+    table = (f'<table class="classes"><tr><th>scenario</th><th>mode</th><th>pairs</th><th>paired</th><th>distribution</th>'
+             f"<th>combined</th></tr>{rows}</table>" if rows else '<p class="empty">No candidate mode to compare.</p>')
+    scenarios = runs["scenario_id"].n_unique()
+    p50, p95 = LIGHT_OBJECTIVES["p50TokenOverheadPercent"], LIGHT_OBJECTIVES["p95TokenOverheadPercent"]
+    return [
+        Section(f"Run set {run_set}", f"{plural(runs.height, 'run')} in {plural(scenarios, 'scenario')}.", "",
+                anchor=f"run-set-{run_set}"),
+        Section("Token distributions",
+                "Total tokens of every run per scenario and mode; the box spans the middle half, the bar is the median, "
+                "red dots are TOKEN_IQR_1_5 outliers.",
+                _mode_legend() + strip_chart(groups, "total tokens per run", f"token distributions, run set {run_set}"),
+                level=3),
+        Section("Paired token overhead of the adaptive mode",
+                "Each dot is one run: (adaptive − direct) / direct for the same run index. Hollow dots are low-baseline "
+                f"pairs (direct below 60 % of its median). Dashed: the light objectives, p50 ≤ {p50} % and p95 ≤ {p95} %.",
+                overhead_chart(series, [(float(p50), f"p50 {p50}%"), (float(p95), f"p95 {p95}%")],
+                               "token overhead of adaptive over direct, same run index",
+                               f"paired overhead, run set {run_set}"),
+                level=3),
+        Section("Tail classes",
+                "Paired and distribution tail status per candidate mode (20 token pairs are needed to judge a tail); "
+                "the combined class is coloured:",
+                _tail_legend() + table, level=3),
+    ]
 
 
 def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None) -> list[Section]:
-    """`result`: the aggregate a stage computed already (stage.Aggregated), else computed here."""
+    """A section per run set (only `run_set` when given). `result`: the aggregate a stage computed
+    already (stage.Aggregated), else computed here."""
     from .forgeloop.stage import compute
 
     if not warehouse.has_table("runs"):
@@ -72,94 +177,75 @@ def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None) -
     if result is None:
         result = compute(warehouse, run_set)
     analysis = result.analysis
-    chosen = run_set or max(analysis.mode_runs.group_by("run_set_id").agg(pl.col("run_count").sum()).sort("run_count", "run_set_id").rows())[0]
-    runs = warehouse.read_partition("runs", "run_set_id", chosen)
-    outlier_ids = set(analysis.outliers.filter(pl.col("run_set_id") == chosen)["run_id"].to_list())
-    groups = []
-    for scenario, mode, tokens, run_ids in sorted(
-        runs.filter(pl.col("total_tokens").is_not_null()).group_by("scenario_id", "mode").agg("total_tokens", "run_id").iter_rows(),
-        key=lambda row: (row[0], MODES.index(row[1])),
-    ):
-        groups.append((f"{scenario} · {mode}", mode, tokens, [run_id in outlier_ids for run_id in run_ids]))
-    paired = analysis.paired_runs.filter((pl.col("run_set_id") == chosen) & (pl.col("mode") == "forgeloopAdaptive"))
-    series = [
-        (scenario, list(zip(frame["run_index"], frame["paired_overhead_percent"], frame["baseline_regime"] != "NORMAL")))
-        for (scenario,), frame in sorted(paired.partition_by("scenario_id", as_dict=True).items())
-    ]
-    comparisons = analysis.comparisons.filter(pl.col("run_set_id") == chosen).sort("scenario_id", "mode")
-    rows = "".join(
-        f"<tr><td>{escape(r['scenario_id'])}</td><td>{escape(r['mode'])}</td><td>{r['token_comparable_pairs']}</td>"
-        f"<td>{escape(r['paired_status'])}</td><td>{escape(r['distribution_status'])}</td>"
-        f"<td class=\"{escape(r['combined_interpretation'])}\">{escape(r['combined_interpretation'])}</td></tr>"
-        for r in comparisons.iter_rows(named=True)
-    )
-    run_sets = ", ".join(sorted(analysis.mode_runs["run_set_id"].unique().to_list()))
-    return [
-        Section(
-            f"Token distributions — run set {chosen}",
-            f"Total tokens of every run per scenario and mode; the box spans the middle half, the bar is the median, "
-            f"red dots are TOKEN_IQR_1_5 outliers. Run sets in the warehouse: {escape(run_sets)}.",
-            _legend() + strip_chart(groups, "tokens", "token distributions"),
-        ),
-        Section(
-            "Paired token overhead of the adaptive mode",
-            "Each dot is one run: (adaptive − direct) / direct for the same run index. Hollow dots are low-baseline "
-            f"pairs (direct below 60 % of its median). Dashed: the light objectives, p50 ≤ {LIGHT_OBJECTIVES['p50TokenOverheadPercent']} % "
-            f"and p95 ≤ {LIGHT_OBJECTIVES['p95TokenOverheadPercent']} %.",
-            overhead_chart(series, [(35.0, "35 %"), (60.0, "60 %")], "paired overhead"),
-        ),
-        Section(
-            "Tail classes",
-            "Paired and distribution tail status per candidate mode (20 token pairs are needed to judge a tail).",
-            f'<table class="classes"><tr><th>scenario</th><th>mode</th><th>pairs</th><th>paired</th><th>distribution</th>'
-            f"<th>combined</th></tr>{rows}</table>",
-        ),
-    ]
+    run_sets = [run_set] if run_set is not None else sorted(analysis.mode_runs["run_set_id"].unique().to_list())
+    files = warehouse.partition_files("runs", "run_set_id", run_sets)
+    runs = warehouse.read_files("runs", files, ["run_set_id", "run_id", "scenario_id", "mode", "total_tokens"])
+    by_set = runs.partition_by("run_set_id", as_dict=True)
+    sections = []
+    for name in run_sets:
+        sections += _run_set_sections(name, by_set.get((name,), runs.clear()), analysis)
+    return sections
+
+
+def _who(group: dict) -> str:
+    return f"{group['model'] or '(unmatched)'} · {group['tier'] or '-'}"
 
 
 def forge_sections(warehouse: Warehouse) -> list[Section]:
     """First-pass rates, randomized differences and survival, from the Forge reports."""
     from .forge import tables as forge_tables
     from .forge.reports import routing_document, routing_scope, survival_document
+    from .forge.routing import wilson
 
     if not warehouse.has_table(forge_tables.TASKS):
-        return [Section("Forge routing and survival", "No Forge store ingested yet (`loopmeter ingest forge STORE`).", "")]
+        return [Section("Forge routing and survival", prose("No Forge store ingested yet (`loopmeter ingest forge STORE`)."),
+                        "", anchor="forge")]
     routing = routing_document(warehouse, routing_scope(None, None))
     observational = [
-        (f"{row['tier']} · {row['spec']} ({row['tasks']})", row["first_pass"], *row["ci"]) for row in routing["observational"]
+        (f"{row['tier']} · {row['spec']}, {plural(row['tasks'], 'task')}", row["first_pass"], *row["ci"])
+        for row in routing["observational"]
     ]
     randomized = [
         (f"{row['tier']}: {row['alternative']} vs {row['default']}", row["difference"], *(row["ci"] or (None, None)))
         for row in routing["randomized"] if "note" not in row
     ]
-    notes = " ".join(escape(row["note"]) + "." for row in routing["randomized"] if "note" in row)
+    notes = " ".join(prose(row["note"]) + "." for row in routing["randomized"] if "note" in row)
     sections = [
+        Section("Forge routing and survival", "Tasks Forge routed to models, how their first attempts did, and how much of "
+                "their merged work survives.", "", anchor="forge"),
         Section("First-pass rate per model and tier",
                 "Observational: first attempts with an outcome, by declared tier and the model that ran them, with Wilson "
                 "95 % intervals. Routing chose who ran what, so a model given the hard tasks looks worse than it is.",
-                interval_chart(observational, "first-pass rate", low=0.0, high=1.0)),
+                interval_chart(observational, "first attempts that passed review", "first-pass rate", low=0.0, high=1.0),
+                level=3),
         Section("Randomized comparisons",
                 "Intent-to-treat difference in first-pass rate (alternative − default) from exploration draws, "
-                "Hajek-weighted, with the run-cluster bootstrap 95 % interval. Dashed: the −0.10 non-inferiority "
-                f"margin. {notes}",
-                interval_chart(randomized, "randomized differences", line=(-0.10, "−0.10"))),
+                "Hajek-weighted, with the run-cluster bootstrap 95 % interval. Dashed: the −10 percentage-point "
+                f"non-inferiority margin. {notes}",
+                interval_chart(randomized, "difference in first-pass rate, alternative − default", "randomized differences",
+                               line=(-0.10, points(-0.10)), label=points),
+                level=3),
     ]
     survival = survival_document(warehouse)["groups"]
+    # A task's lines survive or go together (a revert or a rewrite takes many at once), so the
+    # interval counts tasks, not lines: Wilson's interval of the share over n = tasks.
     shares = [
-        (f"{g['model'] or '(unmatched)'} · {g['tier'] or '-'} ({g['horizon_days']} d, {g['tasks']} tasks)",
-         g["surviving_share"], None, None) for g in survival
-    ]
-    reverts = [
-        (f"{g['model'] or '(unmatched)'} · {g['tier'] or '-'} ({g['horizon_days']} d)", g["revert_rate"], *g["revert_ci"])
+        (f"{_who(g)}, {g['horizon_days']} d, {plural(g['tasks'], 'task')}", g["surviving_share"],
+         *(wilson(g["surviving_share"] * g["tasks"], g["tasks"]) if g["surviving_share"] is not None else (None, None)))
         for g in survival
     ]
+    reverts = [(f"{_who(g)}, {g['horizon_days']} d, {plural(g['tasks'], 'task')}", g["revert_rate"], *g["revert_ci"])
+               for g in survival]
     sections += [
         Section("Surviving share of merged lines per model",
-                "Of the lines a task's merged work added, the share git blame still credits to the task's commits at the "
-                "horizon (`loopmeter harvest survival`).",
-                interval_chart(shares, "surviving share", low=0.0, high=1.0)),
+                prose("Of the lines a task's merged work added, the share git blame still credits to the task's commits at "
+                      "the horizon (`loopmeter harvest survival`), with Wilson 95 % intervals over the tasks (a task's "
+                      "lines survive or go together)."),
+                interval_chart(shares, "added lines still credited to the task at the horizon", "surviving share",
+                               low=0.0, high=1.0),
+                level=3),
         Section("Revert rate per model", "Tasks whose work a later commit reverted, with Wilson 95 % intervals.",
-                interval_chart(reverts, "revert rate", low=0.0, high=1.0)),
+                interval_chart(reverts, "tasks whose work was reverted", "revert rate", low=0.0, high=1.0), level=3),
     ]
     return sections
 

@@ -184,16 +184,18 @@ for _name, _help in REPORT_HELP.items():
         _report_command(_name))
 
 
-@report_app.command("html", help="One self-contained HTML page with charts (no network needed to view it). " + EXIT_CODES_HELP)
+@report_app.command("html", help="One self-contained HTML page with charts (no network needed to view it): a section per "
+                   "run set, then the Forge charts. " + EXIT_CODES_HELP)
 @command
 def report_html(
-    out: Annotated[Path, typer.Option("--out", help="The HTML file to write.")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="The HTML file to write (default: report.html in the "
+                                                "warehouse, where demo and run-all write it).")] = None,
     run_set: RunSetOption = None,
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
-    json: JsonOption = False,
 ) -> int:
     store = open_warehouse(warehouse)
+    out = store.root / "report.html" if out is None else out
     check_utf8_path(out, "--out")
     # the warehouse's own page (demo and run-all write it there) may be written again; nothing else inside
     refuse_inside_warehouse("--out", out, store.root, lambda relative: relative == Path("report.html"),
@@ -215,8 +217,6 @@ def report_html(
         atomic_write_text(out, page)
     except OSError as error:
         raise LoopmeterError(f"--out {out}: cannot write it: {error.strerror or error}") from None
-    if json:
-        print_json({"written": str(out.resolve()), "bytes": len(page.encode())}, 2)
-    elif not quiet:
-        print(f"wrote {out}")
+    if not quiet:
+        print(f"wrote {out.resolve()}")
     return Exit.OK
