@@ -416,3 +416,23 @@ def any_parquet(folder: Path) -> bool:
         return any(folder.rglob("*.parquet"))
     except FileNotFoundError:  # a scratch directory removed while it was looked through
         return False
+
+
+@pytest.mark.parametrize("reader", ["arrow", "exact"])
+def test_a_sqlite_store_of_many_events_near_the_limit_is_stored_a_few_at_a_time(tmp_path, reader):
+    """Forty values of almost 4 MiB in a SQLite store, read by either reader (one row whose src is a
+    number sends the whole store to the exact one): checked together they would take DuckDB past its
+    memory limit, so a batch ends once its large values reach 4 MiB."""
+    near = [oversize_event(f"near-{i}", MAX_RECORD_BYTES - 1000) for i in range(40)]
+    ordinary = events(10)
+    store = samples.write_sqlite(tmp_path / "dataset.sqlite", REPOS, ordinary[:100] + near + ordinary[100:])
+    if reader == "exact":
+        db = sqlite3.connect(store)
+        db.execute("UPDATE events SET src = 7 WHERE rid = ?", (ordinary[0]["rid"],))
+        db.commit()
+        db.close()
+    warehouse = tmp_path / "w"
+    done = loopmeter("ingest", "forge", str(store), "--warehouse", str(warehouse), measure=True)
+    assert done.returncode in (0, 3), done.stderr
+    assert {e["rid"] for e in near} <= stored_rids(warehouse)
+    assert peak_rss_mib(done) < 1024, peak_rss_mib(done)

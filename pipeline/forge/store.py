@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+import numpy as np
 import polars as pl
 
 if TYPE_CHECKING:
@@ -69,6 +70,11 @@ MAX_RECORD_BYTES = 4 * 1024 * 1024
 BATCH_BYTES = 96 * 1024 * 1024
 LARGE_LINE = 64 * 1024
 LARGE_BYTES = 4 * 1024 * 1024
+# A SQLite store's batches end the same way: at LARGE_BYTES of values of LARGE_LINE bytes or more.
+# Rows read as Python objects (the exact reader) are fetched a few at first, then more while they
+# are small: at most about FETCH_BYTES at a time, whatever the rows hold
+FIRST_FETCH = 4
+FETCH_BYTES = 8 * 1024 * 1024
 
 
 class StoreError(LoopmeterError):
@@ -460,11 +466,12 @@ def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: in
     row_schema = {name: dtype for name, dtype in schema.items() if name != "position"}
     frames: list[pl.DataFrame] = []
     rejected: list = []
-    held = 0
+    held = large = 0
+    fetch = FIRST_FETCH
     while True:
         # Python holds one small chunk of rows at a time (a row as Python objects weighs several
-        # times its columnar form); the batch is built of their frames
-        rows = cursor.fetchmany(min(batch_rows, FETCH_ROWS))
+        # times its columnar form), of about FETCH_BYTES at most; the batch is built of their frames
+        rows = cursor.fetchmany(min(batch_rows, fetch))
         more = bool(rows)
         if more:
             try:
@@ -474,15 +481,26 @@ def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: in
                 good, bad = _split_bad_rows(rows, position, text)
                 frame = pl.DataFrame(good, schema=schema, orient="row")
                 rejected += bad
+            size = max(1, frame.estimated_size())
+            fetch = max(1, min(FETCH_ROWS, fetch * 2, len(rows) * FETCH_BYTES // size))
             position += len(rows)
             held += len(rows)
+            large += _large_bytes(frame)
             frames.append(frame)
         rows = None
-        if held and (held >= batch_rows or not more):
+        if held and (held >= batch_rows or large >= LARGE_BYTES or not more):
             yield SourceBatch("sqlite", pl.concat(frames, rechunk=False), binary, rejected)
-            frames, rejected, held = [], [], 0
+            frames, rejected, held, large = [], [], 0, 0
         if not more:
             break
+
+
+def _large_bytes(frame: pl.DataFrame) -> int:
+    """The bytes of the frame's text values of LARGE_LINE bytes or more."""
+    lengths = [pl.col(name).cast(pl.Binary).bin.size() if frame.schema[name] == pl.Binary else pl.col(name).str.len_bytes()
+               for name in TEXT_FIELDS if name in frame.columns]
+    total = frame.select(pl.sum_horizontal([pl.when(n >= LARGE_LINE).then(n).otherwise(0) for n in lengths]).sum())
+    return int(total.item() or 0)
 
 
 def batch_plan(total: int, batch_rows: int, workers: int = 2) -> list[int]:
@@ -543,6 +561,21 @@ _ARROW_QUERY = ("SELECT '' AS rid, '' AS kind, '' AS src, 0.0 AS ts, '' AS run, 
                 f"UNION ALL SELECT {', '.join(EVENT_FIELDS)}, 0 FROM events WHERE {_PLAIN}")
 
 
+def _row_large_bytes(record) -> "np.ndarray | None":
+    """The running total over the rows of `record` of their text values of LARGE_LINE bytes or more
+    (None when it holds none: the usual case, which costs a length per value)."""
+    import pyarrow.compute as pc
+
+    total = None
+    for name in TEXT_FIELDS:
+        lengths = pc.fill_null(pc.binary_length(record.column(name)), 0)
+        large = pc.if_else(pc.greater_equal(lengths, LARGE_LINE), lengths, 0)
+        total = large if total is None else pc.add(total, large)
+    if total is None or not pc.max(total).as_py():
+        return None
+    return np.cumsum(total.to_numpy(zero_copy_only=False).astype(np.int64))
+
+
 def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "_Snapshot",
                    stop: threading.Event | None = None) -> Iterator[SourceBatch]:
     """The events as Arrow tables straight from SQLite (ADBC's driver: no Python object per value),
@@ -573,7 +606,7 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "
         schema = pa.schema([(name, pa.float64() if name == "ts" else pa.string()) for name in EVENT_FIELDS])
         position, total, plan = 0, None, []
         held: list[pa.RecordBatch] = []  # of the next batch
-        held_rows = 0
+        held_rows = held_large = 0
 
         def batch() -> SourceBatch:
             nonlocal position, held, held_rows
@@ -611,13 +644,27 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "
                     column.validate(full=True)  # valid UTF-8, else ArrowInvalid
                 columns.append(column)
             record = pa.RecordBatch.from_arrays(columns, schema=schema)
+            weights = _row_large_bytes(record)  # running total of each row's large values, or None
             while record.num_rows:  # cut where the plan says (fewer rows than planned: some are not plain)
                 take = min(record.num_rows, plan[0] - held_rows) if plan else record.num_rows
+                full = False
+                if weights is not None:  # ... or where the large values reach LARGE_BYTES
+                    crossing = int(np.searchsorted(weights, LARGE_BYTES - held_large, side="left"))
+                    if crossing < take:
+                        take, full = crossing + 1, True
+                    held_large += int(weights[take - 1])
+                    weights = weights[take:] - weights[take - 1]
                 held.append(record.slice(0, take))
                 held_rows += take
                 record = record.slice(take)
                 if plan and held_rows == plan[0]:
                     plan.pop(0)
+                    held_large = 0
+                    yield batch()
+                elif full:
+                    if plan:
+                        plan[0] -= held_rows  # the rest of the planned batch comes next
+                    held_large = 0
                     yield batch()
         if held:
             yield batch()
