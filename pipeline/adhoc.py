@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-READING = {"SELECT", "EXPLAIN", "PRAGMA", "SHOW", "DESCRIBE", "SUMMARIZE", "CALL"}
 FORMATS = ("table", "csv", "json", "parquet")
 
 
@@ -59,6 +58,10 @@ def _confine(connection: "duckdb.DuckDBPyConnection", root: Path) -> None:
     # file_search_path: with it, DuckDB let '../..' escape the allowed directory in a test; relative to
     # the current directory it resolves, then checks.)
     connection.execute(f"SET allowed_directories = ['{quoted}/']")
+    # no extension is fetched (into ~/.duckdb) or loaded for a function the SQL names
+    connection.execute("SET autoinstall_known_extensions = false")
+    connection.execute("SET autoload_known_extensions = false")
+    connection.execute("SET allow_community_extensions = false")
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
 
@@ -82,65 +85,12 @@ def _note(message: str) -> None:
         print(f"loopmeter: note: {message}", file=sys.stderr)
 
 
-# Why a statement that is not a reading one is refused, by the word that names it.
-_SAVE = "to save a result, use --format csv|json|parquet --out FILE"
-_REFUSALS = {
-    **dict.fromkeys(("CREATE", "INSERT", "COPY", "EXPORT"), _SAVE),
-    **dict.fromkeys(("UPDATE", "DELETE", "MERGE", "ALTER", "DROP", "VACUUM", "ANALYZE", "CHECKPOINT", "DEALLOCATE"),
-                    "the warehouse's tables change only through loopmeter's stages"),
-    **dict.fromkeys(("ATTACH", "DETACH", "USE"), "it reads the warehouse's own database only"),
-    **dict.fromkeys(("INSTALL", "LOAD"), "it installs and loads no extension"),
-    **dict.fromkeys(("SET", "RESET"), "its settings are locked"),
-    **dict.fromkeys(("BEGIN", "COMMIT", "ROLLBACK", "ABORT", "START", "END", "TRANSACTION"),
-                    "each call runs one reading statement on its own"),
-    **dict.fromkeys(("PREPARE", "EXECUTE"), "give the statement itself, its $names with --param name=value"),
-}
-# Statement types DuckDB gives several statements, named here by their own first word instead.
-_NAMED_BY_WORD = {"LOAD", "SET", "VARIABLE_SET", "TRANSACTION", "VACUUM", "DROP", "CALL", "PRAGMA", "COPY_DATABASE",
-                  "CREATE_FUNC", "MERGE_INTO", "EXTENSION", "INVALID"}
+def check_read_only(connection: "duckdb.DuckDBPyConnection", text: str) -> Any:
+    """The one statement of `text` when it only reads (readonly_sql.py); else refused, naming the
+    first statement refused."""
+    from .readonly_sql import check_statements
 
-
-def _kind(statement: Any) -> str:
-    try:
-        return str(statement.type).rsplit(".", 1)[-1].upper()
-    except ValueError:  # a statement type this duckdb's Python module has no name for (UPDATE EXTENSIONS)
-        return "INVALID"
-
-
-def _statement_name(statement: Any, kind: str) -> str:
-    """The statement as a person names it: INSTALL (DuckDB's type says LOAD), RESET (SET), ..."""
-    if kind not in _NAMED_BY_WORD:
-        return kind
-    words = re.findall(r"[A-Za-z_]+", re.sub(r"--[^\n]*|/\*.*?\*/", " ", statement.query, flags=re.S))
-    word = words[0].upper() if words else kind
-    if word == "FORCE" and len(words) > 1:  # FORCE INSTALL
-        word = words[1].upper()
-    return word
-
-
-def _refusal(name: str, reason: str | None) -> str:
-    article = "an" if name[:1] in "AEIO" or (name[:1] == "U" and not name.startswith("US")) else "a"
-    return f"loopmeter sql is read-only: {article} {name} statement is refused" + (f" ({reason})" if reason else "")
-
-
-def check_read_only(connection: "duckdb.DuckDBPyConnection", text: str) -> None:
-    """Refuse anything but reading statements, naming the first one refused."""
-    import duckdb
-
-    try:
-        statements = connection.extract_statements(text)
-    except duckdb.Error as error:
-        raise LoopmeterError(f"SQL does not parse: {_one_line(error)}") from None
-    if not statements:
-        raise LoopmeterError("no SQL statement given")
-    for statement in statements:
-        kind = _kind(statement)
-        if kind not in READING:
-            name = _statement_name(statement, kind)
-            raise LoopmeterError(_refusal(name, None if kind == "INVALID" else _REFUSALS.get(name)))
-    if len(statements) > 1:
-        raise LoopmeterError(f"loopmeter sql runs one statement at a time; this SQL has {len(statements)} "
-                             "(run them one by one)")
+    return check_statements(connection, text)
 
 
 def run_sql(
@@ -162,10 +112,9 @@ def run_sql(
     previous_directory = os.getcwd()
     try:
         os.chdir(warehouse.root)
-        check_read_only(connection, text)
+        statement = check_read_only(connection, text)
         for name in warehouse.table_names():  # a file that does not hold its table's schema is named, not read
             warehouse.check_table(name)
-        (statement,) = connection.extract_statements(text)  # check_read_only let one through
         bodies = [query_text(name) for name in prerequisites]
         needs = [_named_parameters(connection, body) for body in bodies] + [_named_parameters(connection, text)]
         in_order = query_parameters("\n".join(bodies + [text]))  # DuckDB's names, in the order the SQL uses them
