@@ -110,7 +110,8 @@ def run_sql(
     parameters = dict(parameters or {})
     connection = open_read_only(warehouse)
     previous_directory = os.getcwd()
-    try:
+
+    def answer() -> "pl.DataFrame":
         os.chdir(warehouse.root)
         statement = check_read_only(connection, text)
         for name in warehouse.table_names():  # a file that does not hold its table's schema is named, not read
@@ -130,11 +131,70 @@ def run_sql(
 
             return pl.DataFrame()
         return _to_polars(relation)
+
+    worker: dict[str, bool] = {}
+    try:
+        return _interruptible(connection, answer, worker)
     except duckdb.Error as error:
+        if _is_interruption(error):
+            raise KeyboardInterrupt from None
         raise LoopmeterError(_one_line(error)) from None
     finally:
         os.chdir(previous_directory)
-        connection.close()
+        if not worker.get("running"):  # else the query is still being stopped, in a thread the exit ends
+            connection.close()
+
+
+INTERRUPT_WAIT = 0.5  # seconds Ctrl-C waits for DuckDB to stop the query before the command ends anyway
+# How often the main thread looks for a signal while the query runs: the process's SIGINT may be
+# delivered to any of its threads (one of DuckDB's), and Python runs its handler only in the main
+# thread, once that thread runs Python code again (a wait without end would never return).
+SIGNAL_CHECK = 0.05
+
+
+def _interruptible(connection: "duckdb.DuckDBPyConnection", work, state: dict[str, bool]) -> Any:
+    """What `work()` returns, run in a thread of its own, so that Ctrl-C reaches the main
+    thread at once whatever DuckDB is doing (it notices a signal only at some steps, and never while
+    polars takes a result): the query is interrupted, and KeyboardInterrupt raised within
+    INTERRUPT_WAIT seconds (`state["running"]`: whether the thread goes on still). Outside the main
+    thread, `work()` runs as it is."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as error:  # noqa: BLE001 - handed to the main thread as it is
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name="loopmeter-sql", daemon=True)
+    worker.start()
+    try:
+        while not done.wait(SIGNAL_CHECK):  # a signal that reached another thread is answered here
+            pass
+    except KeyboardInterrupt:
+        connection.interrupt()
+        state["running"] = not done.wait(INTERRUPT_WAIT)
+        raise
+    if "error" in outcome:
+        error = outcome.pop("error")
+        if _is_interruption(error):  # a SIGINT DuckDB took itself
+            raise KeyboardInterrupt from None
+        raise error
+    return outcome["value"]
+
+
+def _is_interruption(error: BaseException) -> bool:
+    import duckdb
+
+    return isinstance(error, duckdb.InterruptException) or (
+        isinstance(error, RuntimeError) and str(error) == "Query interrupted")
 
 
 def _named_parameters(connection: "duckdb.DuckDBPyConnection", text: str) -> set[str]:
@@ -184,15 +244,23 @@ def _to_polars(relation: Any) -> "pl.DataFrame":
         frame = relation.pl()
     except (duckdb.Error, KeyboardInterrupt, SystemExit):  # the query's own errors: run_sql tells them
         raise
+    except RuntimeError as error:
+        if _is_interruption(error):
+            raise
+        _unconvertible(relation, error)
     except BaseException as error:  # noqa: BLE001 - polars panics (a BaseException) on a type it cannot take
-        types = ", ".join(f"{name} {duck_type}" for name, duck_type in zip(relation.columns, relation.types))
-        raise LoopmeterError(f"the result's column types ({types}) cannot be converted: {_one_line(error)[:200]}; "
-                             "cast the column in SQL, e.g. CAST(x AS VARCHAR)") from None
+        _unconvertible(relation, error)
     if wide:
         import polars as pl
 
         frame = frame.with_columns(pl.col(name).cast(getattr(pl, dtype)) for name, dtype in wide.items())
     return frame
+
+
+def _unconvertible(relation: Any, error: BaseException) -> None:
+    types = ", ".join(f"{name} {duck_type}" for name, duck_type in zip(relation.columns, relation.types))
+    raise LoopmeterError(f"the result's column types ({types}) cannot be converted: {_one_line(error)[:200]}; "
+                         "cast the column in SQL, e.g. CAST(x AS VARCHAR)") from None
 
 
 def _one_line(error: Exception) -> str:
@@ -319,6 +387,26 @@ def _write_atomically(out: Path, write) -> None:
         raise LoopmeterError(f"--out {shown_path(out)}: cannot write it: {error.strerror or error}") from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+SQL_FILE_LIMIT = 16 << 20  # bytes of `sql --file`: far more than any query, far less than memory
+
+
+def read_sql_file(file: Path, limit: int = SQL_FILE_LIMIT) -> str:
+    """The SQL text of `--file`: at most `limit` bytes are read, whatever the file is (a regular
+    file, a pipe such as <(...), a device such as /dev/zero), and one more refuses it."""
+    shown = shown_path(file)
+    try:
+        with open(file, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as error:
+        raise LoopmeterError(f"--file {shown}: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise LoopmeterError(f"--file {shown}: larger than {limit >> 20} MiB, the most loopmeter sql reads as SQL")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise LoopmeterError(f"--file {shown}: not UTF-8 text (byte {error.start}: {error.reason})") from None
 
 
 def parse_parameters(pairs: list[str]) -> dict[str, Any]:
