@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-READING = {"SELECT", "EXPLAIN", "PRAGMA", "SHOW", "DESCRIBE", "SUMMARIZE", "CALL"}
 FORMATS = ("table", "csv", "json", "parquet")
 
 
@@ -59,6 +58,10 @@ def _confine(connection: "duckdb.DuckDBPyConnection", root: Path) -> None:
     # file_search_path: with it, DuckDB let '../..' escape the allowed directory in a test; relative to
     # the current directory it resolves, then checks.)
     connection.execute(f"SET allowed_directories = ['{quoted}/']")
+    # no extension is fetched (into ~/.duckdb) or loaded for a function the SQL names
+    connection.execute("SET autoinstall_known_extensions = false")
+    connection.execute("SET autoload_known_extensions = false")
+    connection.execute("SET allow_community_extensions = false")
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
 
@@ -82,65 +85,12 @@ def _note(message: str) -> None:
         print(f"loopmeter: note: {message}", file=sys.stderr)
 
 
-# Why a statement that is not a reading one is refused, by the word that names it.
-_SAVE = "to save a result, use --format csv|json|parquet --out FILE"
-_REFUSALS = {
-    **dict.fromkeys(("CREATE", "INSERT", "COPY", "EXPORT"), _SAVE),
-    **dict.fromkeys(("UPDATE", "DELETE", "MERGE", "ALTER", "DROP", "VACUUM", "ANALYZE", "CHECKPOINT", "DEALLOCATE"),
-                    "the warehouse's tables change only through loopmeter's stages"),
-    **dict.fromkeys(("ATTACH", "DETACH", "USE"), "it reads the warehouse's own database only"),
-    **dict.fromkeys(("INSTALL", "LOAD"), "it installs and loads no extension"),
-    **dict.fromkeys(("SET", "RESET"), "its settings are locked"),
-    **dict.fromkeys(("BEGIN", "COMMIT", "ROLLBACK", "ABORT", "START", "END", "TRANSACTION"),
-                    "each call runs one reading statement on its own"),
-    **dict.fromkeys(("PREPARE", "EXECUTE"), "give the statement itself, its $names with --param name=value"),
-}
-# Statement types DuckDB gives several statements, named here by their own first word instead.
-_NAMED_BY_WORD = {"LOAD", "SET", "VARIABLE_SET", "TRANSACTION", "VACUUM", "DROP", "CALL", "PRAGMA", "COPY_DATABASE",
-                  "CREATE_FUNC", "MERGE_INTO", "EXTENSION", "INVALID"}
+def check_read_only(connection: "duckdb.DuckDBPyConnection", text: str) -> Any:
+    """The one statement of `text` when it only reads (readonly_sql.py); else refused, naming the
+    first statement refused."""
+    from .readonly_sql import check_statements
 
-
-def _kind(statement: Any) -> str:
-    try:
-        return str(statement.type).rsplit(".", 1)[-1].upper()
-    except ValueError:  # a statement type this duckdb's Python module has no name for (UPDATE EXTENSIONS)
-        return "INVALID"
-
-
-def _statement_name(statement: Any, kind: str) -> str:
-    """The statement as a person names it: INSTALL (DuckDB's type says LOAD), RESET (SET), ..."""
-    if kind not in _NAMED_BY_WORD:
-        return kind
-    words = re.findall(r"[A-Za-z_]+", re.sub(r"--[^\n]*|/\*.*?\*/", " ", statement.query, flags=re.S))
-    word = words[0].upper() if words else kind
-    if word == "FORCE" and len(words) > 1:  # FORCE INSTALL
-        word = words[1].upper()
-    return word
-
-
-def _refusal(name: str, reason: str | None) -> str:
-    article = "an" if name[:1] in "AEIO" or (name[:1] == "U" and not name.startswith("US")) else "a"
-    return f"loopmeter sql is read-only: {article} {name} statement is refused" + (f" ({reason})" if reason else "")
-
-
-def check_read_only(connection: "duckdb.DuckDBPyConnection", text: str) -> None:
-    """Refuse anything but reading statements, naming the first one refused."""
-    import duckdb
-
-    try:
-        statements = connection.extract_statements(text)
-    except duckdb.Error as error:
-        raise LoopmeterError(f"SQL does not parse: {_one_line(error)}") from None
-    if not statements:
-        raise LoopmeterError("no SQL statement given")
-    for statement in statements:
-        kind = _kind(statement)
-        if kind not in READING:
-            name = _statement_name(statement, kind)
-            raise LoopmeterError(_refusal(name, None if kind == "INVALID" else _REFUSALS.get(name)))
-    if len(statements) > 1:
-        raise LoopmeterError(f"loopmeter sql runs one statement at a time; this SQL has {len(statements)} "
-                             "(run them one by one)")
+    return check_statements(connection, text)
 
 
 def run_sql(
@@ -160,12 +110,12 @@ def run_sql(
     parameters = dict(parameters or {})
     connection = open_read_only(warehouse)
     previous_directory = os.getcwd()
-    try:
+
+    def answer() -> "pl.DataFrame":
         os.chdir(warehouse.root)
-        check_read_only(connection, text)
+        statement = check_read_only(connection, text)
         for name in warehouse.table_names():  # a file that does not hold its table's schema is named, not read
             warehouse.check_table(name)
-        (statement,) = connection.extract_statements(text)  # check_read_only let one through
         bodies = [query_text(name) for name in prerequisites]
         needs = [_named_parameters(connection, body) for body in bodies] + [_named_parameters(connection, text)]
         in_order = query_parameters("\n".join(bodies + [text]))  # DuckDB's names, in the order the SQL uses them
@@ -181,11 +131,70 @@ def run_sql(
 
             return pl.DataFrame()
         return _to_polars(relation)
+
+    worker: dict[str, bool] = {}
+    try:
+        return _interruptible(connection, answer, worker)
     except duckdb.Error as error:
+        if _is_interruption(error):
+            raise KeyboardInterrupt from None
         raise LoopmeterError(_one_line(error)) from None
     finally:
         os.chdir(previous_directory)
-        connection.close()
+        if not worker.get("running"):  # else the query is still being stopped, in a thread the exit ends
+            connection.close()
+
+
+INTERRUPT_WAIT = 0.5  # seconds Ctrl-C waits for DuckDB to stop the query before the command ends anyway
+# How often the main thread looks for a signal while the query runs: the process's SIGINT may be
+# delivered to any of its threads (one of DuckDB's), and Python runs its handler only in the main
+# thread, once that thread runs Python code again (a wait without end would never return).
+SIGNAL_CHECK = 0.05
+
+
+def _interruptible(connection: "duckdb.DuckDBPyConnection", work, state: dict[str, bool]) -> Any:
+    """What `work()` returns, run in a thread of its own, so that Ctrl-C reaches the main
+    thread at once whatever DuckDB is doing (it notices a signal only at some steps, and never while
+    polars takes a result): the query is interrupted, and KeyboardInterrupt raised within
+    INTERRUPT_WAIT seconds (`state["running"]`: whether the thread goes on still). Outside the main
+    thread, `work()` runs as it is."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return work()
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as error:  # noqa: BLE001 - handed to the main thread as it is
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name="loopmeter-sql", daemon=True)
+    worker.start()
+    try:
+        while not done.wait(SIGNAL_CHECK):  # a signal that reached another thread is answered here
+            pass
+    except KeyboardInterrupt:
+        connection.interrupt()
+        state["running"] = not done.wait(INTERRUPT_WAIT)
+        raise
+    if "error" in outcome:
+        error = outcome.pop("error")
+        if _is_interruption(error):  # a SIGINT DuckDB took itself
+            raise KeyboardInterrupt from None
+        raise error
+    return outcome["value"]
+
+
+def _is_interruption(error: BaseException) -> bool:
+    import duckdb
+
+    return isinstance(error, duckdb.InterruptException) or (
+        isinstance(error, RuntimeError) and str(error) == "Query interrupted")
 
 
 def _named_parameters(connection: "duckdb.DuckDBPyConnection", text: str) -> set[str]:
@@ -235,15 +244,23 @@ def _to_polars(relation: Any) -> "pl.DataFrame":
         frame = relation.pl()
     except (duckdb.Error, KeyboardInterrupt, SystemExit):  # the query's own errors: run_sql tells them
         raise
+    except RuntimeError as error:
+        if _is_interruption(error):
+            raise
+        _unconvertible(relation, error)
     except BaseException as error:  # noqa: BLE001 - polars panics (a BaseException) on a type it cannot take
-        types = ", ".join(f"{name} {duck_type}" for name, duck_type in zip(relation.columns, relation.types))
-        raise LoopmeterError(f"the result's column types ({types}) cannot be converted: {_one_line(error)[:200]}; "
-                             "cast the column in SQL, e.g. CAST(x AS VARCHAR)") from None
+        _unconvertible(relation, error)
     if wide:
         import polars as pl
 
         frame = frame.with_columns(pl.col(name).cast(getattr(pl, dtype)) for name, dtype in wide.items())
     return frame
+
+
+def _unconvertible(relation: Any, error: BaseException) -> None:
+    types = ", ".join(f"{name} {duck_type}" for name, duck_type in zip(relation.columns, relation.types))
+    raise LoopmeterError(f"the result's column types ({types}) cannot be converted: {_one_line(error)[:200]}; "
+                         "cast the column in SQL, e.g. CAST(x AS VARCHAR)") from None
 
 
 def _one_line(error: Exception) -> str:
@@ -370,6 +387,26 @@ def _write_atomically(out: Path, write) -> None:
         raise LoopmeterError(f"--out {shown_path(out)}: cannot write it: {error.strerror or error}") from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+SQL_FILE_LIMIT = 16 << 20  # bytes of `sql --file`: far more than any query, far less than memory
+
+
+def read_sql_file(file: Path, limit: int = SQL_FILE_LIMIT) -> str:
+    """The SQL text of `--file`: at most `limit` bytes are read, whatever the file is (a regular
+    file, a pipe such as <(...), a device such as /dev/zero), and one more refuses it."""
+    shown = shown_path(file)
+    try:
+        with open(file, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as error:
+        raise LoopmeterError(f"--file {shown}: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise LoopmeterError(f"--file {shown}: larger than {limit >> 20} MiB, the most loopmeter sql reads as SQL")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise LoopmeterError(f"--file {shown}: not UTF-8 text (byte {error.start}: {error.reason})") from None
 
 
 def parse_parameters(pairs: list[str]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -498,9 +499,10 @@ class Warehouse:
         _remove_superseded(previous, version)
 
     def _swap(self, name: str, version: Path) -> Path | None:
-        """Point table `name`'s link at `version` (one atomic rename); the version it left."""
+        """Point table `name`'s link at `version` (one atomic rename); the version it left, when
+        that is one of the table's own (a link to anywhere else is replaced, what it named left)."""
         link = self.root / name
-        previous = link.resolve() if link.is_symlink() else None
+        previous = self._own_version(name, os.readlink(link)) if link.is_symlink() else None
         temporary = self.root / f".{name}.{secrets.token_hex(4)}.link"
         os.symlink(os.path.relpath(version, self.root), temporary)
         os.replace(temporary, link)  # the atomic step
@@ -540,34 +542,43 @@ class Warehouse:
     def _finish_publishing(self) -> bool:
         """Finish the swaps a killed writer's journal names (its versions were complete when it
         was written); the caller holds the lock. Whether there was one. A folder that cannot be
-        swapped in now (its error: `OSError`) stays in the journal, the rest is done."""
+        swapped in now (its error: `OSError`) stays in the journal, the rest is done. A journal
+        loopmeter cannot have written (`_journal_problem`) is not followed in any part: one line
+        says why, and it is removed."""
         journal = self.root / STATE / JOURNAL
         self.unfinished = None
         try:
-            entries = json.loads(journal.read_text())
+            text = journal.read_bytes()
         except FileNotFoundError:
             return False
-        except (OSError, ValueError):
-            entries = {}  # unreadable: written atomically, so never half; nothing to finish
-        entries = entries if isinstance(entries, dict) else {}
-        if isinstance(entries.get("tables"), dict) or isinstance(entries.get("folders"), list):
-            tables, staged = entries.get("tables"), entries.get("folders")
+        except OSError as error:
+            text, problem = b"", f"cannot be read ({error.strerror or error})"
+        else:
+            problem = None
+        try:
+            entries = json.loads(text) if problem is None else None
+        except ValueError:
+            entries, problem = None, "is not JSON"
+        if isinstance(entries, dict) and (isinstance(entries.get("tables"), dict) or isinstance(entries.get("folders"), list)):
+            tables, staged = entries.get("tables") or {}, entries.get("folders") or []
         else:  # the journal of an earlier loopmeter: tables only
             tables, staged = entries, []
-        for name, relative in tables.items() if isinstance(tables, dict) else ():
-            if not isinstance(relative, str):
-                continue
-            version, link = self.root / relative, self.root / name
-            if not version.is_dir() or (link.exists() and not link.is_symlink()):
-                continue  # nothing to point to, or not a loopmeter table (left to the next publish to refuse)
+        problem = problem or self._journal_problem(tables, staged)
+        if problem is not None:
+            print(f"loopmeter: warning: {journal}: {problem}; loopmeter did not write it: nothing it names was done, "
+                  "and it is removed", file=sys.stderr)
+            journal.unlink(missing_ok=True)
+            return True
+        for name, relative in tables.items():
+            version, link = self._own_version(name, relative), self.root / name
+            if version is None or (os.path.lexists(link) and not link.is_symlink()):
+                continue  # gone (removed by hand), or not a loopmeter table (left to the next publish to refuse)
             if not link.is_symlink() or os.readlink(link) != relative:
                 self._swap(name, version)
         failed, error = [], None
-        for entry in staged if isinstance(staged, list) else ():
+        for entry in staged:
             try:
                 folders.swap(folders.Staged.from_json(entry))
-            except (ValueError, TypeError, KeyError, AttributeError):
-                continue  # not a journal entry loopmeter wrote: nothing to finish
             except OSError as problem:
                 failed.append(entry)
                 error = error or problem
@@ -579,6 +590,43 @@ class Warehouse:
             journal.unlink(missing_ok=True)
         self.catalog_stale = True
         return True
+
+    def _journal_problem(self, tables: object, staged: object) -> str | None:
+        """What in a journal's entries loopmeter's `_commit` never writes (None: nothing): a table
+        loopmeter does not know, a version that is not `.versions/<table>/<id>` of real directories,
+        a folder entry that is not a staged folder beside its target. (A version or staged folder
+        that is gone is not a problem: a publish killed after its swap leaves such a journal.)"""
+        if not isinstance(tables, dict) or not isinstance(staged, list):
+            return "it holds no tables and folders to publish"
+        for name, relative in tables.items():
+            if not layout.known_table(name):
+                return f"{json.dumps(name)} is not a table loopmeter knows"
+            if not isinstance(relative, str) or _version_parts(name, relative) is None:
+                return f"the version of {name}, {json.dumps(relative)}, is not a folder of {VERSIONS}/{name}/"
+            if os.path.lexists(self.root / relative) and self._own_version(name, relative) is None:
+                return f"the version of {name}, {relative}, is not a real directory of {VERSIONS}/{name}/"
+        for entry in staged:
+            try:
+                parsed = folders.Staged.from_json(entry)
+            except (ValueError, TypeError, KeyError, AttributeError):
+                return f"the folder entry {json.dumps(entry)[:200]} is not a staged folder beside its target"
+            if os.path.islink(parsed.staged) or os.path.islink(parsed.aside):
+                return f"the staged folder {parsed.staged} is a symbolic link"
+        return None
+
+    def _own_version(self, name: str, relative: str) -> Path | None:
+        """The version `relative` (as a table's link or the journal holds it) names, when it is one
+        of table `name`'s: `.versions/<name>/<id>`, each of the three a real directory (no symbolic
+        link on the way); else None."""
+        parts = _version_parts(name, relative)
+        if parts is None:
+            return None
+        path = self.root
+        for part in parts:
+            path = path / part
+            if not _real_directory(path):
+                return None
+        return path
 
     def finish_interrupted_publishing(self) -> None:
         """For a reader: when a killed writer left a publish half done and no writer holds the
@@ -638,24 +686,39 @@ class Warehouse:
     def _collect_garbage(self) -> None:
         """Remove what a killed writer left: versions no table points to, stray links,
         temporary files and scratch directories. A half-built catalog marks the catalog
-        stale, to be rebuilt."""
+        stale, to be rebuilt. Nothing here follows a symbolic link: one where a folder of the
+        warehouse belongs is removed (the link, not what it names), or, for `.versions` and
+        `.state` themselves, left with what they name untouched."""
         for stray in self.root.glob(".*.link"):
             stray.unlink(missing_ok=True)
-        for stray in [*self.root.glob(".*.tmp*"), *self.root.glob(f"{STATE}/.*.tmp")]:
+        state = self.root / STATE
+        strays = [*self.root.glob(".*.tmp*"), *(state.glob(".*.tmp") if _real_directory(state) else ())]
+        for stray in strays:
+            if _real_directory(stray):
+                continue  # not a file loopmeter writes
             if stray.name.startswith(f".{DATABASE}."):
                 self.catalog_stale = True
             stray.unlink(missing_ok=True)
-        shutil.rmtree(self.root / SCRATCH, ignore_errors=True)  # only the lock holder uses it
+        scratch = self.root / SCRATCH
+        if scratch.is_symlink():
+            scratch.unlink()
+        shutil.rmtree(scratch, ignore_errors=True)  # only the lock holder uses it
         versions = self.root / VERSIONS
-        if not versions.is_dir():
+        if not _real_directory(versions):
             return
-        for table in versions.iterdir():
-            link = self.table_dir(table.name)
-            current = link.resolve() if link.is_symlink() else None
-            for version in table.iterdir():
-                if version.resolve() != current:
-                    shutil.rmtree(version, ignore_errors=True)
-
+        for table in os.scandir(versions):
+            if table.is_symlink():
+                os.unlink(table.path)
+                continue
+            if not table.is_dir(follow_symlinks=False):
+                continue
+            link = self.root / table.name
+            current = os.path.realpath(link) if link.is_symlink() else None
+            for version in os.scandir(table.path):
+                if version.is_symlink():
+                    os.unlink(version.path)
+                elif version.is_dir(follow_symlinks=False) and os.path.realpath(version.path) != current:
+                    shutil.rmtree(version.path, ignore_errors=True)
 
 
 class TableBuilder:
@@ -753,9 +816,26 @@ class TableBuilder:
 
 
 def _remove_superseded(previous: Path | None, version: Path) -> None:
-    """Remove the version a table's link left for `version` (none, or the same one: nothing)."""
-    if previous is not None and previous != version.resolve():
-        shutil.rmtree(previous, ignore_errors=True)
+    """Remove the version a table's link left for `version` (none, or the same one: nothing);
+    `previous` is a real directory of the table's (`Warehouse._own_version`)."""
+    if previous is not None and os.path.realpath(previous) != os.path.realpath(version):
+        shutil.rmtree(previous, ignore_errors=True)  # follows no symbolic link inside
+
+
+def _version_parts(name: str, relative: str) -> tuple[str, str, str] | None:
+    """`relative` as (.versions, name, id) when it is a version of table `name`, else None."""
+    parts = relative.split("/")
+    if len(parts) != 3 or parts[0] != VERSIONS or parts[1] != name or parts[2] in ("", ".", "..") or "\0" in relative:
+        return None
+    return parts[0], parts[1], parts[2]
+
+
+def _real_directory(path: str | os.PathLike) -> bool:
+    """A directory, not a symbolic link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 @contextmanager

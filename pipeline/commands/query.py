@@ -21,7 +21,8 @@ from .common import (
 @command
 def sql_command(
     text: Annotated[Optional[str], typer.Argument(help="The SQL to run.", show_default=False)] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", help="Read the SQL from this file.")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", help="Read the SQL from this file (UTF-8, at most 16 MiB; "
+                                                 "a pipe such as <(...) too).")] = None,
     query: Annotated[Optional[str], typer.Option("--query", help="Run a named query from queries/ (see `loopmeter queries`).")] = None,
     param: Annotated[list[str], typer.Option("--param", help="name=value for a $name in the SQL (repeatable). A name the SQL "
                                              "does not take is refused; so is a $name left without a value, except the "
@@ -32,7 +33,7 @@ def sql_command(
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
 ) -> int:
-    from ..adhoc import FORMATS, check_output, parse_parameters, run_sql, table_rows, write_result
+    from ..adhoc import FORMATS, check_output, parse_parameters, read_sql_file, run_sql, table_rows, write_result
     from ..sql import check_parameters, named_query_parameters, prerequisites, query_text, runs_inside
 
     set_quiet(quiet)
@@ -57,10 +58,7 @@ def sql_command(
         refuse_inside_warehouse("--out", out, store.root)  # before any SQL runs: nothing there is touched
         check_output(out)
     if file is not None:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except OSError as error:
-            raise LoopmeterError(f"--file {file}: {error.strerror}") from None
+        text = read_sql_file(file)
     frame = run_sql(store, text, parameters, prerequisites(query) if query else [], optional,
                     f"query {query}" if query else "the SQL")
     if output_format == "table" and out is None:

@@ -1,0 +1,125 @@
+"""A warehouse someone else has written into: a publish journal loopmeter did not write, and
+symbolic links where its folders belong. No command creates, changes or removes anything
+outside the warehouse; the journal is not followed in any part, and one line names it and why."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from forge_fixtures import tree_fingerprint
+from runs import run, write_tree
+
+JOURNAL = Path(".state") / "publishing.json"
+
+
+@pytest.fixture
+def place(demo_warehouse, tmp_path) -> tuple[Path, Path]:
+    """(a copy of the demo warehouse, a folder beside it holding a user's files)."""
+    warehouse = tmp_path / "base" / "warehouse"
+    shutil.copytree(demo_warehouse, warehouse, symlinks=True)
+    run_cli("sql", "SELECT 1", warehouse=warehouse)  # settled: its catalog rebuilt for the new place
+    outside = tmp_path / "outside"
+    (outside / "victim" / "deep").mkdir(parents=True)
+    (outside / "victim" / "deep" / "kept.txt").write_text("a user's file\n")
+    (outside / "victim" / "notes.txt").write_text("notes\n")
+    return warehouse, outside
+
+
+def tables(warehouse: Path) -> dict[str, str]:
+    """Every file of the warehouse but the journal, the lock and the catalog (which `loopmeter catalog`
+    rebuilds, and a reader may) with its state."""
+    return {path: value for path, value in tree_fingerprint(warehouse).items()
+            if path not in (".lock", str(JOURNAL), "loopmeter.duckdb") and not path.startswith(".state/catalog")}
+
+
+def forged(warehouse: Path, outside: Path) -> dict[str, tuple[str, str]]:
+    version = os.readlink(warehouse / "runs")
+    return {
+        "a name climbing out": ('{"tables": {"state/../../../x": "VERSION"}, "folders": []}', '"state/../../../x" is not a table'),
+        "a name out at once": ('{"tables": {"../x": "VERSION"}, "folders": []}', '"../x" is not a table'),
+        "an absolute name": ('{"tables": {"OUTSIDE/x": "VERSION"}, "folders": []}', 'is not a table loopmeter knows'),
+        "a name inside the state": ('{"tables": {".state/x": "VERSION"}, "folders": []}', '".state/x" is not a table'),
+        "an absolute version": ('{"tables": {"runs": "OUTSIDE/victim"}, "folders": []}', "the version of runs"),
+        "a version climbing out": ('{"tables": {"runs": ".versions/runs/../../../outside/victim"}, "folders": []}',
+                                   "the version of runs"),
+        "another table's version": ('{"tables": {"runs": "SCENARIOS"}, "folders": []}', "the version of runs"),
+        "a version that is a link": ('{"tables": {"runs": ".versions/runs/linked"}, "folders": []}',
+                                     "is not a real directory of .versions/runs/"),
+        "an earlier loopmeter's form": ('{"../../x": "VERSION"}', '"../../x" is not a table'),
+        "a staged folder that is a link": (json.dumps({"tables": {}, "folders": [{
+            "staged": "OUTSIDE/.victim.0000.loopmeter-new", "target": "OUTSIDE/victim", "inode": [1, 2]}]}),
+            "is a symbolic link"),
+        "not JSON": ("{", "is not JSON"),
+    }, version
+
+
+@pytest.mark.parametrize("case", [
+    "a name climbing out", "a name out at once", "an absolute name", "a name inside the state", "an absolute version",
+    "a version climbing out", "another table's version", "a version that is a link", "an earlier loopmeter's form",
+    "a staged folder that is a link", "not JSON",
+])
+@pytest.mark.parametrize("who", ["reader", "writer"])
+def test_a_forged_journal_is_named_not_followed_and_removed(place, case, who):
+    warehouse, outside = place
+    cases, version = forged(warehouse, outside)
+    text, rule = cases[case]
+    (warehouse / ".versions" / "runs" / "linked").symlink_to(outside / "victim")
+    (outside / ".victim.0000.loopmeter-new").symlink_to(outside / "victim" / "deep")
+    text = (text.replace("VERSION", version).replace("SCENARIOS", os.readlink(warehouse / "scenarios"))
+            .replace("OUTSIDE", str(outside)))
+    journal = warehouse / JOURNAL
+    journal.write_text(text)
+    before, beside = tables(warehouse), tree_fingerprint(outside)
+    if who == "reader":
+        result = run_cli("sql", "SELECT count(*) AS n FROM runs", "--format", "csv", warehouse=warehouse)
+        assert result.stdout == "n\n720\n"
+        assert tables(warehouse) == before
+    else:
+        result = run_cli("catalog", warehouse=warehouse)  # a writer: it takes the lock, collects garbage
+        assert not (warehouse / ".versions" / "runs" / "linked").is_symlink()  # the link went, not what it named
+        del before[".versions/runs/linked"]
+        before.pop(".scratch", None)  # a writer removes the scratch space a killed writer may have left
+        assert tables(warehouse) == before
+    (warning,) = [line for line in result.stderr.splitlines() if str(journal) in line]
+    assert warning.startswith(f"loopmeter: warning: {journal}: ") and rule in warning, warning
+    assert warning.endswith("; loopmeter did not write it: nothing it names was done, and it is removed"), warning
+    assert not journal.exists()
+    assert tree_fingerprint(outside) == beside
+    # nothing beside the warehouse either, nor above it, where the names climbing out lead
+    assert os.listdir(warehouse.parent) == ["warehouse"] and sorted(os.listdir(outside.parent)) == ["base", "outside"]
+
+
+def test_garbage_collection_removes_links_where_versions_belong_not_what_they_name(place):
+    warehouse, outside = place
+    versions = warehouse / ".versions"
+    (versions / "evil").symlink_to(outside)  # the whole table folder a link
+    (versions / "runs" / "old-version").symlink_to(outside / "victim")  # a version a link
+    (warehouse / ".scratch").rmdir()
+    (warehouse / ".scratch").symlink_to(outside / "victim")  # the scratch space a link
+    beside, before = tree_fingerprint(outside), tables(warehouse)
+    run_cli("catalog", warehouse=warehouse)  # a writer
+    assert tree_fingerprint(outside) == beside
+    assert not any(os.path.lexists(path) for path in (versions / "evil", versions / "runs" / "old-version",
+                                                      warehouse / ".scratch"))
+    for gone in (".versions/evil", ".versions/runs/old-version", ".scratch"):
+        before.pop(gone)
+    assert tables(warehouse) == before
+
+
+def test_a_table_link_pointing_outside_is_replaced_and_what_it_named_is_kept(place, tmp_path):
+    warehouse, outside = place
+    link = warehouse / "runs"
+    link.unlink()
+    link.symlink_to(outside / "victim")
+    beside = tree_fingerprint(outside)
+    results = write_tree(tmp_path / "results", [run(run_set="rs-new")])
+    run_cli("ingest", "forgeloop", str(results), "--quiet", warehouse=warehouse)  # publishes runs anew
+    assert tree_fingerprint(outside) == beside
+    assert os.readlink(link).startswith(".versions/runs/")
+    rows = run_cli("sql", "SELECT run_set_id, count(*) AS n FROM runs GROUP BY ALL", "--format", "csv", warehouse=warehouse)
+    assert rows.stdout == "run_set_id,n\nrs-new,1\n"
