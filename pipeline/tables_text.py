@@ -163,8 +163,9 @@ def wrap(text: str, width: int) -> list[str]:
 
 def record_lines(headers: list[str], rows: list[list[str]], width: int) -> list[str]:
     """Each row as a block of `Header: value` lines, values aligned, a blank line between blocks;
-    every line at most `width` cells. Labels take at most half the width; a label longer than that
-    has its value on the lines under it, indented by two."""
+    every line at most `width` cells. Labels take at most half the width; a value goes on the lines
+    under its label, indented by two, when the label is longer than that or the value has a word
+    too wide for the room beside it."""
     labels = [f"{header}:" for header in headers]
     indent = max((_cell_len(label) for label in labels if _cell_len(label) <= width // 2), default=0) + 1
     if not rows:
@@ -174,7 +175,8 @@ def record_lines(headers: list[str], rows: list[list[str]], width: int) -> list[
         if number:
             lines.append("")
         for label, value in zip(labels, row):
-            if _cell_len(label) < indent and value.strip():
+            longest = max((_cell_len(word) for word in value.split()), default=0)
+            if _cell_len(label) < indent and 0 < longest <= width - indent:
                 first, *rest = wrap(value, width - indent)
                 lines.append(label + " " * (indent - _cell_len(label)) + first)
                 lines.extend(" " * indent + line for line in rest)
