@@ -269,5 +269,5 @@ def _print_records(console: Console, table: Table, cells: list[list[str]], width
     lines = wrap(_plain(table.title), width) + [""] if table.title else []
     headers = [column[0] for column in cells]
     rows = [list(row) for row in zip(*(column[1:] for column in cells))]
-    lines += record_lines(headers, rows, width)
+    lines += record_lines(headers, rows, width) + [""]  # a blank line ends the records
     console.print(Text("\n".join(lines)), soft_wrap=True, markup=False, highlight=False)

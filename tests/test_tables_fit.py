@@ -73,9 +73,11 @@ def read_back(text: str, headers: list[str], titled: bool) -> dict[str, str]:
     for block in blocks:
         block_lines = block.splitlines()
         for header in headers:
-            first = block_lines.pop(0)
-            assert first.startswith(header + ":"), (header, block)
-            value = first[len(header) + 1:]
+            label, shown = header.replace(" ", "") + ":", ""
+            while not shown.startswith(label):  # a label may wrap over lines of its own
+                assert block_lines and not block_lines[0].startswith(" ") and label.startswith(shown), (header, block)
+                shown += block_lines.pop(0).replace(" ", "")
+            value = shown[len(label):]
             while block_lines and block_lines[0].startswith(" "):
                 value += block_lines.pop(0)
             found[header.replace(" ", "")] += value.replace(" ", "")
@@ -142,6 +144,7 @@ def test_corpus_reports_fit_columns(corpus_warehouse, name, width):
 def test_the_tail_rows_of_the_issue_are_whole_at_80_100_and_160(demo_warehouse):
     for width in (80, 100, 160):
         shown = run_cli("report", "tail", warehouse=demo_warehouse, env={"COLUMNS": str(width)}).stdout
+        assert max(cell_len(line) for line in shown.splitlines()) <= width
         for whole in ("api-feature", "TAIL_UNRESOLVED", "NOT_ENOUGH_SAMPLES", "65139.8", "+14.0413%"):
             assert re.search(rf"(?<![\w.%+-]){re.escape(whole)}(?![\w.%])", shown), (width, whole, shown)
         assert not re.search(r"api-feat\s|TAIL_RE\s|6513\s", shown), shown
@@ -155,6 +158,69 @@ def test_a_terminal_100_wide_without_columns(demo_warehouse):
     assert_fits(shown, 100, rows)
     shown = run_in_terminal(["report", "summary", "--warehouse", str(demo_warehouse)], 80)
     assert_fits(shown, 80, full_rows(run_cli("report", "summary", warehouse=demo_warehouse).stdout))
+
+
+def _headers(piped: str) -> list[str]:
+    """The headers of the (first) table in output printed whole."""
+    line = next(line for line in piped.splitlines() if line.startswith("┃"))
+    return [cell.strip() for cell in line.strip()[1:-1].split("┃")]
+
+
+def _expected(headers: list[str], rows: list[list[str]]) -> dict[str, str]:
+    return {header.replace(" ", ""): "".join(row[index].replace(" ", "") for row in rows)
+            for index, header in enumerate(headers)}
+
+
+@pytest.mark.parametrize(("name", "columns"), [("summary", 80), ("tail", 100), ("tail", 60), ("outliers", 120)])
+def test_one_run_set_on_a_terminal_reads_back_cell_for_cell(demo_warehouse, name, columns):
+    """On a pseudo-terminal: every cell, under its header, in its row's order, whatever form fits."""
+    args = ["report", name, "--run-set", "sample-tail-30"]
+    piped = run_cli(*args, warehouse=demo_warehouse).stdout
+    shown = run_in_terminal([*args, "--warehouse", str(demo_warehouse)], columns)
+    headers, rows = _headers(piped), full_rows(piped)
+    assert_fits(shown, columns, rows, headers)
+    body = shown.split("\n", 1)[1] if name == "summary" else shown  # after the status line
+    body = body.rsplit("\n", 2)[0] + "\n" if name == "summary" else body  # before the claim policy line
+    assert read_back(body, headers, titled=True) == _expected(headers, rows), shown
+
+
+@pytest.mark.parametrize("columns", [50, 120])
+def test_sql_on_a_terminal_reads_back_cell_for_cell(demo_warehouse, columns):
+    shown = run_in_terminal(["sql", WIDE_SQL, "--warehouse", str(demo_warehouse)], columns)
+    header, *rows = csv.reader(io.StringIO(run_cli("sql", WIDE_SQL, "--format", "csv", warehouse=demo_warehouse).stdout))
+    assert_fits(shown, columns, rows, header)
+    assert read_back(shown, header, titled=False) == _expected(header, rows)
+
+
+def test_a_table_narrower_than_its_numbers_folds_only_what_no_line_holds():
+    numbers = [["12345678901234567890", "-0.000123456789", "+116.1805%"], ["98765432109876543210", "NaN", "-inf"]]
+    headers = ["a long header of words", "b", "c"]
+    for width in (40, 20, 12, 8, 3):
+        table = new_table(headers, title="a title", right=["b"])
+        for row in numbers:
+            add_row(table, row)
+        out = io.StringIO()
+        print_table(Console(file=out, width=width, force_terminal=True, color_system=None), table)
+        shown = out.getvalue()
+        assert max(cell_len(line) for line in shown.splitlines()) <= width and "…" not in shown, shown
+        assert read_back(shown, headers, titled=True) == _expected(headers, numbers), shown
+        if width >= 22:  # every number fits a line: none folded
+            assert_fits(shown, width, numbers)
+
+
+def test_column_widths_keep_every_word_whole():
+    from pipeline.tables_text import column_groups, column_widths
+
+    cells = [["Scenario", "documentation-correction"], ["Overhead", "+116.1805% / +200%"], ["Light", "OBSERVATIONAL p50 yes"]]
+    assert column_widths(cells, 200) == [24, 18, 21]  # each at its longest line
+    widths = column_widths(cells, 60)
+    assert sum(widths) <= 60 and widths[1] >= len("+116.1805%") and widths[2] >= len("OBSERVATIONAL")
+    assert column_widths(cells, 24 + 10 + 13) == [24, 10, 13]  # the longest words exactly
+    assert column_widths(cells, 46) is None
+    # split: the key column first in each table, packed in order
+    assert column_groups(cells, 24 + 18 + 3 * 2, 3) == [[0, 1], [0, 2]]
+    assert column_groups(cells, 24 + 10 + 3 * 2, 3, key=(2,)) is None  # the key and a column do not fit
+    assert column_groups(cells, 200, 3) is None  # one table holds them all: not split
 
 
 @pytest.mark.parametrize("columns", ["", "0", "abc", "-5"])
