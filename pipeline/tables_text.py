@@ -1,13 +1,22 @@
-"""Tables for people, in rich, that never cut a cell.
+"""Tables for people, in rich, never wider than the terminal and never cutting a name or a number.
 
-rich shrinks a table too wide for the terminal by cutting cells with "…", numbers included. These
-tables never cut: on a terminal, text columns wrap at spaces first (a word that still does not fit
-folds onto the next line), numbers keep their line as long as anything else can give way, and
-when nothing can, they fold too, every digit shown. Off a terminal (a pipe, a file) every cell is
-printed whole, as wide as the table is. Used by the reports and by `loopmeter sql`.
+Where the output goes decides its width (`output_width`): a terminal's width, or `COLUMNS` when it
+is set (a whole number of at least 1), on a terminal or not. Output with neither (a pipe, a file)
+has no width: every table is printed whole, each row on one line, as wide as it is.
+
+With a width, a table is printed in the first of these forms that fits:
+1. the table as it is;
+2. the table with its cells (headers too) wrapped at spaces, the widest columns narrowed first,
+   no column narrower than its longest word: a name (`api-feature`, `TAIL_REGRESSION`) or a number
+   (`6550.3`, `+116.1805%`) is never split;
+3. one record per block: a line `Header: value` per column, a blank line between records; a value
+   too long for its line wraps at spaces, then after a hyphen or an underscore; a number is never
+   split unless it is wider than the whole line.
+Cells are never cut with "…". Used by the reports and by `loopmeter sql`.
 """
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Iterable
 
@@ -16,6 +25,24 @@ from rich.table import Table
 from rich.text import Text
 
 _NUMBER = re.compile(r"[+\-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?%?|[+\-]?inf(?:inity)?|nan", re.IGNORECASE)
+_PIECE = re.compile(r"[^\-_]*(?:[\-_]+|$)")  # a word's pieces: each ends after its hyphens or underscores
+
+
+def env_columns() -> int | None:
+    """`COLUMNS` as a width (a whole number, at least 1), else None."""
+    text = os.environ.get("COLUMNS", "").strip()
+    return int(text) if text.isdigit() and int(text) >= 1 else None
+
+
+def output_width(is_terminal: bool, terminal_width: int | None) -> int | None:
+    """The width tables must fit in: `COLUMNS` when set, else the terminal's width (`terminal_width`,
+    80 when unknown) on a terminal, else None (no limit: rows printed whole)."""
+    columns = env_columns()
+    if columns is not None:
+        return columns
+    if is_terminal:
+        return terminal_width or 80
+    return None
 
 
 def new_table(headers: Iterable[str], title: str | None = None, right: Iterable[str] = ()) -> Table:
@@ -47,10 +74,9 @@ def _natural_width(column: list[str]) -> int:
     return max([_cell_len(line) for cell in column for line in cell.split("\n")] + [1])
 
 
-def _number_width(word: str) -> int:
-    """The width of `word` if it is a number (1234, -0.5, +116.1807%, 1e-7, NaN; a comma or brackets
-    around it count with it), else 0."""
-    return _cell_len(word) if _NUMBER.fullmatch(word.strip(",;:()[]")) else 0
+def _word_width(column: list[str]) -> int:
+    """The width of a column's longest word (text between spaces), header included."""
+    return max([_cell_len(word) for cell in column for word in cell.split()] + [1])
 
 
 def _capped(floors: list[int], ceilings: list[int], available: int) -> list[int] | None:
@@ -75,57 +101,173 @@ def _capped(floors: list[int], ceilings: list[int], available: int) -> list[int]
     return widths
 
 
-def column_widths(cells: list[list[str]], available: int, padding: int = 0) -> tuple[list[int] | None, bool]:
+def column_widths(cells: list[list[str]], available: int) -> list[int] | None:
     """The widths of the columns (each its header, then its cells, as text) within `available`
-    characters, and whether the cells keep their padding (`padding` characters a column, counted in
-    `available`): (None, True) when every column fits on its longest line. Else, in this order, what
-    fits first: text wraps at spaces, the widest columns first; words longer than their column fold,
-    numbers kept whole; the same without the padding; then numbers fold too, the widest columns
-    first (at least 1 a column, even past `available`)."""
-    natural, words, numbers = [], [], []
-    for column in cells:
-        natural.append(_natural_width(column))
-        words.append(max([_cell_len(word) for cell in column for word in cell.split()] + [1]))
-        numbers.append(max([_number_width(word) for cell in column[1:] for word in cell.split()] + [1]))
+    characters with no word split (text wraps at spaces, the widest columns narrowed first); each
+    column at its natural width when they all fit so; None when the longest words alone do not fit."""
+    natural = [_natural_width(column) for column in cells]
     if sum(natural) <= available:
-        return None, True
-    unpadded = available + padding * len(cells)
-    ones = [1] * len(cells)
-    for floors, ceilings, room, padded in ((words, natural, available, True), (numbers, words, available, True),
-                                           (numbers, words, unpadded, False), (ones, words, unpadded, False)):
-        widths = _capped(floors, ceilings, room)
-        if widths is not None:
-            return widths, padded
-    return ones, False
+        return natural
+    return _capped([_word_width(column) for column in cells], natural, available)
 
 
-def print_table(console: Console, table: Table) -> None:
-    """Print `table` (made by `new_table`) with every character of every cell: on a terminal, the
-    columns are narrowed to its width as `column_widths` says; elsewhere (a pipe, a file), at the
-    table's full width, each cell on one line."""
+def _pieces(word: str) -> list[str]:
+    """Where a word may break: after its hyphens and underscores; a number never."""
+    if _NUMBER.fullmatch(word.strip(",;:()[]")):
+        return [word]
+    return [piece for piece in _PIECE.findall(word) if piece]
+
+
+def _fold(piece: str, width: int) -> list[str]:
+    """`piece` in runs of at most `width` cells (only for a piece wider than a whole line)."""
+    runs, run = [], ""
+    for character in piece:
+        if run and _cell_len(run + character) > width:
+            runs.append(run)
+            run = ""
+        run += character
+    return runs + [run]
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` cells (at least 1): broken at spaces; a word wider than a
+    line starts a line of its own and breaks after its hyphens and underscores, a piece still wider
+    than a line folds. The lines hold every character of the text but its spaces, in order."""
+    width = max(width, 1)
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split():
+            if line and _cell_len(line) + 1 + _cell_len(word) <= width:
+                line += " " + word
+                continue
+            if line:
+                lines.append(line)
+                line = ""
+            if _cell_len(word) <= width:
+                line = word
+                continue
+            for piece in _pieces(word):
+                if line and _cell_len(line + piece) <= width:
+                    line += piece
+                    continue
+                if line:
+                    lines.append(line)
+                if _cell_len(piece) > width:
+                    *whole, piece = _fold(piece, width)
+                    lines.extend(whole)
+                line = piece
+        lines.append(line)
+    return lines
+
+
+def record_lines(headers: list[str], rows: list[list[str]], width: int) -> list[str]:
+    """Each row as a block of `Header: value` lines, values aligned, a blank line between blocks;
+    every line at most `width` cells. Labels take at most half the width; a value goes on the lines
+    under its label, indented by two, when the label is longer than that or the value has a word
+    too wide for the room beside it."""
+    labels = [f"{header}:" for header in headers]
+    indent = max((_cell_len(label) for label in labels if _cell_len(label) <= width // 2), default=0) + 1
+    if not rows:
+        return [line for label in labels for line in wrap(label, width)]
+    lines: list[str] = []
+    for number, row in enumerate(rows):
+        if number:
+            lines.append("")
+        for label, value in zip(labels, row):
+            longest = max((_cell_len(word) for word in value.split()), default=0)
+            if _cell_len(label) < indent and 0 < longest <= width - indent:
+                first, *rest = wrap(value, width - indent)
+                lines.append(label + " " * (indent - _cell_len(label)) + first)
+                lines.extend(" " * indent + line for line in rest)
+            else:
+                lines.extend(wrap(label, width))
+                lines.extend("  " + line for line in wrap(value, width - 2) if line)
+    return lines
+
+
+def column_groups(cells: list[list[str]], available: int, per_column: int, key: Iterable[int] = (0,),
+                  most: int = 4) -> list[list[int]] | None:
+    """The columns in groups, each a table of its own within `available` characters with no word
+    split: the `key` columns (what names a row) first in every group, then as many of the others,
+    in order, as fit (`per_column`: the borders and padding a column adds); as few groups as can
+    be, with no cell wrapped if as few allow it. None when one of the others does not fit beside
+    the key, or when it takes more than `most` groups."""
+    keys = [index for index in dict.fromkeys(key) if 0 <= index < len(cells)]
+
+    def packed(widths: list[int]) -> list[list[int]] | None:
+        def fits(group: list[int]) -> bool:
+            return sum(widths[index] for index in group) + per_column * len(group) <= available
+
+        groups: list[list[int]] = []
+        for index in (index for index in range(len(cells)) if index not in keys):
+            if groups and fits(groups[-1] + [index]):
+                groups[-1].append(index)
+            elif fits(keys + [index]):
+                groups.append(keys + [index])
+            else:
+                return None
+        return groups
+
+    fewest = packed([_word_width(column) for column in cells])
+    if fewest is None or not 1 < len(fewest) <= most:
+        return None
+    whole = packed([_natural_width(column) for column in cells])  # no cell wrapped, if as few tables
+    return whole if whole is not None and len(whole) <= len(fewest) else fewest
+
+
+def print_table(console: Console, table: Table, width: int | None = None, key: Iterable[int] = (0,)) -> None:
+    """Print `table` (made by `new_table`) with every character of every cell. `width`: the width
+    it must fit in (the forms in this module's text), by default the console's when it is a
+    terminal or `COLUMNS` is set; without one, the table whole, each row on one line. `key`: the
+    columns (indexes) that name a row, first in each table when the columns are split."""
     from rich.measure import Measurement
 
+    if width is None and (console.is_terminal or env_columns() is not None):
+        width = console.width
     cells = [[_plain(column.header)] + [_plain(cell) for cell in column.cells] for column in table.columns]
     natural = [_natural_width(column) for column in cells]
     full = Measurement.get(console, console.options.update_width(sum(natural) * 2 + 1000), table).maximum
-    overhead = full - sum(natural)  # borders and padding
-    width = full
-    if console.is_terminal:
-        _, right, _, left = table.padding
-        widths, padded = column_widths(cells, console.width - overhead, left + right)
-        if widths is not None:
-            if not padded:
-                table.padding = (0, 0)
-                overhead -= (left + right) * len(widths)
-            for column, column_width in zip(table.columns, widths):
-                column.width = column_width
-            width = sum(widths) + overhead
+    if width is not None:
+        overhead = full - sum(natural)  # borders and padding: `per_column` a column, and an edge
+        widths = column_widths(cells, width - overhead)
+        if widths is None:
+            per_column = overhead // max(len(cells), 1)
+            groups = column_groups(cells, width - (overhead - per_column * len(cells)), per_column, key)
+            if groups is None:
+                _print_records(console, table, cells, width)
+            else:
+                for number, group in enumerate(groups):
+                    print_table(console, _part(table, group, title=number == 0), width)
+            return
+        for column, column_width in zip(table.columns, widths):
+            column.width = column_width
+        full = sum(widths) + overhead
     shown = console.width
-    if width <= shown:
+    if full <= shown:
         console.print(table)
         return
-    console.width = width  # wider than the console: the whole table, its lines as long as it takes
+    console.width = full  # wider than the console: the whole table, its lines as long as it takes
     try:
         console.print(table)
     finally:
         console.width = shown
+
+
+def _part(table: Table, indexes: list[int], title: bool) -> Table:
+    """A table of some of `table`'s columns (its title if `title`)."""
+    part = Table(title=table.title if title else None, title_justify=table.title_justify)
+    for index in indexes:
+        column = table.columns[index]
+        part.add_column(column.header, justify=column.justify, overflow=column.overflow)
+    for row in zip(*(table.columns[index].cells for index in indexes)):
+        part.add_row(*row)
+    return part
+
+
+def _print_records(console: Console, table: Table, cells: list[list[str]], width: int) -> None:
+    lines = wrap(_plain(table.title), width) + [""] if table.title else []
+    headers = [column[0] for column in cells]
+    rows = [list(row) for row in zip(*(column[1:] for column in cells))]
+    lines += record_lines(headers, rows, width) + [""]  # a blank line ends the records
+    console.print(Text("\n".join(lines)), soft_wrap=True, markup=False, highlight=False)

@@ -136,16 +136,24 @@ def refuse_inside_warehouse(option: str, path: Path, root: Path, allowed: Callab
 
 def stdout_console(width_when_piped: int, **options: Any):
     """A rich Console on stdout whose broken pipe ends the command as `command` ends it (rich's
-    own way exits 1 with no word)."""
+    own way exits 1 with no word), as wide as `tables_text.output_width` says (`COLUMNS`, else the
+    terminal's width), else `width_when_piped` (a pipe or a file: tables printed whole)."""
     import errno
 
     from rich.console import Console
+
+    from ..tables_text import output_width
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
-    return _Console(width=None if sys.stdout.isatty() else width_when_piped, **options)
+    terminal = sys.stdout.isatty()
+    try:
+        columns = os.get_terminal_size(sys.stdout.fileno()).columns if terminal else None
+    except (OSError, ValueError):
+        columns = None
+    return _Console(width=output_width(terminal, columns) or width_when_piped, **options)
 
 
 def _stdout_broken() -> bool:

@@ -256,7 +256,7 @@ def render_outliers(report: dict, console: Console) -> None:
                 *(_text(row[k]) for k in ("totalTokens", "scenarioMedianTokens", "ratioToMedian", "verificationCycles", "modelTurns", "toolCalls", "retries", "correctionCycles")),
                 ",".join(row["diagnosticSignals"]) or "-",
             ))
-        print_table(console, table)
+        print_table(console, table, key=(2,))  # the run id names the row
     console.print(report["note"], markup=False)
 
 
@@ -305,7 +305,7 @@ def render_regression(report: dict, console: Console) -> None:
     for entry in report["reports"]:
         add_row(table, (entry["runSetId"], entry["scenarioId"], _text(entry.get("expectedProfile")), entry["status"],
                         _text(entry.get("claimsAllowed")), _text(entry.get("contextInflation"))))
-    print_table(console, table)
+    print_table(console, table, key=(0, 1))
     console.print("This report is observational and does not change lifecycle completion.")
 
 
