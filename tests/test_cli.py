@@ -28,7 +28,7 @@ def test_argument_errors_exit_2_without_heavy_imports():
 
 
 def test_exit_codes_are_documented_in_help():
-    text = run_cli("ingest", "forgeloop", "--help").stdout
+    text = " ".join(run_cli("ingest", "forgeloop", "--help").stdout.split())  # as wrapped for the terminal
     assert "Exit codes: 0 all good; 1 fatal error" in text and "3 some inputs" in text and "4 warehouse" in text
 
 
