@@ -20,6 +20,11 @@ sys.path.insert(0, str(ROOT / "bench"))  # the per-run port of ForgeLoop's aggre
 DEFAULT_WAREHOUSE = Path(tempfile.mkdtemp(prefix="loopmeter-tests-")) / "default-warehouse"
 os.environ["LOOPMETER_WAREHOUSE"] = str(DEFAULT_WAREHOUSE)
 
+# pytest-xdist's workers set COLUMNS=80 and LINES=24: a command a test starts would take them for
+# the width a user asked for. Commands run as from a pipe unless a test sets a width itself (`env=`).
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 
 # Started from a background job (`.ci/run &`), this process ignores Ctrl-C, and so would every
 # command a test starts: the tests of Ctrl-C would send it to commands that ignore it. Commands
@@ -85,14 +90,22 @@ def run_as_a_user(command: list[str], env: dict | None = None) -> subprocess.Com
     """Run `command` without the power to read any file (root's CAP_DAC_OVERRIDE and
     CAP_DAC_READ_SEARCH dropped from the bounding set before the exec, so a file of mode 000
     cannot be read, as for any user)."""
-    switch = None
-    if os.geteuid() == 0:
-        def switch():
-            import ctypes
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=file_powers_dropper(),
+                          timeout=300, env=None if env is None else dict(os.environ, **env))
 
-            libc = ctypes.CDLL(None, use_errno=True)
-            for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-                if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-                    raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, preexec_fn=switch, timeout=300,
-                          env=None if env is None else dict(os.environ, **env))
+
+def file_powers_dropper():
+    """For `preexec_fn`: as root, drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set
+    before the exec, so the command meets file permissions as any user does (a folder of mode 0555
+    cannot be written); None for any other user, whom permissions stop already."""
+    if os.geteuid() != 0:
+        return None
+
+    def drop() -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+            if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+    return drop

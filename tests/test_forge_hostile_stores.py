@@ -29,6 +29,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from conftest import file_powers_dropper
 from forge_fixtures import ROOT
 from pipeline.forge import samples
 from pipeline.forge import tables as t
@@ -41,15 +42,16 @@ LIMIT_RULE = "may hold at most 4 MiB (4,194,304 bytes)"
 
 
 def loopmeter(*args: str, timeout: float = 120, prefix: tuple[str, ...] = (), shell: str | None = None,
-              measure: bool = False) -> subprocess.CompletedProcess:
-    """`loopmeter ARGS` in a fresh process (under `prefix`, e.g. another user; or as a bash command line
-    `shell`, whose `LOOPMETER` stands for the program); `measure`: under /usr/bin/time -v."""
+              measure: bool = False, preexec=None) -> subprocess.CompletedProcess:
+    """`loopmeter ARGS` in a fresh process (under `prefix`; or as a bash command line `shell`, whose
+    `LOOPMETER` stands for the program; `preexec`: run in the child before the exec); `measure`: under
+    /usr/bin/time -v."""
     program = [sys.executable, "-m", "pipeline"]
     if shell is not None:
         command = ["bash", "-c", shell.replace("LOOPMETER", " ".join(program))]
     else:
         command = [*prefix, *(["/usr/bin/time", "-v"] if measure else []), *program, *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=timeout, preexec_fn=preexec)
 
 
 def peak_rss_mib(done: subprocess.CompletedProcess) -> float:
@@ -273,8 +275,8 @@ def test_a_wal_store_is_read_whole_and_nothing_beside_it_is_created_or_changed(t
 
 
 def test_a_wal_store_in_a_folder_the_user_may_not_write_is_read(tmp_path):
-    """The folder is 0555; as root (which permissions do not stop) the ingest runs as nobody."""
-    base = Path(tempfile.mkdtemp(prefix="loopmeter-readonly-"))  # outside pytest's 0700 folders: nobody can reach it
+    """The folder is 0555; as root, the ingest runs without the powers that pass over permissions."""
+    base = Path(tempfile.mkdtemp(prefix="loopmeter-readonly-"))
     try:
         os.chmod(base, 0o755)
         store, rids = wal_store(base / "forge", leave_wal=True)
@@ -285,10 +287,7 @@ def test_a_wal_store_in_a_folder_the_user_may_not_write_is_read(tmp_path):
         warehouse.mkdir()
         os.chmod(warehouse, 0o777)
         before = fingerprint(store.parent)
-        prefix = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups") if os.geteuid() == 0 else ()
-        if prefix and shutil.which("setpriv") is None:
-            pytest.skip("running as root without setpriv: a read-only folder cannot be made")
-        done = loopmeter("ingest", "forge", str(store), "--warehouse", str(warehouse), prefix=prefix)
+        done = loopmeter("ingest", "forge", str(store), "--warehouse", str(warehouse), preexec=file_powers_dropper())
         assert done.returncode == 0, done.stderr
         assert "readonly" not in done.stderr
         assert stored_rids(warehouse) == rids

@@ -27,6 +27,7 @@ so it is counted and stored with the others.
 """
 from __future__ import annotations
 
+import bisect
 import codecs
 import json
 import os
@@ -40,7 +41,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-import numpy as np
 import polars as pl
 
 if TYPE_CHECKING:
@@ -561,9 +561,10 @@ _ARROW_QUERY = ("SELECT '' AS rid, '' AS kind, '' AS src, 0.0 AS ts, '' AS run, 
                 f"UNION ALL SELECT {', '.join(EVENT_FIELDS)}, 0 FROM events WHERE {_PLAIN}")
 
 
-def _row_large_bytes(record) -> "np.ndarray | None":
+def _row_large_bytes(record) -> "list[int] | None":
     """The running total over the rows of `record` of their text values of LARGE_LINE bytes or more
-    (None when it holds none: the usual case, which costs a length per value)."""
+    (None when it holds none: the usual case, which costs a length per value; the list is made only
+    for a batch that holds large values)."""
     import pyarrow.compute as pc
 
     total = None
@@ -573,7 +574,7 @@ def _row_large_bytes(record) -> "np.ndarray | None":
         total = large if total is None else pc.add(total, large)
     if total is None or not pc.max(total).as_py():
         return None
-    return np.cumsum(total.to_numpy(zero_copy_only=False).astype(np.int64))
+    return pc.cumulative_sum(pc.cast(total, "int64")).to_pylist()
 
 
 def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "_Snapshot",
@@ -649,11 +650,12 @@ def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "
                 take = min(record.num_rows, plan[0] - held_rows) if plan else record.num_rows
                 full = False
                 if weights is not None:  # ... or where the large values reach LARGE_BYTES
-                    crossing = int(np.searchsorted(weights, LARGE_BYTES - held_large, side="left"))
+                    crossing = bisect.bisect_left(weights, LARGE_BYTES - held_large)
                     if crossing < take:
                         take, full = crossing + 1, True
-                    held_large += int(weights[take - 1])
-                    weights = weights[take:] - weights[take - 1]
+                    taken = weights[take - 1]
+                    held_large += taken
+                    weights = [weight - taken for weight in weights[take:]]
                 held.append(record.slice(0, take))
                 held_rows += take
                 record = record.slice(take)
