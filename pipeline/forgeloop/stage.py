@@ -21,7 +21,8 @@ from .aggregate import RunSetDocuments, build_documents, iter_documents
 from . import incremental
 from .analysis import QUERIES, Analysis, analyse
 from .contract import TIERS
-from .ingest import RUNS, SCENARIOS
+from .ingest import RUNS
+from .stored import expected_profiles
 
 
 @dataclass
@@ -54,12 +55,6 @@ class Aggregated:
             "removed": self.plan.removed if self.plan else [],
             "written": [str(path) for path in self.written],
         }
-
-
-def expected_profiles(warehouse: Warehouse) -> dict[str, str]:
-    """Scenario id -> expectedProfile, from the scenario files given at ingest."""
-    frame = warehouse.read(SCENARIOS, columns=["scenario_id", "expected_profile"])
-    return {} if frame is None else dict(frame.iter_rows())
 
 
 def check(warehouse: Warehouse, tier: str | None = None) -> None:
