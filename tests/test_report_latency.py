@@ -95,5 +95,5 @@ def test_stored_numbers_are_read_only_while_they_are_what_the_runs_give(tmp_path
     # --tier only names the tier in summary.json, which no report shows: what was stored still holds
     run_cli("aggregate", "--tier", "tail", warehouse=warehouse)
     summary, analysed = report(warehouse, "summary", "--json")
-    (warehouse / RECORD).unlink()
+    (warehouse / RECORD).write_text('{"key": {"out": ')  # a record cut short: nothing is known
     assert not analysed and report(warehouse, "summary", "--json") == (summary, True)

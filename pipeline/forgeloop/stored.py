@@ -98,7 +98,8 @@ def _documents(out: Path, run_set: str, entry: dict) -> RunSetDocuments | None:
     scenarios = facts.get("scenarios")
     if not isinstance(scenarios, list) or set(identities) != {*(f"{s}.json" for s in scenarios), "summary.json"}:
         return None
-    documents = RunSetDocuments(run_set, unknown_scenarios=list(facts.get("scenariosWithoutFile") or []))
+    unknown = facts.get("scenariosWithoutFile")
+    documents = RunSetDocuments(run_set, unknown_scenarios=list(unknown) if isinstance(unknown, list) else [])
     for name in [*(f"{s}.json" for s in scenarios), "summary.json"]:
         document = _read_document(out / run_set / name, identities[name])
         if document is None:
@@ -141,7 +142,10 @@ def stored_result(warehouse: Warehouse, run_set: str | None, frames: tuple[str, 
         documents.append(docs)
     tables = {}
     for name in frames:
-        frame = warehouse.read(TABLE_OF[name])
+        try:
+            frame = warehouse.read(TABLE_OF[name])
+        except Exception:  # noqa: BLE001 - a stored table that cannot be read: the runs still can
+            return None
         if frame is None:
             return None
         tables[name] = frame if run_set is None else frame.filter(run_set_id=run_set)
