@@ -145,11 +145,17 @@ def inside_aggregate(relative: Path) -> bool:
 
 def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: bool) -> int:
     store = open_warehouse(warehouse)
-    from ..forgeloop.reports import REPORTS
-    from ..forgeloop.stage import compute, expected_profiles
+    from ..forgeloop.reports import FRAMES_USED, REPORTS
+    from ..forgeloop.stored import expected_profiles, stored_result
 
-    result = compute(store, run_set)
-    scenario_ids = sorted(expected_profiles(store))
+    profiles = expected_profiles(store)
+    # what the last aggregate stored, while current; else the runs analysed again (DuckDB and all)
+    result = stored_result(store, run_set, FRAMES_USED[name], profiles)
+    if result is None:
+        from ..forgeloop.stage import compute
+
+        result = compute(store, run_set, profiles=profiles)
+    scenario_ids = sorted(profiles)
     if not scenario_ids:
         note("note: no scenario files were ingested (ingest forgeloop --scenarios DIR): the report has no scenarios")
     build, render, indent = REPORTS[name]

@@ -6,7 +6,6 @@ Keys, their order and the version-1/version-2 layouts are ForgeLoop's.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import orjson
@@ -31,17 +30,10 @@ from .contract import (
     TAIL_SAMPLE_MINIMUM,
 )
 from .stats import LEGACY_FIELDS, ROBUST_FIELDS
+from .stored import RunSetDocuments
 
 EMPTY_ROBUST = {name: (0 if name in ("count", "outlierCount") else None) for name in ROBUST_FIELDS}
 EMPTY_LEGACY = {name: (0 if name == "count" else None) for name in LEGACY_FIELDS}
-
-
-@dataclass
-class RunSetDocuments:
-    run_set_id: str
-    scenarios: dict[str, dict] = field(default_factory=dict)  # scenario id -> aggregate document
-    summary: dict = field(default_factory=dict)
-    unknown_scenarios: list[str] = field(default_factory=list)  # no scenario file: expectedProfile unknown
 
 
 def _index(rows: Iterable[dict], *keys: str) -> dict[tuple, dict]:

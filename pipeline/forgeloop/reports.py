@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from ..tables_text import add_row, new_table, print_table
 from .contract import MODES, OUTLIER_POLICY
 
 if TYPE_CHECKING:
-    from .aggregate import RunSetDocuments
+    from rich.console import Console
+
     from .stage import Aggregated
+    from .stored import RunSetDocuments
 
 OUTLIER_NOTE = "Outlier classification is a benchmark diagnostic. It never changes lifecycle truth or completion validity."
 CLAIM_POLICY = "No efficiency claim is allowed when trusted measurements are unavailable or non-comparable."
@@ -221,7 +220,25 @@ def regression_report(result: Aggregated, scenario_ids: list[str]) -> dict:
     }
 
 
-# ---- for people ---------------------------------------------------------------------------
+# ---- for people (rich and the table helpers load only here: --json needs neither) -----------
+def new_table(*args, **kwargs):
+    from ..tables_text import new_table
+
+    return new_table(*args, **kwargs)
+
+
+def add_row(*args, **kwargs):
+    from ..tables_text import add_row
+
+    return add_row(*args, **kwargs)
+
+
+def print_table(*args, **kwargs):
+    from ..tables_text import print_table
+
+    return print_table(*args, **kwargs)
+
+
 def _text(value: Any) -> str:
     from ..jsjson import js_number_text
 
@@ -308,6 +325,9 @@ def render_regression(report: dict, console: Console) -> None:
     print_table(console, table, key=(0, 1))
     console.print("This report is observational and does not change lifecycle completion.")
 
+
+# the analysis frames each report reads beside the documents (`stored.TABLE_OF`)
+FRAMES_USED = {"outliers": ("outliers",), "tail": ("comparisons",), "summary": (), "regression": ("mode_runs",)}
 
 REPORTS = {
     "outliers": (outliers_report, render_outliers, None),

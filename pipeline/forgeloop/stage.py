@@ -21,7 +21,8 @@ from .aggregate import RunSetDocuments, build_documents, iter_documents
 from . import incremental
 from .analysis import QUERIES, Analysis, analyse
 from .contract import TIERS
-from .ingest import RUNS, SCENARIOS
+from .ingest import RUNS
+from .stored import expected_profiles
 
 
 @dataclass
@@ -54,12 +55,6 @@ class Aggregated:
             "removed": self.plan.removed if self.plan else [],
             "written": [str(path) for path in self.written],
         }
-
-
-def expected_profiles(warehouse: Warehouse) -> dict[str, str]:
-    """Scenario id -> expectedProfile, from the scenario files given at ingest."""
-    frame = warehouse.read(SCENARIOS, columns=["scenario_id", "expected_profile"])
-    return {} if frame is None else dict(frame.iter_rows())
 
 
 def check(warehouse: Warehouse, tier: str | None = None) -> None:
@@ -106,8 +101,8 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
 
 def _columns_used() -> list[str]:
     """The columns of `runs` the analysis queries name."""
-    text = " ".join(query_text(name) for name in QUERIES)
-    return [name for name, _ in declared(RUNS) if re.search(rf"\b{name}\b", text)]
+    words = set(re.findall(r"\w+", " ".join(query_text(name) for name in QUERIES)))  # one scan, not one per column
+    return [name for name, _ in declared(RUNS) if name in words]
 
 
 def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | None = None) -> None:
