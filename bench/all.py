@@ -28,6 +28,8 @@ def main() -> int:
          [str(ROOT / "tests" / "forge_oracle" / "benchmark.py"), "routing", "--rounds", "3", "--runs", str(max(500, int(42_000 * scale))),
           "--dir", f"/tmp/loopmeter-forge-bench-{max(500, int(42_000 * scale))}"]),
         ("Forge survival: git processes against the seed's harvest", [str(ROOT / "tests" / "forge_oracle" / "benchmark.py"), "survival"]),
+        ("Latency at the corpus's size: reports and ingest + aggregate against the import floor",
+         [str(ROOT / "bench" / "latency.py"), "--rounds", "5"]),
     ]
     failed = 0
     for title, command in steps:
