@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from . import SCHEMA_VERSION, folders, layout
 from .lifetime import thread_pool, usable_cores
-from .errors import LoopmeterError, TableFileMismatch, WarehouseBusy
+from .errors import LoopmeterError, TableFileMismatch, WarehouseBusy, shown_path
 from .faults import checkpoint
 
 if TYPE_CHECKING:
@@ -76,6 +76,11 @@ class Warehouse:
         self._block: object | None = None
         self._conforming: set[str] | None = None  # identities of files known to hold their table's schema
         self._conforming_changed = False
+        for folder in (STATE, VERSIONS):  # loopmeter writes and removes in these: never through a link
+            if (self.root / folder).is_symlink():
+                raise LoopmeterError(
+                    f"{shown_path(self.root / folder)} is a symbolic link; loopmeter keeps its own files there and "
+                    "never follows a link out of the warehouse: remove the link (what it points to is not touched)")
 
     # ---- reading -------------------------------------------------------------------
     def table_dir(self, name: str) -> Path:
@@ -676,6 +681,8 @@ class Warehouse:
         import tempfile
 
         base = self.root / SCRATCH
+        if base.is_symlink():  # not the warehouse's own: the link goes, what it names stays
+            base.unlink()
         base.mkdir(parents=True, exist_ok=True)
         path = Path(tempfile.mkdtemp(dir=base))
         try:

@@ -123,3 +123,19 @@ def test_a_table_link_pointing_outside_is_replaced_and_what_it_named_is_kept(pla
     assert os.readlink(link).startswith(".versions/runs/")
     rows = run_cli("sql", "SELECT run_set_id, count(*) AS n FROM runs GROUP BY ALL", "--format", "csv", warehouse=warehouse)
     assert rows.stdout == "run_set_id,n\nrs-new,1\n"
+
+
+@pytest.mark.parametrize("folder", [".state", ".versions"])
+@pytest.mark.parametrize("command", [("sql", "SELECT 1"), ("catalog",), ("check",)])
+def test_a_state_or_versions_folder_that_is_a_link_is_refused_in_one_line(place, folder, command):
+    """loopmeter writes and removes inside .state and .versions: a link there would take that outside."""
+    warehouse, outside = place
+    target = outside / "elsewhere"
+    shutil.move(str(warehouse / folder), str(target))
+    (warehouse / folder).symlink_to(target)
+    beside = tree_fingerprint(outside)
+    result = run_cli(*command, warehouse=warehouse, check=1)
+    assert result.stderr.splitlines() == [
+        f"loopmeter: error: {warehouse / folder} is a symbolic link; loopmeter keeps its own files there and never "
+        "follows a link out of the warehouse: remove the link (what it points to is not touched)"], result.stderr
+    assert tree_fingerprint(outside) == beside
