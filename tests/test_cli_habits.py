@@ -58,6 +58,8 @@ def test_each_help_has_h_an_example_and_the_exit_codes_that_apply(path):
     assert short.stdout == run_cli(*words, "--help").stdout and short.stderr == ""
     text = short.stdout
     assert f"Usage: loopmeter {path} " in text
+    wide = [line for line in run_cli(*words, "-h", env={"COLUMNS": "80"}).stdout.splitlines() if len(line) > 80]
+    assert not wide, wide
     example = text.split("Example:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert example and all(line.startswith("  ") for line in example)
     assert any(line.strip().startswith(f"loopmeter {path}") for line in example), example

@@ -90,7 +90,7 @@ def demo_command(
     "Run every stage on real data.",
     "ingest forgeloop and aggregate, ingest forge, report routing, harvest survival, report survival, the "
     "catalog and the HTML report.",
-    example="loopmeter run-all ~/forgeloop/results --scenarios ~/forgeloop/scenarios --forge ~/.forge/dataset.sqlite",
+    example="loopmeter run-all results --scenarios scenarios --forge dataset.sqlite",
     codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def run_all_command(

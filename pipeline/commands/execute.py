@@ -22,8 +22,9 @@ HELP = command_help(
     "and write RESULTS/aggregate/<runSetId>/. The adapter executes; it must return actual provider/host "
     "usage, verification and comparable steps (docs/runner.md). Tiers: smoke 1-3 runs (default 1), "
     "evidence 5-10 (5), tail 20-30 (20); without a tier 1-100 (default 5).",
-    example="loopmeter execute --adapter host-adapter.py --scenarios scenarios --tier smoke\n"
-            "loopmeter execute --adapter 'node host-adapter.mjs' --scenarios scenarios --resume --run-set RUN_SET",
+    example="loopmeter execute --adapter adapter.py --scenarios scenarios --tier smoke\n"
+            "loopmeter execute --adapter 'node adapter.mjs' --scenarios scenarios \\\n"
+            "    --resume --run-set RUN_SET",
     codes=(Exit.REJECTED, Exit.BUSY),
 )
 

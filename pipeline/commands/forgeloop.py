@@ -33,7 +33,7 @@ def _names(run_sets: list[str]) -> str:
     "The run files are RESULTS/raw/<runSetId>/**/*.json. A file that has the size and modification time it had at the last ingest is not read again "
                     "(--full reads every one). A run file or scenario file larger than --max-file-mb is rejected "
                     "unread (ForgeLoop writes runs of about 2 KB and scenarios of about 1 KB).",
-    example="loopmeter ingest forgeloop ~/forgeloop/results --scenarios ~/forgeloop/scenarios",
+    example="loopmeter ingest forgeloop results --scenarios scenarios",
     codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def ingest_forgeloop_command(

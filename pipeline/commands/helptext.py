@@ -21,7 +21,7 @@ EVERY_COMMAND = (Exit.OK, Exit.FATAL, Exit.USAGE, Exit.INTERRUPTED, Exit.BROKEN_
 SOME_COMMANDS = (Exit.REJECTED, Exit.BUSY)
 
 SHORT_MEANINGS = {
-    Exit.REJECTED: "some inputs rejected, the rest stored",
+    Exit.REJECTED: "some inputs rejected (the rest stored)",
     Exit.BUSY: "warehouse locked by another writer",
 }
 

@@ -22,7 +22,7 @@ from .helptext import FORMAT_METAVAR, command_help
     "Its tables are views in loopmeter.duckdb. Writes are refused. With --out, the format is told by the file's "
     "name (.csv, .json, .jsonl or .ndjson, .parquet) unless --format says it.",
     example="loopmeter sql \"SELECT mode, count(*) FROM runs GROUP BY mode\"\n"
-            "loopmeter sql --query forgeloop_pairs --param run_set=RUN_SET --out pairs.parquet"))
+            "loopmeter sql --query forgeloop_pairs --param run_set=R1 --out pairs.parquet"))
 @command
 def sql_command(
     text: Annotated[Optional[str], typer.Argument(help="The SQL to run.", show_default=False)] = None,
