@@ -22,7 +22,35 @@ if TYPE_CHECKING:
     import duckdb
     import polars as pl
 
-FORMATS = ("table", "csv", "json", "parquet")
+FORMATS = ("table", "csv", "json", "jsonl", "parquet")
+# The format a file's name says (`sql --out x.parquet`), by its extension, in any case.
+EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+
+
+def output_format_of(given: str | None, out: Path | None) -> str:
+    """The format of `sql`: --format's, else the one --out's name says, else the table. A name
+    that says another format than --format, or a name that says none without --format, is refused
+    (a usage error): what lands in the file is never a guess."""
+    if given is not None and given not in FORMATS:
+        raise LoopmeterError(f"--format must be one of {', '.join(FORMATS)} (got {given!r})", Exit.USAGE)
+    if out is None:
+        if given == "parquet":
+            raise LoopmeterError("--format parquet needs --out FILE", Exit.USAGE)
+        return given or "table"
+    named = EXTENSIONS.get(out.suffix.lower())
+    shown = shown_path(out)
+    if given is None:
+        if named is None:
+            raise LoopmeterError(f"--out {shown}: its name says no format; name it .csv, .json, .jsonl, .ndjson or "
+                                 ".parquet, or give --format", Exit.USAGE)
+        return named
+    if given == "table":
+        raise LoopmeterError("--format table prints to the terminal; with --out, give csv, json, jsonl or parquet "
+                             "(or leave --format out: --out's name says it)", Exit.USAGE)
+    if named is not None and named != given:
+        raise LoopmeterError(f"--out {shown} names a {named} file, but --format is {given}; give --out a "
+                             f"{'.' + given} name, or leave --format out", Exit.USAGE)
+    return given
 
 
 def open_read_only(warehouse: Warehouse) -> "duckdb.DuckDBPyConnection":
@@ -340,7 +368,7 @@ def _wide(frame: "pl.DataFrame") -> list[str]:
 
 
 def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) -> str | None:
-    """Render `frame` as csv/json text (returned when `out` is None) or write it to `out` (atomically:
+    """Render `frame` as csv/json/jsonl text (returned when `out` is None) or write it to `out` (atomically:
     a failed write leaves what was there)."""
     import orjson
     import polars as pl
@@ -360,15 +388,15 @@ def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) ->
         return None
     if output_format == "csv":  # NaN, inf and -inf as polars writes them (the table shows the same text)
         text = _flat(frame).write_csv()
-    elif output_format == "json":  # NaN, inf and -inf as null: JSON has no such numbers
+    elif output_format in ("json", "jsonl"):  # NaN, inf and -inf as null: JSON has no such numbers
         rows = frame.to_dicts()
         for name in _wide(frame):  # 128-bit integers as JSON integers (orjson stops at 64 bits)
             for row in rows:
                 if row[name] is not None:
                     row[name] = orjson.Fragment(str(row[name]))
-        text = _dumps(rows) + "\n"
+        text = _dumps(rows) + "\n" if output_format == "json" else "".join(_dumps(row) + "\n" for row in rows)
     else:
-        raise LoopmeterError("--format table prints to the terminal; use csv, json or parquet with --out", Exit.USAGE)
+        raise LoopmeterError("--format table prints to the terminal; use csv, json, jsonl or parquet with --out", Exit.USAGE)
     if out is None:
         return text
     _write_atomically(Path(out), lambda path: path.write_text(text, encoding="utf-8"))

@@ -37,10 +37,10 @@ def make_forge_sample(directory: Path) -> tuple[Path, float]:
     return directory / "dataset.sqlite", json.loads(marker.read_text())["now"]
 
 
-def run_demo(data: Path, warehouse: Warehouse) -> AllStages:
-    """Make the samples (once) and run every stage on them."""
+def run_demo(data: Path, warehouse: Warehouse, wait: bool = False) -> AllStages:
+    """Make the samples (once) and run every stage on them (`wait`: for another writer's lock)."""
     results = make_forgeloop_sample(data / "sample" / "forgeloop")
     store_path, now = make_forge_sample(data / "sample" / "forge")
     # the sample's git repositories are the demo's own: harvest them even under a temporary directory
     return run_all(warehouse, results=results, scenarios=results / "scenarios", forge_store=store_path, now=now,
-                   include_temp=True)
+                   include_temp=True, wait=wait)

@@ -6,6 +6,8 @@ from enum import IntEnum
 
 
 class Exit(IntEnum):
+    """How a command ends; told to people by `loopmeter help exit-codes` (commands/helptext.py)."""
+
     OK = 0  # everything asked for was done
     FATAL = 1  # the command could not do what was asked; nothing was changed
     USAGE = 2  # the command line itself is wrong (unknown option, missing argument)
@@ -13,13 +15,6 @@ class Exit(IntEnum):
     BUSY = 4  # another loopmeter process holds the warehouse lock and --wait was not given
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); tables already replaced keep their new version, the others the old
     BROKEN_PIPE = 141  # stdout's reader left (`| head`): 128 + SIGPIPE, what the shell reports for any tool it ends
-
-
-EXIT_CODES_HELP = (
-    "Exit codes: 0 all good; 1 fatal error, nothing changed; 2 wrong command line; "
-    "3 some inputs rejected, the rest stored; 4 warehouse locked by another process; "
-    "130 interrupted; 141 the reader of the output left (| head)."
-)
 
 
 class LoopmeterError(Exception):

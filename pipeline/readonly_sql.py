@@ -56,7 +56,7 @@ QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NOD
 EXPLAIN_OPTIONS = frozenset({"FORMAT", "TEXT", "JSON", "HTML", "GRAPHVIZ", "YAML", "MERMAID", ","})
 ANALYZE_WORDS = frozenset({"ANALYZE", "ANALYSE"})
 
-SAVE = "to save a result, use --format csv|json|parquet --out FILE"
+SAVE = "to save a result, use --out FILE.csv (or .json, .jsonl, .parquet)"
 REFUSALS = {
     **dict.fromkeys(("CREATE", "INSERT", "COPY", "EXPORT"), SAVE),
     **dict.fromkeys(("UPDATE", "DELETE", "MERGE", "ALTER", "DROP", "VACUUM", "ANALYZE", "CHECKPOINT", "DEALLOCATE",

@@ -97,8 +97,9 @@ def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float
         outcome.notes.append(f"note: {skipped} integration(s) in repositories under the temporary directory were not harvested "
                              "(pass --include-temp to measure them)")
     outcome.steps.append(
-        f"harvest survival: {recorded} outcomes recorded ({harvested.git_processes} git processes"
-        + (f", {harvested.problems} could not be measured" if harvested.problems else "") + ")"
+        f"harvest survival: {recorded} outcomes recorded at {horizon_days} days"
+        + (f" ({harvested.counts['already']} recorded before)" if harvested.counts.get("already") else "")
+        + (f"; {harvested.problems} could not be measured" if harvested.problems else "")
     )
     survival = survival_document(warehouse)
     warehouse.write_table(SURVIVAL, survival_frame(survival))

@@ -157,7 +157,7 @@ def test_choices_are_usage_errors_naming_the_allowed_values(demo_warehouse, tmp_
     one_line_error(result, 2, "--tier must be one of smoke, evidence, tail")
     assert not (tmp_path / "w").exists()
     one_line_error(run_cli("sql", "select 1", "--format", "xml", warehouse=demo_warehouse, check=None), 2,
-                   "--format must be one of table, csv, json, parquet (got 'xml')")
+                   "--format must be one of table, csv, json, jsonl, parquet (got 'xml')")
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-1"])

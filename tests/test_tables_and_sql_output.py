@@ -209,7 +209,7 @@ def test_row_count_is_singular_for_one_row(demo_warehouse):
     ("ATTACH 'other.duckdb'", "an ATTACH statement is refused", "it reads the warehouse's own database only"),
     ("install httpfs", "an INSTALL statement is refused", "it installs and loads no extension"),
     ("LOAD httpfs", "a LOAD statement is refused", "it installs and loads no extension"),
-    ("INSERT INTO runs SELECT * FROM runs", "an INSERT statement is refused", "--format csv|json|parquet --out FILE"),
+    ("INSERT INTO runs SELECT * FROM runs", "an INSERT statement is refused", "--out FILE.csv (or .json, .jsonl, .parquet)"),
     ("UPDATE runs SET mode = 'x'", "an UPDATE statement is refused", "through loopmeter's stages"),
     ("RESET threads", "a RESET statement is refused", "settings are locked"),
     ("UPDATE EXTENSIONS", "an UPDATE statement is refused", None),

@@ -8,13 +8,18 @@ from typing import Annotated
 import typer
 
 from ..cli import app
-from ..errors import EXIT_CODES_HELP, Exit, one_line
+from ..errors import Exit, one_line
 from .common import JsonOption, QuietOption, WarehouseOption, command, note, print_json, set_quiet
+from .helptext import command_help
 
 
-@app.command("check", help="Check the warehouse: every table file read to its end and its schema, the publishing "
-             "journal, loopmeter.duckdb and its views; one line per problem, exit 1 when there is one. --repair "
-             "rebuilds what can be rebuilt from the warehouse and says what it could not. " + EXIT_CODES_HELP)
+@app.command("check", **command_help(
+    "Check that the warehouse is whole.",
+    "Every table file is read to its end and its schema checked, then the publishing journal, loopmeter.duckdb "
+    "and its views; one line per problem, exit 1 when there is one. --repair rebuilds what can be rebuilt from "
+    "the warehouse and says what it could not.",
+    example="loopmeter check --warehouse ~/lm\nloopmeter check --repair",
+    codes=(Exit.BUSY,)))
 @command
 def check_command(
     repair: Annotated[bool, typer.Option("--repair", help="Rebuild what can be rebuilt (the catalog, the Forge summary "

@@ -25,6 +25,8 @@ QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress ba
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 WaitOption = Annotated[bool, typer.Option("--wait", help="Wait for another writer's lock instead of leaving.")]
 
+COMMON = "loopmeter.common"  # the click context's `meta` key of the common options given before the command
+
 DEBUG = False
 INTERRUPT_REPORTED = False  # a command's Ctrl-C was answered with its message
 
@@ -192,7 +194,7 @@ def command(function: Callable) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         _WATCHED.clear()  # this command's warehouses only (tests run many commands in one process)
         try:
-            code = function(*args, **kwargs)
+            code = function(*args, **with_common_options(function, kwargs))
             sys.stdout.flush()  # a reader gone away shows here, not in the interpreter's last flush
         except typer.Exit:
             raise
@@ -218,6 +220,34 @@ def command(function: Callable) -> Callable:
         raise typer.Exit(int(code or 0))
 
     return wrapper
+
+
+def with_common_options(function: Callable, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with the common options given before the command (`loopmeter --warehouse W report
+    tail`): the command's own --warehouse, after it, wins; a flag holds if given on either side.
+    --json asks for an output a command without one cannot give: refused. --warehouse, --quiet
+    and --wait are settings, which a command with no use for one leaves aside (as it does
+    $LOOPMETER_WAREHOUSE)."""
+    from typer._click.globals import get_current_context
+
+    context = get_current_context(silent=True)
+    given = {} if context is None else context.meta.get(COMMON, {})
+    if not given:
+        return kwargs
+    import inspect
+
+    taken = inspect.signature(function).parameters
+    merged = dict(kwargs)
+    for name, value in given.items():
+        if name not in taken:
+            if name == "json":
+                raise usage_error(f"--json: `{context.command_path}` prints no JSON; drop --json")
+            continue
+        if name == "warehouse":
+            merged[name] = value if kwargs.get(name) is None else kwargs[name]
+        else:
+            merged[name] = bool(kwargs.get(name)) or value
+    return merged
 
 
 def is_interruption(error: BaseException) -> bool:

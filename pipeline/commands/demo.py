@@ -8,17 +8,18 @@ from typing import Annotated, Optional
 import typer
 
 from ..cli import app
-from ..errors import EXIT_CODES_HELP, Exit
+from ..errors import Exit
 from .common import (
     JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_utf8_path, command, note, open_warehouse,
     print_json, refuse_inside_warehouse, set_quiet, stdout_console,
 )
+from .helptext import TIER_METAVAR, command_help
 
 
 def _as_json(outcome, data: Path | None) -> dict:
     return {
         "steps": outcome.steps,
-        "sample": None if data is None else str(data / "sample"),
+        "sample": None if data is None else str(_sample(data)),
         "warehouse": str(outcome.warehouse),
         "aggregate": None if outcome.forgeloop is None else str(outcome.aggregate),  # no ForgeLoop data: none written
         "report": str(outcome.report),
@@ -26,6 +27,11 @@ def _as_json(outcome, data: Path | None) -> dict:
         "unharvested": outcome.unharvested,
         "notes": outcome.notes,
     }
+
+
+def _sample(data: Path) -> Path:
+    """The sample data's folder, absolute as every other path the demo names."""
+    return (data / "sample").expanduser().resolve()
 
 
 def _show(outcome, store, data: Path | None) -> None:
@@ -46,7 +52,7 @@ def _show(outcome, store, data: Path | None) -> None:
     for text in outcome.texts:
         console.print(text, markup=False, highlight=False)
     if data is not None:
-        console.print(f"\nsample data:  {data / 'sample'}")
+        console.print(f"\nsample data:  {_sample(data)}")
     console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)")
     if outcome.forgeloop is not None:
         console.print(f"aggregates:   {outcome.aggregate}")
@@ -54,12 +60,17 @@ def _show(outcome, store, data: Path | None) -> None:
     console.print("next: loopmeter report summary | outliers | tail | regression | routing | survival   (--json for JSON)")
 
 
-@app.command("demo", help="Make the sample data in data/ (deterministic), run every stage on it, show the key tables. "
-             + EXIT_CODES_HELP)
+@app.command("demo", **command_help(
+    "Run every stage on sample data and show the key tables.",
+    "The sample data (ForgeLoop run sets, a Forge store with small git repositories) is made once in "
+    "--data, deterministically.",
+    example="loopmeter demo\nloopmeter demo --data /tmp/lm-data --warehouse /tmp/lm-warehouse",
+    codes=(Exit.BUSY,)))
 @command
 def demo_command(
     data: Annotated[Path, typer.Option("--data", help="Where the sample data goes.")] = Path("data"),
     warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
@@ -67,7 +78,7 @@ def demo_command(
     from ..demo import run_demo
 
     store = open_warehouse(warehouse)
-    outcome = run_demo(data, store)
+    outcome = run_demo(data, store, wait=wait)
     if json:
         print_json(_as_json(outcome, data), 2)
     else:
@@ -75,8 +86,12 @@ def demo_command(
     return Exit.OK
 
 
-@app.command("run-all", help="Every stage on real data: ingest forgeloop and aggregate, ingest forge, report routing, "
-             "harvest survival, report survival, the catalog and the HTML report. " + EXIT_CODES_HELP)
+@app.command("run-all", **command_help(
+    "Run every stage on real data.",
+    "ingest forgeloop and aggregate, ingest forge, report routing, harvest survival, report survival, the "
+    "catalog and the HTML report.",
+    example="loopmeter run-all results --scenarios scenarios --forge dataset.sqlite",
+    codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def run_all_command(
     results: Annotated[Optional[Path], typer.Argument(metavar="[RESULTS]", help="ForgeLoop results directory (holds raw/).",
@@ -84,7 +99,8 @@ def run_all_command(
     scenarios: Annotated[Optional[Path], typer.Option("--scenarios", help="ForgeLoop scenario files.")] = None,
     forge: Annotated[Optional[Path], typer.Option("--forge", help="Forge store: dataset.sqlite or a .jsonl export.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Where ForgeLoop documents go (default: <warehouse>/aggregate).")] = None,
-    tier: Annotated[Optional[str], typer.Option("--tier", help="smoke, evidence or tail, for summary.json.")] = None,
+    tier: Annotated[Optional[str], typer.Option("--tier", metavar=TIER_METAVAR, help="Recorded in summary.json.",
+                                                        show_default=False)] = None,
     horizon_days: Annotated[int, typer.Option("--horizon-days", help="Survival horizon, days.", min=0)] = 14,
     include_temp: Annotated[bool, typer.Option("--include-temp", help="Also harvest repositories under the temporary directory.")] = False,
     warehouse: WarehouseOption = None,

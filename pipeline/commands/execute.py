@@ -8,22 +8,28 @@ from typing import Annotated, List, Optional
 import typer
 
 from ..cli import app
-from ..errors import EXIT_CODES_HELP, Exit
+from ..errors import Exit
 from .common import (
     JsonOption, QuietOption, WaitOption, WarehouseOption, check_utf8_path, command, note, print_json, refuse_inside_warehouse,
     set_quiet, watch,
 )
+from .helptext import TIER_METAVAR, command_help
 
-HELP = (
+HELP = command_help(
+    "Run a ForgeLoop benchmark through an adapter and ingest it.",
     "Run every scenario in every mode (direct, forgeloopBalanced, forgeloopAdaptive) through an adapter, "
     "time each run, write RESULTS/raw/<runSetId>/<scenario>/<mode>/run-NNN.json, then ingest the run set "
     "and write RESULTS/aggregate/<runSetId>/. The adapter executes; it must return actual provider/host "
     "usage, verification and comparable steps (docs/runner.md). Tiers: smoke 1-3 runs (default 1), "
-    "evidence 5-10 (5), tail 20-30 (20); without a tier 1-100 (default 5). " + EXIT_CODES_HELP
+    "evidence 5-10 (5), tail 20-30 (20); without a tier 1-100 (default 5).",
+    example="loopmeter execute --adapter adapter.py --scenarios scenarios --tier smoke\n"
+            "loopmeter execute --adapter 'node adapter.mjs' --scenarios scenarios \\\n"
+            "    --resume --run-set RUN_SET",
+    codes=(Exit.REJECTED, Exit.BUSY),
 )
 
 
-@app.command("execute", help=HELP)
+@app.command("execute", **HELP)
 @command
 def execute_command(
     adapter: Annotated[str, typer.Option("--adapter", help="A .py file or Python module with run_benchmark(input), "
@@ -31,7 +37,8 @@ def execute_command(
                                          show_default=False)],
     scenarios: Annotated[Path, typer.Option("--scenarios", help="Directory of scenario files (<scenarioId>.json).",
                                             show_default=False)],
-    tier: Annotated[Optional[str], typer.Option("--tier", help="smoke, evidence or tail.")] = None,
+    tier: Annotated[Optional[str], typer.Option("--tier", metavar=TIER_METAVAR, help="The tier: how many runs it takes.",
+                                            show_default=False)] = None,
     runs: Annotated[Optional[int], typer.Option("--runs", help="Runs per scenario and mode: smoke 1-3 (default 1), evidence "
                                                 "5-10 (5), tail 20-30 (20); without a tier 1-100 (5).",
                                                 show_default=False)] = None,

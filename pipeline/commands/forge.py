@@ -9,11 +9,12 @@ from typing import Annotated, Optional
 import typer
 
 from ..cli import harvest_app, ingest_app, report_app
-from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
+from ..errors import Exit, LoopmeterError
 from .common import (
     SHOWN_REJECTIONS, JsonOption, QuietOption, WaitOption, WarehouseOption, check_number, check_utf8_path, command, note,
     open_warehouse, print_rejections, set_quiet, usage_error, write_stdout,
 )
+from .helptext import command_help
 
 RepoOption = Annotated[Optional[Path], typer.Option("--repo", help="Only this repository (its path).", show_default=False)]
 
@@ -37,11 +38,15 @@ def _store_tables(store, frames: dict, wait: bool, what: str) -> None:
         raise WarehouseBusy(f"the report above was not stored: {error}") from None
 
 
-@ingest_app.command("forge", help="Read a Forge store (dataset.sqlite, opened read-only, or a JSON Lines export; "
+@ingest_app.command("forge", **command_help(
+    "Read a Forge event store into the warehouse.",
+    "The store is dataset.sqlite, opened read-only, or a JSON Lines export; "
                     "a regular file, not a pipe) into the warehouse: forge_events and the flat forge_* tables. "
                     "Loading is idempotent by rid. A record (a line, a SQLite value) over 4 MiB is rejected. "
                     "A WAL-mode store is read from a copy in the warehouse's scratch space, so nothing is created "
-                    "beside it. " + EXIT_CODES_HELP)
+                    "beside it.",
+    example="loopmeter ingest forge ~/.forge/dataset.sqlite\nloopmeter ingest forge events.jsonl --json",
+    codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def ingest_forge_command(
     store_path: Annotated[Path, typer.Argument(metavar="STORE", help="dataset.sqlite or a .jsonl export.", show_default=False)],
@@ -81,9 +86,13 @@ def ingest_forge_command(
     return Exit.OK
 
 
-@report_app.command("routing", help="Routing: first-pass by tier and model (observational), and the randomized "
+@report_app.command("routing", **command_help(
+    "Forge's routing: first-pass rates and randomized pairs.",
+    "First-pass by tier and model (observational), and the randomized "
                     "exploration pairs with Hajek means, bootstrap intervals and verdicts. Stores "
-                    "forge_routing_observational and forge_routing_randomized. " + EXIT_CODES_HELP)
+                    "forge_routing_observational and forge_routing_randomized.",
+    example="loopmeter report routing\nloopmeter report routing --repo ~/src/app --since 30 --json",
+    codes=(Exit.BUSY,)))
 @command
 def report_routing(
     repo: RepoOption = None,
@@ -114,10 +123,13 @@ def report_routing(
     return Exit.OK
 
 
-@harvest_app.command("survival", help="Survival of merged work: per task an integration brought in, the lines it "
+@harvest_app.command("survival", **command_help(
+    "Measure how much merged work survives in git.",
+    "Per task an integration brought in, the lines it "
                      "added that git blame still credits to it at the horizon, and later reverts. Runs git read-only "
-                     "and records outcome events in the warehouse (never in the store or the repository). "
-                     + EXIT_CODES_HELP)
+                     "and records outcome events in the warehouse (never in the store or the repository).",
+    example="loopmeter harvest survival --dry-run\nloopmeter harvest survival --horizon-days 30",
+    codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def harvest_survival(
     repo: RepoOption = None,
@@ -173,9 +185,13 @@ def harvest_survival(
     return Exit.OK
 
 
-@report_app.command("survival", help="Survival join: outcomes to the attempt whose reviewed commit they name, to its "
+@report_app.command("survival", **command_help(
+    "Forge's survival of merged work per model and tier.",
+    "Joins outcomes to the attempt whose reviewed commit they name, to its "
                     "model and tier — tasks, lines added, surviving share, reverts and revert rate (Wilson "
-                    "interval) per model, tier and horizon. Stores forge_survival. " + EXIT_CODES_HELP)
+                    "interval) per model, tier and horizon. Stores forge_survival.",
+    example="loopmeter report survival\nloopmeter report survival --json",
+    codes=(Exit.BUSY,)))
 @command
 def report_survival(
     warehouse: WarehouseOption = None,

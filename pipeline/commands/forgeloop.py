@@ -8,11 +8,12 @@ from typing import Annotated, Optional
 import typer
 
 from ..cli import app, ingest_app, report_app
-from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
+from ..errors import Exit, LoopmeterError
 from .common import (
     JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_number, check_utf8_path, command, note,
     open_warehouse, print_json, print_rejections, refuse_inside_warehouse, set_quiet, stdout_console,
 )
+from .helptext import TIER_METAVAR, command_help
 
 RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")]
 SHOWN_RUN_SETS = 10
@@ -27,10 +28,13 @@ def _names(run_sets: list[str]) -> str:
     return shown + (f" and {len(run_sets) - SHOWN_RUN_SETS} more" if len(run_sets) > SHOWN_RUN_SETS else "")
 
 
-@ingest_app.command("forgeloop", help="Read ForgeLoop run files (RESULTS/raw/<runSetId>/**/*.json) into the warehouse. "
-                    "A file that has the size and modification time it had at the last ingest is not read again "
+@ingest_app.command("forgeloop", **command_help(
+    "Read ForgeLoop run files into the warehouse.",
+    "The run files are RESULTS/raw/<runSetId>/**/*.json. A file that has the size and modification time it had at the last ingest is not read again "
                     "(--full reads every one). A run file or scenario file larger than --max-file-mb is rejected "
-                    "unread (ForgeLoop writes runs of about 2 KB and scenarios of about 1 KB). " + EXIT_CODES_HELP)
+                    "unread (ForgeLoop writes runs of about 2 KB and scenarios of about 1 KB).",
+    example="loopmeter ingest forgeloop results --scenarios scenarios",
+    codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def ingest_forgeloop_command(
     results: Annotated[Path, typer.Argument(metavar="RESULTS", help="ForgeLoop results directory (holds raw/).", show_default=False)],
@@ -78,13 +82,17 @@ def ingest_forgeloop_command(
     return Exit.OK
 
 
-@app.command("aggregate", help="Compute ForgeLoop's aggregates from the warehouse: DIR/<runSetId>/<scenarioId>.json, "
-             "summary.json, and the forgeloop_* tables. " + EXIT_CODES_HELP)
+@app.command("aggregate", **command_help(
+    "Compute ForgeLoop's aggregates from the warehouse.",
+    "Writes DIR/<runSetId>/<scenarioId>.json and summary.json (DIR: --out), and the forgeloop_* tables.",
+    example="loopmeter aggregate --tier evidence\nloopmeter aggregate --run-set RUN_SET --out ~/forgeloop/aggregate",
+    codes=(Exit.BUSY,)))
 @command
 def aggregate_command(
     out: Annotated[Optional[Path], typer.Option("--out", help="Where to write the documents (default: <warehouse>/aggregate).")] = None,
     run_set: RunSetOption = None,
-    tier: Annotated[Optional[str], typer.Option("--tier", help="smoke, evidence or tail: recorded in summary.json.")] = None,
+    tier: Annotated[Optional[str], typer.Option("--tier", metavar=TIER_METAVAR, help="Recorded in summary.json.",
+                                            show_default=False)] = None,
     full: Annotated[bool, typer.Option("--full", help="Compute every run set again, not only those changed since the last aggregate.")] = False,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
@@ -168,10 +176,14 @@ def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: 
 
 
 REPORT_HELP = {
-    "outliers": "Token outliers (TOKEN_IQR_1_5) with their runaway signals.",
-    "tail": "Tail interpretation: paired vs distribution p95 of adaptive against direct.",
-    "summary": "Per run set and scenario: comparisons, light objectives, mode aggregates.",
-    "regression": "Efficiency regression check against the light objectives (observational).",
+    "outliers": ("ForgeLoop's token outliers and their runaway signals.",
+                 "Outliers by TOKEN_IQR_1_5, per run set and scenario."),
+    "tail": ("ForgeLoop's tail interpretation (adaptive against direct).",
+             "The paired p95 of adaptive against direct beside the distribution p95."),
+    "summary": ("ForgeLoop's summary per run set and scenario.",
+                "Comparisons, light objectives and mode aggregates."),
+    "regression": ("ForgeLoop's efficiency regression check.",
+                   "Against the light objectives (observational)."),
 }
 
 
@@ -185,13 +197,16 @@ def _report_command(name: str):
     return command(report)
 
 
-for _name, _help in REPORT_HELP.items():
-    report_app.command(_name, help=_help + " --json prints what ForgeLoop's script prints. " + EXIT_CODES_HELP)(
-        _report_command(_name))
+for _name, (_summary, _details) in REPORT_HELP.items():
+    report_app.command(_name, **command_help(
+        _summary, _details + " --json prints what ForgeLoop's script prints.",
+        example=f"loopmeter report {_name}\nloopmeter report {_name} --run-set RUN_SET --json"))(_report_command(_name))
 
 
-@report_app.command("html", help="One self-contained HTML page with charts (no network needed to view it): a section per "
-                   "run set, then the Forge charts. " + EXIT_CODES_HELP)
+@report_app.command("html", **command_help(
+    "Write one self-contained HTML page with charts.",
+    "No network is needed to view it: a section per run set, then the Forge charts.",
+    example="loopmeter report html\nloopmeter report html --out ~/report.html"))
 @command
 def report_html(
     out: Annotated[Optional[Path], typer.Option("--out", help="The HTML file to write (default: report.html in the "

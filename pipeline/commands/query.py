@@ -9,15 +9,20 @@ from typing import Annotated, Optional
 import typer
 
 from ..cli import app
-from ..errors import EXIT_CODES_HELP, Exit, LoopmeterError
+from ..errors import Exit, LoopmeterError
 from .common import (
-    JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_utf8_path, command, note, open_warehouse, print_json,
-    refuse_inside_warehouse, set_quiet, stdout_console, usage_error, write_stdout,
+    JsonOption, QuietOption, WaitOption, WarehouseOption, check_utf8_path, command, note, open_warehouse, print_json,
+    refuse_inside_warehouse, set_quiet, stdout_console, write_stdout,
 )
+from .helptext import FORMAT_METAVAR, command_help
 
 
-@app.command("sql", help="Run read-only SQL against the warehouse (its tables are views in loopmeter.duckdb). "
-             "Writes are refused. " + EXIT_CODES_HELP)
+@app.command("sql", **command_help(
+    "Run read-only SQL against the warehouse.",
+    "Its tables are views in loopmeter.duckdb. Writes are refused. With --out, the format is told by the file's "
+    "name (.csv, .json, .jsonl or .ndjson, .parquet) unless --format says it.",
+    example="loopmeter sql \"SELECT mode, count(*) FROM runs GROUP BY mode\"\n"
+            "loopmeter sql --query forgeloop_pairs --param run_set=R1 --out pairs.parquet"))
 @command
 def sql_command(
     text: Annotated[Optional[str], typer.Argument(help="The SQL to run.", show_default=False)] = None,
@@ -27,22 +32,23 @@ def sql_command(
     param: Annotated[list[str], typer.Option("--param", help="name=value for a $name in the SQL (repeatable). A name the SQL "
                                              "does not take is refused; so is a $name left without a value, except the "
                                              "optional parameters a named query documents (they are NULL).")] = [],
-    output_format: Annotated[str, typer.Option("--format", help="table, csv, json (an array of objects) or parquet. NaN and "
-                                                "infinities: NaN, inf, -inf in csv and the table; null in json.")] = "table",
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write the result to this file instead of printing it.")] = None,
+    output_format: Annotated[Optional[str], typer.Option(
+        "--format", metavar=FORMAT_METAVAR, show_default=False,
+        help="json: an array of objects; jsonl: one object a line. Default: the table, or as --out's name says. "
+        "NaN and infinities: NaN, inf, -inf in csv and the table; null in json and jsonl.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the result to this file instead of printing it, "
+                                                "in the format its name says (x.csv, x.json, x.jsonl, x.parquet).")] = None,
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
 ) -> int:
-    from ..adhoc import FORMATS, check_output, parse_parameters, read_sql_file, run_sql, table_rows, write_result
+    from ..adhoc import check_output, output_format_of, parse_parameters, read_sql_file, run_sql, table_rows, write_result
     from ..sql import check_parameters, named_query_parameters, prerequisites, query_text, runs_inside
 
     set_quiet(quiet)
     given = [value for value in (text, file, query) if value is not None]
     if len(given) != 1:
         raise LoopmeterError("give exactly one of: SQL text, --file F, --query NAME", Exit.USAGE)
-    check_choice("--format", output_format, FORMATS)
-    if output_format == "parquet" and out is None:
-        raise usage_error("--format parquet needs --out FILE")
+    output_format = output_format_of(output_format, out)
     parameters = parse_parameters(param)
     optional: set[str] = set()
     if query is not None:  # a named query's parameters are known before anything opens
@@ -76,7 +82,10 @@ def sql_command(
     return Exit.OK
 
 
-@app.command("queries", help="List the named queries in queries/ with what each answers (the first sentence of its header).")
+@app.command("queries", **command_help(
+    "List the named queries in queries/.",
+    "Each with what it answers (the first sentence of its header); run one with `loopmeter sql --query NAME`.",
+    example="loopmeter queries\nloopmeter queries --json"))
 @command
 def queries_command(json: JsonOption = False, quiet: QuietOption = False) -> int:
     from ..sql import list_queries, runs_inside
@@ -98,7 +107,10 @@ def queries_command(json: JsonOption = False, quiet: QuietOption = False) -> int
     return Exit.OK
 
 
-@app.command("schema", help="Every table and column of the warehouse with its documentation (Markdown with --markdown).")
+@app.command("schema", **command_help(
+    "List every table and column of the warehouse.",
+    "Each with its documentation (Markdown with --markdown).",
+    example="loopmeter schema\nloopmeter schema --markdown > schema.md"))
 @command
 def schema_command(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the Markdown schema page.")] = False,
@@ -122,14 +134,15 @@ def schema_command(
     return Exit.OK
 
 
-@app.command("catalog", help="Rebuild loopmeter.duckdb now: a documented view per table, reading its Parquet files by "
-             "absolute path, so DBeaver, Metabase, Superset (duckdb-engine), Evidence or a notebook open it from "
+@app.command("catalog", **command_help(
+    "Rebuild loopmeter.duckdb, the warehouse's DuckDB catalog.",
+    "A documented view per table, reading its Parquet files by absolute path, so DBeaver, Metabase, Superset (duckdb-engine), Evidence or a notebook open it from "
              "anywhere with no setup; DuckDB 1.4 and later read it. Every loopmeter command rebuilds it by itself "
-             "when the warehouse was copied or moved; this rebuilds it on request, under the writer lock. "
-             + EXIT_CODES_HELP + "\n\n\b\nExample:\n"
-             "  loopmeter catalog --warehouse /srv/loopmeter/warehouse\n"
-             "  # then open /srv/loopmeter/warehouse/loopmeter.duckdb in any DuckDB client\n"
-             "  # (Python: duckdb.connect(path, read_only=True); more in docs/clients.md)")
+             "when the warehouse was copied or moved; this rebuilds it on request, under the writer lock.",
+    example="loopmeter catalog --warehouse /srv/loopmeter/warehouse\n"
+            "# then open /srv/loopmeter/warehouse/loopmeter.duckdb in any DuckDB client\n"
+            "# (Python: duckdb.connect(path, read_only=True); more in docs/clients.md)",
+    codes=(Exit.BUSY,)))
 @command
 def catalog_command(
     warehouse: WarehouseOption = None,

@@ -1,0 +1,58 @@
+"""The parts every help page shares: a short first sentence (the line in the command list), an
+example, the exit codes that apply to the command, and the choices an option takes.
+
+Imports nothing but the exit codes, so `--help` answers at once.
+"""
+from __future__ import annotations
+
+from ..errors import Exit
+
+# What each exit code means; every command may end with the first three, 130 and 141.
+MEANINGS = {
+    Exit.OK: "done",
+    Exit.FATAL: "failed; nothing was changed",
+    Exit.USAGE: "wrong command line",
+    Exit.REJECTED: "some inputs rejected (each listed with its reason); the rest stored",
+    Exit.BUSY: "the warehouse is locked by another writer (--wait waits for it)",
+    Exit.INTERRUPTED: "interrupted (Ctrl-C); tables already replaced keep their new version",
+    Exit.BROKEN_PIPE: "the reader of the output left (| head)",
+}
+EVERY_COMMAND = (Exit.OK, Exit.FATAL, Exit.USAGE, Exit.INTERRUPTED, Exit.BROKEN_PIPE)
+SOME_COMMANDS = (Exit.REJECTED, Exit.BUSY)
+
+SHORT_MEANINGS = {
+    Exit.REJECTED: "some inputs rejected (the rest stored)",
+    Exit.BUSY: "warehouse locked by another writer",
+}
+
+TIER_METAVAR = "[smoke|evidence|tail]"
+FORMAT_METAVAR = "[table|csv|json|jsonl|parquet]"
+
+
+def exit_codes_table() -> str:
+    """`loopmeter help exit-codes`: every code, one line each."""
+    lines = ["Exit codes of loopmeter (each command's --help lists those it can end with):", ""]
+    lines += [f"  {int(code):>3}  {MEANINGS[code]}" for code in Exit]
+    lines += ["", "Every command may end with 0, 1, 2, 130 and 141; 3 and 4 only where its help says so."]
+    return "\n".join(lines) + "\n"
+
+
+def exit_codes_line(codes: tuple[Exit, ...] = ()) -> str:
+    """A command's exit codes: those every command has, then the ones of its own (`codes`)."""
+    own = "".join(f", {int(code)} {SHORT_MEANINGS[code]}" for code in sorted(codes))
+    return f"Exit codes: 0 done, 1 failed, 2 wrong command line{own}; 130 and 141 as every command " \
+           "(loopmeter help exit-codes)."
+
+
+def command_help(summary: str, details: str = "", *, example: str, codes: tuple[Exit, ...] = ()) -> dict:
+    """The help of a command, as keyword arguments of typer's `command`: `summary` (one short
+    sentence: the command list shows it whole), `details`, and an epilog with the example (lines
+    shown as written) and the exit codes that apply."""
+    if len(summary) > 60 or not summary.endswith("."):
+        raise ValueError(f"a command's summary is one sentence of at most 60 characters: {summary!r}")
+    lines = "\n".join(f"  {line}" for line in example.strip("\n").splitlines())
+    return {
+        "help": summary + (" " + details if details else ""),
+        "short_help": summary,
+        "epilog": f"\b\nExample:\n{lines}\n\n{exit_codes_line(codes)}",
+    }
