@@ -231,10 +231,16 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
             report.repaired += [f"table {name}: rebuilt from {', '.join(summaries[name])}" for name in sorted(rebuildable)]
         left = damaged - (rebuildable if not inputs_damaged else set())
         if left & _FORGELOOP_INGESTED:
-            report.not_repaired += _forget_forgeloop_ingests(warehouse, sorted(left & _FORGELOOP_INGESTED))
+            _set_aside_damaged_run_sets(warehouse, [p.path for p in report.problems
+                                                    if p.kind == "table file" and p.table == "runs"])
+            done, undone = _reingest_forgeloop(warehouse, sorted(left & _FORGELOOP_INGESTED))
+            report.repaired += done
+            report.not_repaired += undone
+            if done and not undone:
+                left -= _FORGELOOP_INGESTED
         for name in sorted(left - _FORGELOOP_INGESTED):
             report.not_repaired.append(f"table {name}: {_how_to_rebuild(name, inputs_damaged)}")
-        if not damaged - (rebuildable if not inputs_damaged else set()):
+        if not left:
             try:
                 refresh_catalog(warehouse, force=True)
                 report.repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: rebuilt")
@@ -289,10 +295,57 @@ def _repair_journal(warehouse: Warehouse) -> list[str]:
 
 
 
+def _recorded_ingests(warehouse: Warehouse) -> list[tuple[Path, Path | None, dict]]:
+    """The ingests the warehouse recorded (`.state/forgeloop-ingest-*.json`) whose run files are still
+    where they were read: (RESULTS, scenarios, options)."""
+    found = []
+    for record in sorted((warehouse.root / STATE).glob("forgeloop-ingest-*.json")):
+        try:
+            key = json.loads(record.read_text()).get("key", {})
+            results, scenarios = Path(key["results"]), key.get("scenarios")
+            options = dict(max_file_bytes=int(key["maxFileBytes"]), run_sets=key.get("runSets"))
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+            continue
+        if (results / "raw").is_dir() and (scenarios is None or Path(scenarios).is_dir()):
+            found.append((results, None if scenarios is None else Path(scenarios), options))
+    return found
+
+
+def _set_aside_damaged_run_sets(warehouse: Warehouse, damaged: list[Path]) -> None:
+    """A new version of `runs` without the partitions holding a damaged file, when their run set's
+    folder is in a recorded ingest's RESULTS (which reads it again): an ingest cannot read past a
+    damaged file of the table it adds to. A run set no recorded RESULTS holds keeps its file."""
+    partitions = warehouse.partitions("runs", "run_set_id")
+    folders = [results / "raw" for results, _, _ in _recorded_ingests(warehouse)]
+    drop = {value for value, directory in partitions.items()
+            if any(path.parent == directory for path in damaged) and any((raw / value).is_dir() for raw in folders)}
+    if drop:
+        with warehouse.build_table("runs", "run_set_id") as builder:
+            builder.keep_others, builder.drop, builder.schema_frame = True, drop, layout.empty_frame("runs")
+
+
+def _reingest_forgeloop(warehouse: Warehouse, tables: list[str]) -> tuple[list[str], list[str]]:
+    """Rebuild the tables `ingest forgeloop` writes from the run files they were read from: each
+    ingest the warehouse recorded (`.state/forgeloop-ingest-*.json`: its RESULTS, scenarios and
+    options) is run again with `full` (every file read and every run set written anew, whatever
+    its size and time say). (what was rebuilt, what was not and how to), one line each."""
+    from .forgeloop.ingest import ingest_forgeloop
+
+    done: list[str] = []
+    for results, scenarios, options in _recorded_ingests(warehouse):
+        try:
+            with warehouse.publishing():
+                ingest_forgeloop(warehouse, results, scenarios, full=True, **options)
+        except Exception as error:  # noqa: BLE001 - said, with the rest of the repair
+            return done, [f"{', '.join(tables)}: the ingest of {shown_path(results)} failed again: {_first_line(error)}"]
+        done.append(f"{', '.join(tables)}: read again from {shown_path(results)}")
+    return (done, []) if done else ([], _forget_forgeloop_ingests(warehouse, tables))
+
+
 def _forget_forgeloop_ingests(warehouse: Warehouse, tables: list[str]) -> list[str]:
-    """How to rebuild a table `ingest forgeloop` writes: only from the run files, into a new warehouse
-    (an ingest into this one keeps the run sets whose files did not change). The RESULTS and scenarios
-    come from the ingests' records (`.state/forgeloop-ingest-*.json`), read only."""
+    """How to rebuild a table `ingest forgeloop` writes when none of the run files it was read from
+    are where the ingests' records (`.state/forgeloop-ingest-*.json`) say: from the run files, into a
+    new warehouse."""
     lines = []
     for record in sorted((warehouse.root / STATE).glob("forgeloop-ingest-*.json")):
         try:

@@ -161,6 +161,13 @@ def _polars_columns(table: str, partitioned_file: bool) -> tuple[tuple[str, "pl.
     return tuple((name, polars_dtype(dtype)) for name, dtype in file_columns(table, partitioned_file))
 
 
+def empty_frame(table: str) -> "pl.DataFrame":
+    """A frame of no rows with every column of table `table` (a partitioned table's partition column too)."""
+    import polars as pl
+
+    return pl.DataFrame(schema=dict(_polars_columns(table, partitioned_file=False)))
+
+
 def conform(frame: "pl.DataFrame", table: str, partitioned_file: bool, where: str = "") -> "pa.Table":
     """`frame` as the Arrow table a file of `table` holds: the declared columns in order, cast
     where the cast is lossless. A frame with other columns or types is refused (ValueError), and

@@ -102,3 +102,31 @@ def test_a_damaged_file_of_a_table_read_from_outside_is_named_with_how_to_rebuil
     assert report["notRepaired"][0] == ("table forge_events: read from a Forge store: run `loopmeter ingest forge "
                                         "<store>` again to rebuild it")
     assert damaged.stat().st_size == 50  # left as it was
+
+
+@pytest.fixture(scope="module")
+def forgeloop_warehouse(tmp_path_factory, corpus) -> tuple[Path, str]:
+    """The corpus ingested and aggregated, and its tail report."""
+    root = tmp_path_factory.mktemp("check-forgeloop") / "warehouse"
+    for args in (("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "-q"),
+                 ("aggregate", "-q")):
+        assert run_user(*args, warehouse=root).returncode == 0
+    tail = run_user("report", "tail", "--json", warehouse=root)
+    assert tail.returncode == 0
+    return root, tail.stdout
+
+
+@pytest.mark.parametrize("damage", ["truncated", "pages"])
+def test_a_damaged_runs_file_is_read_again_from_the_recorded_run_files(forgeloop_warehouse, tmp_path, damage):
+    original, tail = forgeloop_warehouse
+    copy = tmp_path / "warehouse"
+    shutil.copytree(original, copy, symlinks=True)
+    damaged = sorted((copy / "runs").glob("*/*.parquet"))[-1]
+    data = damaged.read_bytes()
+    damaged.write_bytes(data[:100] if damage == "truncated" else data[:100] + bytes(3900) + data[4000:])
+    code, report = checked(copy)
+    assert code == 1 and ("table file", str(damaged), "runs") in [(p["kind"], p["path"], p["table"]) for p in report["problems"]]
+    code, repaired = checked(copy, "--repair")
+    assert code == 0 and repaired["ok"] and repaired["problems"] == [], repaired
+    assert repaired["repaired"][0].startswith("runs: read again from ")
+    assert run_user("report", "tail", "--json", warehouse=copy).stdout == tail
