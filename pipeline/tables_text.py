@@ -13,6 +13,12 @@ With a width, a table is printed in the first of these forms that fits:
    too long for its line wraps at spaces, then after a hyphen or an underscore; a number is never
    split unless it is wider than the whole line.
 Cells are never cut with "…". Used by the reports and by `loopmeter sql`.
+
+Text that is not a rich table fits the same width: fixed-width rows (the Forge reports) that are
+wider become a table of the same columns (`table_lines`); a listing of names and texts (`schema`,
+`queries`) puts each text beside its name or under it (`hanging`); a line of prose (a summary line)
+wraps at spaces, a word never split (`wrap_words`, `fit_line`). With no width, all of it is printed
+as it is.
 """
 from __future__ import annotations
 

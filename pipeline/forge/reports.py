@@ -1,7 +1,8 @@
 """Forge reports: the routing and survival documents, their text, and their tables.
 
 `routing_document` / `survival_document` return what `--json` prints; `*_text` render
-them for people (routing exactly as the seed prints it); `*_frames` turn them into the
+them for people (routing exactly as the seed prints it, and at a width it is wider than, its
+rows as tables and its lines wrapped: `fitted`); `*_frames` turn them into the
 `forge_routing_*` and `forge_survival` tables.
 
 Non-finite numbers: the seed's `json.dumps` writes NaN and Infinity, which are not JSON. In
