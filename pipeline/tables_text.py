@@ -13,16 +13,23 @@ With a width, a table is printed in the first of these forms that fits:
    too long for its line wraps at spaces, then after a hyphen or an underscore; a number is never
    split unless it is wider than the whole line.
 Cells are never cut with "…". Used by the reports and by `loopmeter sql`.
+
+Text that is not a rich table fits the same width: fixed-width rows (the Forge reports) that are
+wider become a table of the same columns (`table_lines`); a listing of names and texts (`schema`,
+`queries`) puts each text beside its name or under it (`hanging`); a line of prose (a summary line)
+wraps at spaces, a word never split (`wrap_words`, `fit_line`). With no width, all of it is printed
+as it is.
 """
 from __future__ import annotations
 
+import io
 import os
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # rich is imported where a table is made: text that fits as it is needs none of it
+    from rich.console import Console
+    from rich.table import Table
 
 _NUMBER = re.compile(r"[+\-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+\-]?\d+)?%?|[+\-]?inf(?:inity)?|nan", re.IGNORECASE)
 _PIECE = re.compile(r"[^\-_]*(?:[\-_]+|$)")  # a word's pieces: each ends after its hyphens or underscores
@@ -48,6 +55,9 @@ def output_width(is_terminal: bool, terminal_width: int | None) -> int | None:
 def new_table(headers: Iterable[str], title: str | None = None, right: Iterable[str] = ()) -> Table:
     """A table of plain-text cells (no markup) that wrap rather than being cut; `right`: headers of
     columns aligned right. Fill it with `add_row`, print it with `print_table`."""
+    from rich.table import Table
+    from rich.text import Text
+
     right = set(right)
     table = Table(title=Text(title) if title else None, title_justify="left")
     for header in headers:
@@ -56,10 +66,14 @@ def new_table(headers: Iterable[str], title: str | None = None, right: Iterable[
 
 
 def add_row(table: Table, cells: Iterable[str]) -> None:
+    from rich.text import Text
+
     table.add_row(*(Text(cell) for cell in cells))
 
 
 def _plain(cell: Any) -> str:
+    from rich.text import Text
+
     return cell.plain if isinstance(cell, Text) else str(cell)
 
 
@@ -256,6 +270,8 @@ def print_table(console: Console, table: Table, width: int | None = None, key: I
 
 def _part(table: Table, indexes: list[int], title: bool) -> Table:
     """A table of some of `table`'s columns (its title if `title`)."""
+    from rich.table import Table
+
     part = Table(title=table.title if title else None, title_justify=table.title_justify)
     for index in indexes:
         column = table.columns[index]
@@ -266,8 +282,109 @@ def _part(table: Table, indexes: list[int], title: bool) -> Table:
 
 
 def _print_records(console: Console, table: Table, cells: list[list[str]], width: int) -> None:
+    from rich.text import Text
+
     lines = wrap(_plain(table.title), width) + [""] if table.title else []
     headers = [column[0] for column in cells]
     rows = [list(row) for row in zip(*(column[1:] for column in cells))]
     lines += record_lines(headers, rows, width) + [""]  # a blank line ends the records
     console.print(Text("\n".join(lines)), soft_wrap=True, markup=False, highlight=False)
+
+
+# ---- text that is not a rich table: fixed-width reports, listings and summary lines ------------
+
+def stdout_width() -> int | None:
+    """The width stdout's text must fit in (`output_width` for stdout), None when it has none."""
+    import sys
+
+    try:
+        terminal = sys.stdout.isatty()
+        columns = os.get_terminal_size(sys.stdout.fileno()).columns if terminal else None
+    except (OSError, ValueError, AttributeError):
+        terminal, columns = False, None
+    return output_width(terminal, columns)
+
+
+def fits(lines: Iterable[str], width: int | None) -> bool:
+    """Whether no line is wider than `width` (any line fits no width)."""
+    return width is None or all(_cell_len(line) <= width for line in lines)
+
+
+def wrap_words(text: str, width: int, hang: int = 2) -> list[str]:
+    """`text` (one line) broken at spaces into lines of at most `width` cells, its leading spaces
+    kept and each further line indented `hang` more; a word is never split: one too wide for the
+    room after the indent starts a line with no indent, and one wider than `width` has that line to
+    itself, as wide as it is."""
+    lead = len(text) - len(text.lstrip(" "))
+    lines: list[str] = []
+    line, indent = " " * lead, lead
+    for word in text.split():
+        if line.strip() and _cell_len(line) + 1 + _cell_len(word) <= width:
+            line += " " + word
+            continue
+        if line.strip():
+            lines.append(line)
+            indent = lead + hang
+        line = (" " * indent if indent + _cell_len(word) <= width else "") + word
+    return lines + [line] if line.strip() or not lines else lines
+
+
+def fit_line(text: str, width: int | None, hang: int = 2) -> str:
+    """A line of prose as it is printed at `width`: whole when it fits or there is no width, else
+    wrapped at spaces (`wrap_words`)."""
+    if fits([text], width):
+        return text
+    return "\n".join(wrap_words(text, width, hang))
+
+
+def table_lines(headers: list[str], rows: list[list[str]], width: int, right: Iterable[str] = (),
+                key: Iterable[int] = (0,)) -> list[str]:
+    """A table of `headers` and `rows` (text cells) as `print_table` prints it at `width`, as lines
+    with no trailing spaces and no colour."""
+    from rich.console import Console
+
+    table = new_table(headers, right=right)
+    for row in rows:
+        add_row(table, row)
+    out = io.StringIO()
+    console = Console(file=out, width=max(width, 1), color_system=None, force_terminal=False, highlight=False,
+                      emoji=False, markup=False, legacy_windows=False)
+    print_table(console, table, max(width, 1), key=key)
+    return [line.rstrip() for line in out.getvalue().rstrip("\n").split("\n")]
+
+
+def listing(lines: list[str], entries: list[tuple[str, str]], width: int | None) -> str:
+    """A listing: its `lines` as they are (each a lead and a text) when there is no width or they
+    all fit it (tabs at every 8 columns), else its `entries` fitted (`hanging`)."""
+    if fits([line.expandtabs() for line in lines], width):
+        return "\n".join(lines)
+    return "\n".join(hanging(entries, width))
+
+
+def hanging(entries: list[tuple[str, str]], width: int, gap: int = 2, least: int = 24, under: int = 4) -> list[str]:
+    """Entries of a listing, each a lead (a name) and its text, fitted to `width`: the texts in a
+    column after the leads (the widest lead and `gap` spaces), wrapped at spaces, when that column
+    is at least `least` wide; an entry whose lead or text has no room there, or every entry when the
+    column would be narrower, has its lead on a line of its own and its text under it, indented
+    `under`. Words are never split (`wrap_words`)."""
+    column = max((_cell_len(lead) for lead, _ in entries), default=0) + gap
+    beside = width - column >= least
+    lines: list[str] = []
+    for lead, text in entries:
+        longest = max((_cell_len(word) for word in text.split()), default=0)
+        if beside and longest <= width - column:
+            first, *rest = wrap_words(text, width - column, 0) if text.strip() else [""]
+            lines.append((lead + " " * (column - _cell_len(lead)) + first).rstrip())
+            lines.extend(" " * column + line for line in rest)
+        else:
+            lead = lead.rstrip()
+            lines.extend([lead] if fits([lead], width) else wrap_words(lead, width))
+            if text.strip():
+                lines.extend(wrap_words(" " * under + text, width, 0))
+    return lines
+
+
+def print_fitted(text: str) -> None:
+    """Print a summary line on stdout, wrapped at spaces when it is wider than stdout's width
+    (`fit_line`): a path or a number is never split."""
+    print(fit_line(text, stdout_width()))

@@ -62,6 +62,7 @@ def ingest_forge_command(
     from ..catalog import refresh_catalog
     from ..forge.ingest import ingest_forge
     from ..forge.store import detect_format
+    from ..tables_text import print_fitted
 
     detect_format(Path(store_path))  # a clear error before taking the lock
     store = open_warehouse(warehouse)
@@ -76,7 +77,7 @@ def ingest_forge_command(
         print_rejections([f"rejected {r.where(result.source)}: {r.field}: {r.rule}" for r in result.rejections],
                          result.rejected, "forge_rejections")
         unknown = ", ".join(f"{kind} {count}" for kind, count in sorted(result.unknown_kinds.items()))
-        print(f"{result.read} {'rows' if result.format == 'sqlite' else 'lines'} read: {result.stored} new events, "
+        print_fitted(f"{result.read} {'rows' if result.format == 'sqlite' else 'lines'} read: {result.stored} new events, "
               f"{result.duplicates} already stored, {result.rejected} rejected, {result.repos} repositories"
               + (f"; kinds format 1 does not know (kept): {unknown}" if unknown else "") + f" -> {store.root}")
     if result.rejected:
@@ -107,6 +108,7 @@ def report_routing(
     set_quiet(quiet)
     from ..forge import tables as t
     from ..forge.reports import routing_document, routing_frames, routing_json, routing_scope, routing_text
+    from ..tables_text import stdout_width
 
     store = open_warehouse(warehouse)
     _require(store, t.TASKS)
@@ -117,7 +119,7 @@ def report_routing(
     if (repo or since) and not document["observational"] and not any("note" not in r for r in document["randomized"]):
         chosen = " and ".join(([f"--repo {repo}"] if repo else []) + ([f"--since {since:g}"] if since else []))
         note(f"note: no task matched {chosen}: the report is empty")
-    write_stdout((routing_json(document) if json else routing_text(document)) + "\n")
+    write_stdout((routing_json(document) if json else routing_text(document, stdout_width())) + "\n")
     sys.stdout.flush()
     _store_tables(store, routing_frames(document, scope), wait, "report routing")
     return Exit.OK
@@ -202,11 +204,12 @@ def report_survival(
     set_quiet(quiet)
     from ..forge import tables as t
     from ..forge.reports import routing_json, survival_document, survival_frame, survival_text
+    from ..tables_text import stdout_width
 
     store = open_warehouse(warehouse)
     _require(store, t.TASKS)
     document = survival_document(store)
-    write_stdout((routing_json(document) if json else survival_text(document)) + "\n")
+    write_stdout((routing_json(document) if json else survival_text(document, stdout_width())) + "\n")
     sys.stdout.flush()
     _store_tables(store, {t.SURVIVAL: survival_frame(document)}, wait, "report survival")
     return Exit.OK

@@ -53,6 +53,7 @@ def ingest_forgeloop_command(
     check_utf8_path(scenarios, "--scenarios")
     set_quiet(quiet or json)
     from ..forgeloop.ingest import ingest_forgeloop
+    from ..tables_text import print_fitted
     from ..catalog import refresh_catalog
 
     store = open_warehouse(warehouse)
@@ -66,7 +67,7 @@ def ingest_forgeloop_command(
         print_rejections([f"rejected {path}: {field}: {reason}" for path, field, reason in result.rejections],
                          result.rejected, "ingest_manifest")
         scenario_files = result.scenarios + result.scenarios_rejected
-        print(
+        print_fitted(
             f"{_count(result.seen, 'run file')}: {result.accepted} accepted, {result.unchanged} unchanged, "
             f"{result.runs_rejected} rejected; run sets {_names(result.run_sets)}"
             + (f"; {_count(scenario_files, 'scenario file')}: {result.scenarios} accepted, {result.scenarios_rejected} rejected"
@@ -109,6 +110,7 @@ def aggregate_command(
         refuse_inside_warehouse("--out", out, store.root, inside_aggregate, AGGREGATE_HINT)
     from ..catalog import refresh_catalog
     from ..forgeloop.stage import aggregate, check, compute, publish
+    from ..tables_text import print_fitted
 
     destination = out or store.root / "aggregate"
     if run_set is not None:
@@ -128,17 +130,17 @@ def aggregate_command(
     if unknown:
         note(unknown)
     for docs in result.documents[:SHOWN_RUN_SETS]:
-        print(
+        print_fitted(
             f"{docs.run_set_id}: {len(docs.scenarios)} scenarios, {docs.summary['runCount']} runs, "
             f"claims allowed: {'yes' if docs.summary['claimsAllowed'] else 'no'} -> {destination / docs.run_set_id}"
         )
     if len(result.documents) > SHOWN_RUN_SETS:
-        print(f"... {len(result.documents)} run sets computed, {len(result.written)} documents -> {destination}")
+        print_fitted(f"... {len(result.documents)} run sets computed, {len(result.written)} documents -> {destination}")
     plan = result.plan
     if plan is not None and (plan.kept or plan.removed or not result.documents):
         removed = f"; rows of {len(plan.removed)} run sets no longer ingested dropped" if plan.removed else ""
         computed = len(result.documents)
-        print(f"{computed} run set{'' if computed == 1 else 's'} computed, {len(plan.kept)} unchanged since the last aggregate"
+        print_fitted(f"{computed} run set{'' if computed == 1 else 's'} computed, {len(plan.kept)} unchanged since the last aggregate"
               f"{removed} -> {destination} (--full computes all again)")
     return Exit.OK
 

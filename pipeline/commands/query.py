@@ -95,15 +95,16 @@ def queries_command(json: JsonOption = False, quiet: QuietOption = False) -> int
     if json:
         print_json([{"name": name, "summary": summary, "runsInside": stage} for name, summary, stage in listed], 2)
         return Exit.OK
-    width = max((len(name) for name, _, _ in listed), default=0)
-    for name, summary, stage in listed:
-        if not stage:
-            print(f"{name:<{width}}  {summary}")
-    steps = [(name, stage) for name, _, stage in listed if stage]
+    from ..tables_text import fit_line, listing, stdout_width
+
+    width, shown = max((len(name) for name, _, _ in listed), default=0), stdout_width()
+    queries = [(f"{name:<{width}}", summary) for name, summary, stage in listed if not stage]
+    if queries:
+        print(listing([f"{lead}  {text}" for lead, text in queries], queries, shown))
+    steps = [(f"{name:<{width}}", f"inside {stage}") for name, _, stage in listed if stage]
     if steps:
-        print("\nsteps of stages (they read what the stage stages, not the warehouse):")
-        for name, stage in steps:
-            print(f"{name:<{width}}  inside {stage}")
+        print("\n" + fit_line("steps of stages (they read what the stage stages, not the warehouse):", shown))
+        print(listing([f"{lead}  {text}" for lead, text in steps], steps, shown))
     return Exit.OK
 
 
@@ -129,8 +130,14 @@ def schema_command(
     if json:
         print_json(rows, 2)
         return Exit.OK
-    for row in rows:
-        print(f"{row['table']}.{row['column']}\t{row['type']}\t{row['comment']}")
+    from ..tables_text import listing, stdout_width
+
+    names = [f"{row['table']}.{row['column']}" for row in rows]
+    width = max((len(name) for name in names), default=0)
+    listed = listing([f"{name}\t{row['type']}\t{row['comment']}" for name, row in zip(names, rows)],
+                     [(f"{name:<{width}}  {row['type']}", row["comment"]) for name, row in zip(names, rows)], stdout_width())
+    if listed:
+        print(listed)
     return Exit.OK
 
 

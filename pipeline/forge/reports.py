@@ -1,7 +1,8 @@
 """Forge reports: the routing and survival documents, their text, and their tables.
 
 `routing_document` / `survival_document` return what `--json` prints; `*_text` render
-them for people (routing exactly as the seed prints it); `*_frames` turn them into the
+them for people (routing exactly as the seed prints it, and at a width it is wider than, its
+rows as tables and its lines wrapped: `fitted`); `*_frames` turn them into the
 `forge_routing_*` and `forge_survival` tables.
 
 Non-finite numbers: the seed's `json.dumps` writes NaN and Infinity, which are not JSON. In
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from datetime import datetime, timezone
 
@@ -79,41 +81,80 @@ def _signed(x: float | None) -> str:
     return "-" if x is None else "%+.2f" % x
 
 
-def routing_text(document: dict) -> str:
-    """The seed's text; a number that is None (non-finite in the seed, which prints nan) shows as -."""
-    document = finite_or_none(document)
-    lines = ["observational: first attempts by declared tier and the model that ran them",
-             "  (routing chose who ran what, so a model given the hard tasks looks worse than it is)",
-             "  %-7s %-26s %5s %6s %-13s %6s %10s %8s %8s" % ("tier", "model:effort", "tasks", "first", "95%",
-                                                              "passed", "unfinished", "attempts", "dwarf min")]
+def routing_text(document: dict, width: int | None = None) -> str:
+    """The seed's text; a number that is None (non-finite in the seed, which prints nan) shows as -.
+    `width` (None: the seed's text exactly): a line wider than it wraps at spaces and a block of
+    rows wider than it is a table of the same columns and values (`fitted`)."""
+    return fitted(_routing_blocks(finite_or_none(document)), width)
+
+
+def _routing_blocks(document: dict) -> list[tuple]:
+    """The text in blocks, each (lines, headers, rows, indent): prose lines (headers None), or
+    fixed-width rows whose table form has `headers` and `rows`, indented by `indent`."""
+    headers = ("tier", "model:effort", "tasks", "first", "95%", "passed", "unfinished", "attempts", "dwarf min")
+    lines = ["  %-7s %-26s %5s %6s %-13s %6s %10s %8s %8s" % headers]
+    rows = []
     for r in document["observational"]:
         low, high = r["ci"]
-        lines.append("  %-7s %-26s %5d %6s [%s-%s] %6s %10d %8.1f %8s" % (
-            r["tier"], r["spec"], r["tasks"], _pct(r["first_pass"]), _pct(low).strip(), _pct(high).strip(),
-            _pct(r["passed"]), r["unfinished"], r["attempts"],
-            "-" if r["runtime_min"] is None else "%.1f" % r["runtime_min"]))
-    lines += ["", "randomized (plan --explore): each pair of models, tasks counted in the arm they were assigned"]
+        cells = (r["tier"], r["spec"], r["tasks"], _pct(r["first_pass"]), _pct(low).strip(), _pct(high).strip(),
+                 _pct(r["passed"]), r["unfinished"], r["attempts"],
+                 "-" if r["runtime_min"] is None else "%.1f" % r["runtime_min"])
+        lines.append("  %-7s %-26s %5d %6s [%s-%s] %6s %10d %8.1f %8s" % cells)
+        rows.append([cells[0], cells[1], "%d" % cells[2], cells[3].strip(), "[%s-%s]" % cells[4:6], cells[6].strip(),
+                     "%d" % cells[7], "%.1f" % cells[8], cells[9]])
+    blocks = [(["observational: first attempts by declared tier and the model that ran them",
+                "  (routing chose who ran what, so a model given the hard tasks looks worse than it is)"], None, None, 0),
+              (lines, headers, rows, 2)]
+    prose = ["", "randomized (plan --explore): each pair of models, tasks counted in the arm they were assigned"]
     pairs = [r for r in document["randomized"] if "note" not in r]
-    lines += ["  (%s)" % r["note"] for r in document["randomized"] if "note" in r]
+    prose += ["  (%s)" % r["note"] for r in document["randomized"] if "note" in r]
     if not pairs:
-        lines.append("  no exploratory decisions in pairs yet; `plan` explores at 0.2 by default")
+        prose.append("  no exploratory decisions in pairs yet; `plan` explores at 0.2 by default")
+    arm_headers = ("arm", "model", "assigned", "first-pass", "n_eff", "not followed", "no outcome", "dwarf min")
     for r in pairs:
         d, a = r["arms"]["default"], r["arms"]["alternative"]
-        lines.append("  %s: %s (default) vs %s (%s), %d run(s)%s" % (
+        prose.append("  %s: %s (default) vs %s (%s), %d run(s)%s" % (
             r["tier"], r["default"], r["alternative"], r["alternative_is"], r["runs"],
             ", judged at window %d" % r["window"] if r["window"] else ""))
+        blocks.append((prose, None, None, 0))
+        lines, rows = [], []
         for name, arm in (("default", d), ("alternative", a)):
-            lines.append("    %-11s %-24s assigned %3d  first-pass %s  n_eff %5s  not followed %d  no outcome %d  dwarf min %s" % (
-                name, arm["spec"], arm["assigned"], _pct(arm["first_pass"]),
-                "-" if arm["n_eff"] is None else "%5.1f" % arm["n_eff"], arm["not_followed"],
-                arm["no_outcome"], "-" if arm["runtime_min"] is None else "%.1f" % arm["runtime_min"]))
+            cells = (name, arm["spec"], arm["assigned"], _pct(arm["first_pass"]),
+                     "-" if arm["n_eff"] is None else "%5.1f" % arm["n_eff"], arm["not_followed"],
+                     arm["no_outcome"], "-" if arm["runtime_min"] is None else "%.1f" % arm["runtime_min"])
+            lines.append("    %-11s %-24s assigned %3d  first-pass %s  n_eff %5s  not followed %d  no outcome %d  dwarf min %s" % cells)
+            rows.append([cells[0], cells[1], "%d" % cells[2], cells[3].strip(), cells[4].strip(), "%d" % cells[5],
+                         "%d" % cells[6], cells[7]])
+        blocks.append((lines, arm_headers, rows, 4))
+        prose = []
         ci = r["ci"]
         if r["difference"] is not None or (ci and ci != [None, None]):
-            lines.append("    difference %s%s" % (_signed(r["difference"]),
+            prose.append("    difference %s%s" % (_signed(r["difference"]),
                                                   "" if not ci else "  95%% [%s, %s]" % (_signed(ci[0]), _signed(ci[1]))))
-        lines.append("    -> %s" % r["verdict"])
-    return "\n".join(lines)
+        prose.append("    -> %s" % r["verdict"])
+    blocks.append((prose, None, None, 0))
+    return blocks
 
+
+def fitted(blocks: list[tuple], width: int | None) -> str:
+    """The blocks' lines joined; at a `width` they are wider than, each prose line wrapped at spaces
+    and each block of rows that does not fit printed as a table (`tables_text.table_lines`, numbers
+    aligned right), indented as the rows were, so that no value is split."""
+    from ..tables_text import fit_line, fits, table_lines
+
+    out: list[str] = []
+    for lines, headers, rows, indent in blocks:
+        if headers is None or fits(lines, width):
+            out += [fit_line(line, width) for line in lines]
+            continue
+        right = [header for index, header in enumerate(headers)
+                 if rows and all(_NUMERIC.fullmatch(row[index]) for row in rows)]
+        room = width - indent if width - indent >= 20 else width
+        out += [(" " * (width - room) + line).rstrip() for line in table_lines(list(headers), rows, room, right)]
+    return "\n".join(out)
+
+
+_NUMERIC = re.compile(r"[+\-]?\d+(?:\.\d+)?[%d]?|-")
 
 def routing_frames(document: dict, scope: Scope) -> dict[str, pl.DataFrame]:
     """The forge_routing_* tables; a non-finite number is null, as --json writes it."""
@@ -178,20 +219,26 @@ def survival_document(warehouse: Warehouse) -> dict:
     return {"groups": groups}
 
 
-def survival_text(document: dict) -> str:
-    lines = ["survival of merged work: lines still credited to the task at the horizon, and reverts",
-             "  %-28s %-7s %7s %5s %7s %8s %6s %8s %-13s %4s %9s" % (
-                 "model:effort", "tier", "horizon", "tasks", "added", "surviving", "share", "reverted", "revert 95%",
-                 "lost", "unmatched")]
+def survival_text(document: dict, width: int | None = None) -> str:
+    """The seed's text; `width` as for `routing_text`."""
+    headers = ("model:effort", "tier", "horizon", "tasks", "added", "surviving", "share", "reverted", "revert 95%",
+               "lost", "unmatched")
+    lines, rows = ["  %-28s %-7s %7s %5s %7s %8s %6s %8s %-13s %4s %9s" % headers], []
+    prose = ["survival of merged work: lines still credited to the task at the horizon, and reverts"]
     if not document["groups"]:
-        lines.append("  no survival outcomes yet; run `loopmeter harvest survival` after `ingest forge`")
+        prose.append("  no survival outcomes yet; run `loopmeter harvest survival` after `ingest forge`")
     for g in document["groups"]:
         low, high = g["revert_ci"]
-        lines.append("  %-28s %-7s %6sd %5d %7d %8d %6s %8d %-13s %4d %9d" % (
-            g["model"] or "(no attempt names it)", g["tier"] or "-", g["horizon_days"], g["tasks"], g["lines_added"],
-            g["lines_surviving"], _pct(g["surviving_share"]), g["reverted"],
-            "-" if low is None else "[%s-%s]" % (_pct(low).strip(), _pct(high).strip()), g["lost"], g["unmatched"]))
-    return "\n".join(lines)
+        cells = (g["model"] or "(no attempt names it)", g["tier"] or "-", g["horizon_days"], g["tasks"], g["lines_added"],
+                 g["lines_surviving"], _pct(g["surviving_share"]), g["reverted"],
+                 "-" if low is None else "[%s-%s]" % (_pct(low).strip(), _pct(high).strip()), g["lost"], g["unmatched"])
+        lines.append("  %-28s %-7s %6sd %5d %7d %8d %6s %8d %-13s %4d %9d" % cells)
+        rows.append([cells[0], cells[1], "%sd" % cells[2], *("%d" % cell for cell in cells[3:6]), cells[6].strip(),
+                     "%d" % cells[7], cells[8], "%d" % cells[9], "%d" % cells[10]])
+    blocks = [(prose[:1], None, None, 0), (lines, headers, rows, 2)] + [(prose[1:], None, None, 0)]
+    if not document["groups"]:  # the seed's order: the title, the header line, then this line
+        blocks = [(prose[:1], None, None, 0), (lines, None, None, 0), (prose[1:], None, None, 0)]
+    return fitted(blocks, width)
 
 
 def survival_frame(document: dict) -> pl.DataFrame:
