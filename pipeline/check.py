@@ -231,9 +231,8 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
             report.repaired += [f"table {name}: rebuilt from {', '.join(summaries[name])}" for name in sorted(rebuildable)]
         left = damaged - (rebuildable if not inputs_damaged else set())
         if left & _FORGELOOP_INGESTED:
-            _set_aside_damaged_run_sets(warehouse, [p.path for p in report.problems
-                                                    if p.kind == "table file" and p.table == "runs"])
-            done, undone = _reingest_forgeloop(warehouse, sorted(left & _FORGELOOP_INGESTED))
+            damaged_runs = [p.path for p in report.problems if p.kind == "table file" and p.table == "runs"]
+            done, undone = _reingest_forgeloop(warehouse, sorted(left & _FORGELOOP_INGESTED), damaged_runs)
             report.repaired += done
             report.not_repaired += undone
             if done and not undone:
@@ -324,22 +323,26 @@ def _set_aside_damaged_run_sets(warehouse: Warehouse, damaged: list[Path]) -> No
             builder.keep_others, builder.drop, builder.schema_frame = True, drop, layout.empty_frame("runs")
 
 
-def _reingest_forgeloop(warehouse: Warehouse, tables: list[str]) -> tuple[list[str], list[str]]:
+def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: list[Path]) -> tuple[list[str], list[str]]:
     """Rebuild the tables `ingest forgeloop` writes from the run files they were read from: each
-    ingest the warehouse recorded (`.state/forgeloop-ingest-*.json`: its RESULTS, scenarios and
-    options) is run again with `full` (every file read and every run set written anew, whatever
-    its size and time say). (what was rebuilt, what was not and how to), one line each."""
+    ingest the warehouse recorded is run again with `full` (every file read and every run set
+    written anew, whatever its size and time say), after the runs partitions holding a damaged
+    file are set aside. All of it is published together, or, on an error, none of it.
+    (what was rebuilt, what was not and how to), one line each."""
     from .forgeloop.ingest import ingest_forgeloop
 
-    done: list[str] = []
-    for results, scenarios, options in _recorded_ingests(warehouse):
-        try:
-            with warehouse.publishing():
+    recorded = _recorded_ingests(warehouse)
+    if not recorded:
+        return [], _forget_forgeloop_ingests(warehouse, tables)
+    try:
+        with warehouse.publishing():
+            _set_aside_damaged_run_sets(warehouse, damaged_runs)
+            for results, scenarios, options in recorded:
                 ingest_forgeloop(warehouse, results, scenarios, full=True, **options)
-        except Exception as error:  # noqa: BLE001 - said, with the rest of the repair
-            return done, [f"{', '.join(tables)}: the ingest of {shown_path(results)} failed again: {_first_line(error)}"]
-        done.append(f"{', '.join(tables)}: read again from {shown_path(results)}")
-    return (done, []) if done else ([], _forget_forgeloop_ingests(warehouse, tables))
+    except Exception as error:  # noqa: BLE001 - said, with the rest of the repair
+        return [], [f"{', '.join(tables)}: read again from {', '.join(shown_path(r) for r, _, _ in recorded)}, "
+                    f"which failed, so nothing was changed: {_first_line(error)}"]
+    return [f"{', '.join(tables)}: read again from {shown_path(results)}" for results, _, _ in recorded], []
 
 
 def _forget_forgeloop_ingests(warehouse: Warehouse, tables: list[str]) -> list[str]:
