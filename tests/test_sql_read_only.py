@@ -102,7 +102,7 @@ def test_explain_analyze_is_named_as_such_and_explain_alone_still_shows_the_plan
     assert refused.stderr == (f"{REFUSED}an EXPLAIN ANALYZE statement is refused (it runs the statement it explains; "
                               "EXPLAIN alone shows the plan)\n")
     in_a_cte = run_cli("sql", "WITH t AS (COPY (SELECT 42 AS x) TO 'file.csv') SELECT 1", warehouse=warehouse, check=1)
-    assert in_a_cte.stderr.startswith(f"{REFUSED}a COPY statement is refused (to save a result, use --format")
+    assert in_a_cte.stderr.startswith(f"{REFUSED}a COPY statement is refused (to save a result, use --out FILE.csv")
     plan = run_cli("sql", "EXPLAIN SELECT count(*) FROM runs", "--format", "csv", warehouse=warehouse)
     assert plan.stdout.startswith("explain_key,explain_value\nphysical_plan,")
     as_json = run_cli("sql", "EXPLAIN (FORMAT JSON) SELECT 1", "--format", "csv", warehouse=warehouse)
