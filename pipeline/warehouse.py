@@ -74,6 +74,7 @@ class Warehouse:
         # the `publishing()` block running now (None: none); a table built for a block that has
         # ended without publishing (an error, Ctrl-C) is never published on its own
         self._block: object | None = None
+        self._thread_block = threading.local()  # the block a thread writes for (`for_block`), if not the current one
         self._conforming: set[str] | None = None  # identities of files known to hold their table's schema
         self._conforming_changed = False
         for folder in (STATE, VERSIONS):  # loopmeter writes and removes in these: never through a link
@@ -476,6 +477,20 @@ class Warehouse:
         if pending or staged:
             self._commit(pending, staged)
 
+    def current_block(self) -> object | None:
+        """The `publishing()` block running now, to hand to a thread that writes tables for it."""
+        return self._block
+
+    def for_block(self, block: object | None, work, *args, **kwargs):
+        """`work(*args, **kwargs)` in a thread writing tables for publishing block `block`: a table it
+        builds after the block has ended (a Ctrl-C or an error in the block's own thread) is never
+        published, not even on its own once no block runs."""
+        self._thread_block.block = block
+        try:
+            return work(*args, **kwargs)
+        finally:
+            self._thread_block.block = None
+
     def publish_folder(self, entry: folders.Staged) -> None:
         """Swap a staged folder in (`folders.py`): inside `publishing()`, with the block's tables,
         under the same journal; else now."""
@@ -734,7 +749,8 @@ class TableBuilder:
     def __init__(self, warehouse: Warehouse, name: str, partition_by: str | None):
         self.warehouse, self.name, self.partition_by = warehouse, name, partition_by
         self.version = warehouse._new_version_dir(name)
-        self.block = warehouse._block  # the publishing block it is written for, if any
+        # the publishing block it is written for, if any: its thread's (`for_block`), else the current one
+        self.block = getattr(warehouse._thread_block, "block", None) or warehouse._block
         self.written: set[str] = set()
         self.files: set[tuple[str, str]] = set()  # (partition key, file name) written by copy
         self.schema_frame: "pl.DataFrame | None" = None

@@ -607,3 +607,30 @@ def test_a_table_a_thread_builds_for_an_abandoned_publishing_block_is_never_publ
     thread.join(60)
     assert warehouse.table_version("forge_repos") == before
     assert warehouse.read("forge_repos")["path"].to_list() == ["/old"]
+
+
+def test_a_table_a_thread_starts_after_its_publishing_block_ended_is_never_published(tmp_path):
+    """The aggregate's table thread may begin its next table after a Ctrl-C ended the block (which
+    does not wait for it): that table, built when no block runs, is the abandoned block's still."""
+    import threading
+
+    warehouse = Warehouse(tmp_path / "w")
+    rows = {"repo": ["r"], "path": ["/old"], "source": ["s"], "ingested_at": [None]}
+    frame = pl.DataFrame(rows).with_columns(pl.col("ingested_at").cast(pl.Datetime("us", "UTC")))
+    warehouse.write_table("forge_repos", frame)
+    before = warehouse.table_version("forge_repos")
+    ended = threading.Event()
+
+    def build() -> None:
+        assert ended.wait(60)  # the block is over: no block runs now
+        warehouse.write_table("forge_repos", frame.with_columns(pl.lit("/new").alias("path")))
+
+    with pytest.raises(KeyboardInterrupt):
+        with warehouse.publishing():
+            thread = threading.Thread(target=warehouse.for_block, args=(warehouse.current_block(), build))
+            thread.start()
+            raise KeyboardInterrupt
+    ended.set()
+    thread.join(60)
+    assert warehouse.table_version("forge_repos") == before
+    assert warehouse.read("forge_repos")["path"].to_list() == ["/old"]

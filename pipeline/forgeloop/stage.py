@@ -145,7 +145,8 @@ def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collect
     check_out(out, {*computed, *(replace or ())})
     # the forgeloop_* tables published together, once the documents are written too
     with warehouse.publishing(), thread_pool(1) as pool:
-        tables = pool.submit(store_tables, warehouse, result.analysis, replace)
+        tables = pool.submit(warehouse.for_block, warehouse.current_block(), store_tables, warehouse,
+                             result.analysis, replace)
         try:
             write_documents(result, out, warehouse)
         except KeyboardInterrupt:
