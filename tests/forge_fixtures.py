@@ -38,6 +38,15 @@ def write_store(path: Path, events: list[dict], repos: list[tuple[str, str]] = (
     return samples.write_sqlite(path, list(repos), events)
 
 
+def retarget(warehouse: Warehouse, store: Path, repo: str, path: Path) -> None:
+    """Point repository `repo` of the SQLite store at `path` and ingest the store (its mapping) again."""
+    db = sqlite3.connect(store)
+    db.execute("UPDATE repos SET path = ? WHERE repo = ?", (str(path), repo))
+    db.commit()
+    db.close()
+    ingest_forge(warehouse, store)
+
+
 def ingested(tmp: Path, store: Path) -> Warehouse:
     warehouse = Warehouse(tmp / "warehouse")
     ingest_forge(warehouse, store)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from forge_fixtures import cli, seed_harvest, tree_fingerprint
+from forge_fixtures import cli, retarget, seed_harvest, tree_fingerprint
 from pipeline.forge import samples
 from pipeline.forge import tables as t
 from pipeline.forge.ingest import ingest_forge
@@ -124,17 +124,6 @@ def test_blame_is_shared_and_git_runs_three_times_fewer_processes(tmp_path):
 
 def git(path, *args):
     subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
-
-
-def retarget(warehouse: Warehouse, store: Path, repo: str, path: Path) -> None:
-    """Point repository `repo` of the store at `path` and ingest the mapping again."""
-    import sqlite3
-
-    db = sqlite3.connect(store)
-    db.execute("UPDATE repos SET path = ? WHERE repo = ?", (str(path), repo))
-    db.commit()
-    db.close()
-    ingest_forge(warehouse, store)
 
 
 def test_unreachable_repositories_stay_unharvested_with_their_reason(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from forge_fixtures import ROOT, tree_fingerprint
+from forge_fixtures import ROOT, retarget, tree_fingerprint
 from pipeline.forge import samples
 from pipeline.forge.ingest import ingest_forge
 from pipeline.warehouse import Warehouse
@@ -212,14 +212,8 @@ def test_a_partial_clone_fetches_nothing_through_the_transport_it_names(sample, 
     git(partial, "config", "remote.origin.uploadpack", str(sample["program"]))
     store = tmp_path / "dataset.sqlite"
     shutil.copy(sample["store"], store)
-    import sqlite3
-
-    db = sqlite3.connect(store)
-    db.execute("UPDATE repos SET path = ? WHERE repo = 'api'", (str(partial),))
-    db.commit()
-    db.close()
     warehouse = Warehouse(tmp_path / "warehouse")
-    ingest_forge(warehouse, store)
+    retarget(warehouse, store, "api", partial)
     result = harvest_user(warehouse.root, sample["built"].now)
     assert not sample["marker"].exists(), sample["marker"].read_text()
     assert result.returncode == 3, result.stderr

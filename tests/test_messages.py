@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from forge_fixtures import run_user
+from forge_fixtures import retarget, run_user
 from pipeline.forge import samples
-from pipeline.forge.ingest import ingest_forge
 from pipeline.warehouse import Warehouse
 
 
@@ -93,12 +91,8 @@ def test_a_repository_another_user_owns_is_said_to_be_so(tmp_path):
     theirs = tmp_path / "theirs"
     shutil.copytree(sample.repos[0][1], theirs)
     subprocess.run(["chown", "-R", "12345:12345", str(theirs)], check=True)
-    db = sqlite3.connect(store)
-    db.execute("UPDATE repos SET path = ? WHERE repo = 'api'", (str(theirs),))
-    db.commit()
-    db.close()
     warehouse = Warehouse(tmp_path / "warehouse")
-    ingest_forge(warehouse, store)
+    retarget(warehouse, store, "api", theirs)
     result = run_user("harvest", "survival", "--include-temp", "--now", str(sample.now), "--json",
                       warehouse=warehouse.root)
     assert result.returncode == 3

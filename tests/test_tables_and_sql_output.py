@@ -35,17 +35,19 @@ def table_columns(text: str) -> tuple[list[str], list[str]]:
     top = next(index for index, line in enumerate(lines) if line.lstrip().startswith("┏"))
     middle = next(index for index in range(top, len(lines)) if lines[index].lstrip().startswith("┡"))
     bottom = next(index for index in range(middle, len(lines)) if lines[index].lstrip().startswith("└"))
+    return column_pieces(lines[top + 1:middle], "┃"), column_pieces(lines[middle + 1:bottom], "│")
 
-    def columns(part: list[str], bar: str) -> list[str]:
-        joined: list[str] = []
-        for line in part:
-            pieces = line.strip()[1:-1].split(bar)
-            joined = joined or [""] * len(pieces)
-            assert len(pieces) == len(joined), line
-            joined = [before + piece.replace(" ", "") for before, piece in zip(joined, pieces)]
-        return joined
 
-    return columns(lines[top + 1:middle], "┃"), columns(lines[middle + 1:bottom], "│")
+def column_pieces(part: list[str], bar: str, count: int | None = None) -> list[str]:
+    """Per column of the table rows `part` (cells between `bar`s), its text top to bottom without
+    spaces; `count`: the columns expected (else as many as the first row has)."""
+    joined: list[str] = [""] * (count or 0)
+    for line in part:
+        pieces = line.strip()[1:-1].split(bar)
+        joined = joined or [""] * len(pieces)
+        assert len(pieces) == len(joined), line
+        joined = [before + piece.replace(" ", "") for before, piece in zip(joined, pieces)]
+    return joined
 
 
 def expected_columns(headers: list[str], rows: list[list[str]]) -> tuple[list[str], list[str]]:

@@ -17,7 +17,7 @@ from rich.console import Console
 from conftest import run_cli
 from pipeline.forgeloop.reports import _percent, _text
 from pipeline.tables_text import add_row, new_table, print_table
-from test_tables_and_sql_output import run_in_terminal
+from test_tables_and_sql_output import column_pieces, run_in_terminal
 
 REPORTS = ("tail", "summary", "outliers", "regression")
 BOX = "│┃┏┓┗┛┡┩└┘┳┻╇╈━─┬┴┼"
@@ -63,8 +63,8 @@ def read_back(text: str, headers: list[str], titled: bool) -> dict[str, str]:
             top = next(i for i in range(index, len(lines)) if lines[i].startswith("┏"))
             middle = next(i for i in range(top, len(lines)) if lines[i].startswith("┡"))
             bottom = next(i for i in range(middle, len(lines)) if lines[i].startswith("└"))
-            names = _columns(lines[top + 1:middle], "┃")
-            for name, column in zip(names, _columns(lines[middle + 1:bottom], "│", len(names))):
+            names = column_pieces(lines[top + 1:middle], "┃")
+            for name, column in zip(names, column_pieces(lines[middle + 1:bottom], "│", len(names))):
                 assert found.setdefault(name, column) == column, (name, text)  # a key column, alike in each part
             index = bottom + 1
         return found
@@ -83,16 +83,6 @@ def read_back(text: str, headers: list[str], titled: bool) -> dict[str, str]:
             found[header.replace(" ", "")] += value.replace(" ", "")
         assert not block_lines, block
     return found
-
-
-def _columns(part: list[str], bar: str, count: int | None = None) -> list[str]:
-    joined: list[str] = [""] * (count or 0)
-    for line in part:
-        pieces = line.strip()[1:-1].split(bar)
-        joined = joined or [""] * len(pieces)
-        assert len(pieces) == len(joined), line
-        joined = [before + piece.replace(" ", "") for before, piece in zip(joined, pieces)]
-    return joined
 
 
 # ---- the reports, as a user runs them ---------------------------------------------------------------
