@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import Exit, LoopmeterError, shown_path
+from .errors import Exit, LoopmeterError, flat_message, is_interruption, shown_path
 from .warehouse import DATABASE, Warehouse
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def open_read_only(warehouse: Warehouse) -> "duckdb.DuckDBPyConnection":
         try:
             connection = memory_catalog(warehouse)
         except duckdb.Error as error:
-            raise LoopmeterError(f"the warehouse's views cannot be built: {_one_line(error)}") from None
+            raise LoopmeterError(f"the warehouse's views cannot be built: {flat_message(error)}") from None
     _confine(connection, warehouse.root)
     return connection
 
@@ -96,7 +96,7 @@ def _confine(connection: "duckdb.DuckDBPyConnection", root: Path) -> None:
 
 def _why_not_opened(error: Exception) -> str:
     """Why loopmeter.duckdb could not be opened read-only, for the note that says so."""
-    text = _one_line(error)
+    text = flat_message(error)
     if "Could not set lock" in text or "Conflicting lock" in text:
         holder = re.search(r"\(PID (\d+)\)", text)
         return "is held open for writing by another program" + (f" (PID {holder[1]})" if holder else "")
@@ -164,9 +164,9 @@ def run_sql(
     try:
         return _interruptible(connection, answer, worker)
     except duckdb.Error as error:
-        if _is_interruption(error):
+        if is_interruption(error):
             raise KeyboardInterrupt from None
-        raise LoopmeterError(_one_line(error)) from None
+        raise LoopmeterError(flat_message(error)) from None
     finally:
         os.chdir(previous_directory)
         if not worker.get("running"):  # else the query is still being stopped, in a thread the exit ends
@@ -212,17 +212,10 @@ def _interruptible(connection: "duckdb.DuckDBPyConnection", work, state: dict[st
         raise
     if "error" in outcome:
         error = outcome.pop("error")
-        if _is_interruption(error):  # a SIGINT DuckDB took itself
+        if is_interruption(error):  # a SIGINT DuckDB took itself
             raise KeyboardInterrupt from None
         raise error
     return outcome["value"]
-
-
-def _is_interruption(error: BaseException) -> bool:
-    import duckdb
-
-    return isinstance(error, duckdb.InterruptException) or (
-        isinstance(error, RuntimeError) and str(error) == "Query interrupted")
 
 
 def _named_parameters(connection: "duckdb.DuckDBPyConnection", text: str) -> set[str]:
@@ -273,7 +266,7 @@ def _to_polars(relation: Any) -> "pl.DataFrame":
     except (duckdb.Error, KeyboardInterrupt, SystemExit):  # the query's own errors: run_sql tells them
         raise
     except RuntimeError as error:
-        if _is_interruption(error):
+        if is_interruption(error):
             raise
         _unconvertible(relation, error)
     except BaseException as error:  # noqa: BLE001 - polars panics (a BaseException) on a type it cannot take
@@ -287,12 +280,8 @@ def _to_polars(relation: Any) -> "pl.DataFrame":
 
 def _unconvertible(relation: Any, error: BaseException) -> None:
     types = ", ".join(f"{name} {duck_type}" for name, duck_type in zip(relation.columns, relation.types))
-    raise LoopmeterError(f"the result's column types ({types}) cannot be converted: {_one_line(error)[:200]}; "
+    raise LoopmeterError(f"the result's column types ({types}) cannot be converted: {flat_message(error)[:200]}; "
                          "cast the column in SQL, e.g. CAST(x AS VARCHAR)") from None
-
-
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split())
 
 
 def check_output(out: Path) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import layout
-from .errors import shown_path
+from .errors import first_line, shown_path
 from .warehouse import DATABASE, JOURNAL, STATE, VERSIONS, Warehouse
 
 _FORGELOOP_INGESTED = {"runs", "scenarios", "ingest_manifest"}
@@ -61,10 +61,6 @@ class Report:
                 "repaired": self.repaired, "notRepaired": self.not_repaired}
 
 
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
-
-
 def file_problem(table: str, path: Path, *, whole: bool = True) -> str | None:
     """What is wrong with table file `path` (None: nothing): unreadable as Parquet (its footer, or
     with `whole` any row group), or a schema other than the table's."""
@@ -78,7 +74,7 @@ def file_problem(table: str, path: Path, *, whole: bool = True) -> str | None:
         problem = layout.describe_mismatch(table, parquet.schema_arrow, layout.in_partition(table, path),
                                            as_stored=True) if layout.known_table(table) else None
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
-        return f"cannot be read as Parquet ({_first_line(error)})"
+        return f"cannot be read as Parquet ({first_line(error)})"
     return None if problem is None else f"does not hold the schema of {table}: {problem}"
 
 
@@ -143,7 +139,7 @@ def _journal(warehouse: Warehouse) -> list[Problem]:
     try:
         entries = json.loads(journal.read_text())
     except (OSError, ValueError) as error:
-        return [Problem("journal", journal, f"cannot be read as JSON ({_first_line(error)})")]
+        return [Problem("journal", journal, f"cannot be read as JSON ({first_line(error)})")]
     tables = entries.get("tables", entries) if isinstance(entries, dict) else None
     if not isinstance(tables, dict):
         return [Problem("journal", journal, "does not name tables and their versions")]
@@ -178,7 +174,7 @@ def _catalog(warehouse: Warehouse, names: list[str]) -> list[Problem]:
     try:
         connection = duckdb.connect(str(database), read_only=True)
     except duckdb.Error as error:
-        return [Problem("catalog", database, f"cannot be opened ({_first_line(error)})")]
+        return [Problem("catalog", database, f"cannot be opened ({first_line(error)})")]
     problems = []
     try:
         views = {name for (name,) in connection.sql(
@@ -190,10 +186,10 @@ def _catalog(warehouse: Warehouse, names: list[str]) -> list[Problem]:
             try:
                 connection.sql(f'SELECT count(*) FROM "{name}"').fetchall()
             except duckdb.Error as error:
-                problems.append(Problem("catalog", database, f"its view {name} does not answer ({_first_line(error)})",
+                problems.append(Problem("catalog", database, f"its view {name} does not answer ({first_line(error)})",
                                         name))
     except duckdb.Error as error:
-        problems.append(Problem("catalog", database, f"cannot be read ({_first_line(error)})"))
+        problems.append(Problem("catalog", database, f"cannot be read ({first_line(error)})"))
     finally:
         connection.close()
     if not problems and catalog_needs_rebuild(warehouse):
@@ -244,7 +240,7 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
                 refresh_catalog(warehouse, force=True)
                 report.repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: rebuilt")
             except Exception as error:  # noqa: BLE001 - said, with the rest of the repair
-                report.not_repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: {_first_line(error)}")
+                report.not_repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: {first_line(error)}")
         else:
             report.not_repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: rebuilt once the tables "
                                        "above are (`loopmeter catalog`)")
@@ -341,7 +337,7 @@ def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: l
                 ingest_forgeloop(warehouse, results, scenarios, full=True, **options)
     except Exception as error:  # noqa: BLE001 - said, with the rest of the repair
         return [], [f"{', '.join(tables)}: read again from {', '.join(shown_path(r) for r, _, _ in recorded)}, "
-                    f"which failed, so nothing was changed: {_first_line(error)}"]
+                    f"which failed, so nothing was changed: {first_line(error)}"]
     return [f"{', '.join(tables)}: read again from {shown_path(results)}" for results, _, _ in recorded], []
 
 

@@ -58,3 +58,20 @@ def one_line(text: str) -> str:
     """`text` with its line breaks and other control characters escaped (`\\n`): one line, whatever
     a file or table name holds."""
     return text.translate(_CONTROL)
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of `error`'s message (its type's name when it has none)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def flat_message(error: BaseException) -> str:
+    """`error`'s message with its line breaks and runs of spaces made single spaces."""
+    return " ".join(str(error).split())
+
+
+def is_interruption(error: BaseException) -> bool:
+    """Ctrl-C while DuckDB ran a query: DuckDB turns it into an error of its own (its
+    InterruptException, or the RuntimeError its conversions raise)."""
+    return (type(error).__name__ == "InterruptException"
+            or (isinstance(error, RuntimeError) and str(error) == "Query interrupted"))

@@ -12,7 +12,7 @@ import errno
 import re
 from pathlib import Path
 
-from .errors import shown_path
+from .errors import first_line, shown_path
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _FULL_TEXT = re.compile(r"No space left on device|Disk quota exceeded|errno 28\b|os error 28\b", re.IGNORECASE)
@@ -28,16 +28,12 @@ def _chain(error: BaseException):
         error = error.__cause__ or error.__context__
 
 
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
-
-
 def explain(error: BaseException, roots: list[Path], replaced: list[str]) -> str | None:
     """The one line for `error` when it is a full disk, a damaged table file or a damaged
     loopmeter.duckdb (`roots`: the warehouses the command opened; `replaced`: the tables it had
     already replaced); None for any other error."""
     errors = list(_chain(error))
-    text = " ".join(_first_line(e) for e in errors)
+    text = " ".join(first_line(e) for e in errors)
     if any(isinstance(e, OSError) and e.errno in _FULL for e in errors) or _FULL_TEXT.search(text):
         return _disk_full(errors, roots, replaced)
     if _PARQUET_TEXT.search(text) and roots:
@@ -52,7 +48,7 @@ def explain(error: BaseException, roots: list[Path], replaced: list[str]) -> str
                         f"run `loopmeter check --repair --warehouse {shown_path(root)}` to rebuild what can be rebuilt")
     if _DATABASE_TEXT.search(text) and roots:
         database = Path(roots[0]) / "loopmeter.duckdb"
-        return (f"{shown_path(database)} is damaged ({_first_line(error)}); "
+        return (f"{shown_path(database)} is damaged ({first_line(error)}); "
                 f"run `loopmeter catalog --warehouse {shown_path(roots[0])}` to rebuild it")
     return None
 

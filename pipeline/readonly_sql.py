@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from .errors import LoopmeterError
+from .errors import LoopmeterError, flat_message
 
 # Table functions that read and change nothing; any other is refused (fail closed: a function a
 # newer DuckDB adds is refused until it is known here).
@@ -101,7 +101,7 @@ def _parse(connection: Any, text: str) -> list:
     try:
         return connection.extract_statements(text)
     except duckdb.Error as error:
-        raise LoopmeterError(f"SQL does not parse: {_one_line(error)}") from None
+        raise LoopmeterError(f"SQL does not parse: {flat_message(error)}") from None
 
 
 def check_statement(connection: Any, statement: Any, depth: int = 0) -> None:
@@ -223,7 +223,7 @@ def check_select(connection: Any, text: str) -> None:
     try:
         ((serialized,),) = cursor.execute("SELECT json_serialize_sql($1)", [text]).fetchall()
     except duckdb.Error as error:
-        raise LoopmeterError(f"loopmeter sql is read-only: the statement cannot be checked ({_one_line(error)})") from None
+        raise LoopmeterError(f"loopmeter sql is read-only: the statement cannot be checked ({flat_message(error)})") from None
     finally:
         cursor.close()
     tree = json.loads(serialized)
@@ -257,7 +257,3 @@ def _check_tree(node: Any) -> None:
                              "(it changes state)")
     for value in node.values():
         _check_tree(value)
-
-
-def _one_line(error: Exception) -> str:
-    return " ".join(str(error).split())

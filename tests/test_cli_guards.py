@@ -395,7 +395,7 @@ def test_a_duckdb_query_stopped_by_ctrl_c_is_an_interruption_not_an_error():
 
     import duckdb
 
-    from pipeline.commands.common import is_interruption
+    from pipeline.errors import is_interruption
 
     connection = duckdb.connect()
     raised: list[BaseException] = []

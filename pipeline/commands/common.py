@@ -11,7 +11,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from ..errors import Exit, LoopmeterError, is_utf8, one_line, shown_path
+from ..errors import Exit, LoopmeterError, first_line, is_interruption, is_utf8, one_line, shown_path
 
 WarehouseOption = Annotated[
     Optional[Path],
@@ -54,7 +54,7 @@ def open_warehouse(option: Optional[Path], *, repair_catalog: bool = True):
         except Exception as error:  # noqa: BLE001 - the command's own work does not need the catalog
             if is_interruption(error):
                 raise KeyboardInterrupt from None
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            first = first_line(error)
             print(f"loopmeter: warning: {shown_path(root / 'loopmeter.duckdb')} could not be rebuilt for this folder: "
                   f"{one_line(first)}; `loopmeter check --repair` says why and rebuilds it", file=sys.stderr)
     return store
@@ -248,12 +248,6 @@ def with_common_options(function: Callable, kwargs: dict[str, Any]) -> dict[str,
         else:
             merged[name] = bool(kwargs.get(name)) or value
     return merged
-
-
-def is_interruption(error: BaseException) -> bool:
-    """Ctrl-C while DuckDB ran a query: DuckDB turns it into an error of its own."""
-    return (type(error).__name__ == "InterruptException"
-            or (isinstance(error, RuntimeError) and str(error) == "Query interrupted"))
 
 
 def _interrupted() -> None:
