@@ -195,3 +195,88 @@ def interval_chart(rows: Sequence[tuple[str, float | None, float | None, float |
             parts.append(f'<circle cx="{frame.x(value):.1f}" cy="{y}" r="4.5" fill="#4c78a8">'
                          f'<title>{escape(name)}: {escape(label(value) + interval)}</title></circle>')
     return _svg(frame, "".join(parts) + "</g>", title)
+
+
+CURVE_HEIGHT = 340
+CURVE_LEFT = 64  # y tick labels ("100%") and the rotated y title
+CURVE_TOP = 16
+DODGE = 7  # a series' points sit this far from the next one's at the same x, so whiskers do not hide each other
+CAP = 4  # half the width of a whisker's cap
+SERIES_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6",
+                  "#bab0ac")
+
+
+def _snug_ticks(low: float, high: float) -> list[float]:
+    """Round ticks from at or below `low` to at or above `high`, of the step counts 4 to 8 the one
+    that overshoots the data least (fewer ticks on a tie)."""
+    candidates = [ticks(low, high, count) for count in range(4, 9)]
+    return min(candidates, key=lambda found: ((found[-1] - found[0]) - (high - low), len(found)))
+
+
+def curve_chart(series: Sequence[tuple[str, Sequence[tuple[float, float, float | None, float | None, str]]]],
+                x_title: str, y_title: str, title: str) -> str:
+    """A line per series over x (e.g. days), y a share 0..1: each point a dot with its interval as a
+    whisker, a legend of the series' colours above. `series`: (name, [(x, y, low, high, tooltip)]).
+    A series' points are set `DODGE` apart from the next series' at the same x; the x axis reaches
+    past the dodged whiskers to a round tick."""
+    series = [(name, [p for p in points if p[1] is not None and math.isfinite(p[1])]) for name, points in series]
+    series = [(name, points) for name, points in series if points]
+    if not series:
+        return '<p class="empty">Nothing to show yet.</p>'
+    xs = [p[0] for _, points in series for p in points]
+    width = WIDTH - CURVE_LEFT - RIGHT
+    spread = (len(series) - 1) / 2 * DODGE + CAP  # how far a dodged whisker reaches from its x, in units
+    low, high = min(0.0, min(xs)), max(max(xs), 5.0)
+    x_ticks = _snug_ticks(low, high)
+    for _ in range(6):  # widen until every whisker lies within the axis
+        per_unit = width / (x_ticks[-1] - x_ticks[0])
+        reach_low, reach_high = min(low, min(xs) - spread / per_unit), max(high, max(xs) + spread / per_unit)
+        if x_ticks[0] <= reach_low and reach_high <= x_ticks[-1]:
+            break
+        x_ticks = _snug_ticks(reach_low, reach_high)
+    y_ticks = ticks(0.0, 1.0)
+    bottom = CURVE_HEIGHT - BOTTOM
+
+    def x_at(value: float) -> float:
+        return CURVE_LEFT + (value - x_ticks[0]) / (x_ticks[-1] - x_ticks[0]) * width
+
+    def y_at(value: float) -> float:
+        return bottom - (value - y_ticks[0]) / (y_ticks[-1] - y_ticks[0]) * (bottom - CURVE_TOP)
+
+    parts = ['<g class="axis">']
+    for tick in x_ticks:
+        x = x_at(tick)
+        parts.append(f'<line x1="{x:.1f}" y1="{CURVE_TOP}" x2="{x:.1f}" y2="{bottom}" stroke="#e5e5e5"/>'
+                     f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" class="tick">{escape(count(tick))}</text>')
+    parts.append(f'<text x="{CURVE_LEFT + width / 2:.1f}" y="{CURVE_HEIGHT - 8}" text-anchor="middle" '
+                 f'class="axis-title">{escape(x_title)}</text></g><g class="y-axis">')
+    for tick in y_ticks:
+        y = y_at(tick)
+        parts.append(f'<line x1="{CURVE_LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#e5e5e5"/>'
+                     f'<text x="{CURVE_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{escape(share(tick))}</text>')
+    middle = (CURVE_TOP + bottom) / 2
+    parts.append(f'<text x="16" y="{middle:.1f}" transform="rotate(-90 16 {middle:.1f})" text-anchor="middle" '
+                 f'class="axis-title">{escape(y_title)}</text></g><g class="data">')
+    legend = []
+    for index, (name, points) in enumerate(series):
+        colour = SERIES_COLOURS[index % len(SERIES_COLOURS)]
+        shift = (index - (len(series) - 1) / 2) * DODGE
+        placed = [(x_at(point[0]) + shift, point) for point in sorted(points, key=lambda point: point[0])]
+        legend.append(f'<li><i class="dot" style="background:{colour}"></i>{escape(name)}</li>')
+        path = " ".join(f"{x:.1f},{y_at(point[1]):.1f}" for x, point in placed)
+        parts.append(f'<g class="series"><polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2" '
+                     f'stroke-opacity="0.8"/>')
+        for x, (_, value, lower, upper, tooltip) in placed:
+            if lower is not None and upper is not None:
+                y1, y2 = y_at(lower), y_at(upper)
+                parts.append(f'<line class="interval" x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y2:.1f}" stroke="{colour}" '
+                             f'stroke-width="1.5"/>'
+                             + "".join(f'<line x1="{x - CAP:.1f}" y1="{y:.1f}" x2="{x + CAP:.1f}" y2="{y:.1f}" '
+                                       f'stroke="{colour}" stroke-width="1.5"/>' for y in (y1, y2)))
+            parts.append(f'<circle cx="{x:.1f}" cy="{y_at(value):.1f}" r="4" fill="{colour}">'
+                         f'<title>{escape(tooltip)}</title></circle>')
+        parts.append("</g>")
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="{escape(title)}" '
+           f'viewBox="0 0 {WIDTH} {CURVE_HEIGHT}" width="100%" preserveAspectRatio="xMinYMin meet">'
+           + "".join(parts) + "</g></svg>")
+    return '<ul class="legend">' + "".join(legend) + "</ul>" + svg

@@ -14,6 +14,7 @@ from .warehouse import Warehouse
 
 SAMPLE_PLANS = (("sample-tail-30", 30, "2"), ("sample-evidence-5", 5, "2"), ("sample-legacy-5", 5, "1"))
 FORGE_RUNS = 400
+HORIZONS = (7, 14, 30)  # the demo's survival horizons, days: the HTML report draws a curve through them
 
 
 def make_forgeloop_sample(directory: Path) -> Path:
@@ -43,4 +44,4 @@ def run_demo(data: Path, warehouse: Warehouse, wait: bool = False) -> AllStages:
     store_path, now = make_forge_sample(data / "sample" / "forge")
     # the sample's git repositories are the demo's own: harvest them even under a temporary directory
     return run_all(warehouse, results=results, scenarios=results / "scenarios", forge_store=store_path, now=now,
-                   include_temp=True, wait=wait)
+                   horizon_days=HORIZONS, include_temp=True, wait=wait)

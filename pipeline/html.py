@@ -14,7 +14,7 @@ from html import escape
 import polars as pl
 
 from . import __version__
-from .charts import interval_chart, overhead_chart, points, strip_chart
+from .charts import curve_chart, interval_chart, overhead_chart, points, share, strip_chart
 from .forgeloop.contract import LIGHT_OBJECTIVES, MODES
 from .warehouse import Warehouse
 
@@ -195,7 +195,6 @@ def forge_sections(warehouse: Warehouse) -> list[Section]:
     """First-pass rates, randomized differences and survival, from the Forge reports."""
     from .forge import tables as forge_tables
     from .forge.reports import routing_document, routing_scope, survival_document
-    from .forge.routing import wilson
 
     if not warehouse.has_table(forge_tables.TASKS):
         return [Section("Forge routing and survival", prose("No Forge store ingested yet (`loopmeter ingest forge STORE`)."),
@@ -226,17 +225,32 @@ def forge_sections(warehouse: Warehouse) -> list[Section]:
                                line=(-0.10, points(-0.10)), label=points),
                 level=3),
     ]
-    survival = survival_document(warehouse)["groups"]
-    # A task's lines survive or go together (a revert or a rewrite takes many at once), so the
-    # interval counts tasks, not lines: Wilson's interval of the share over n = tasks.
+    survival = survival_document(warehouse)
+    sections += _survival_sections(survival)
+    return sections
+
+
+def _survival_sections(document: dict) -> list[Section]:
+    """The surviving share and revert rate per model, tier and horizon, and a survival curve per model."""
+    from .forge.reports import survival_curves, surviving_share
+
+    groups = document["groups"]
     shares = [
-        (f"{_who(g)}, {g['horizon_days']} d, {plural(g['tasks'], 'task')}", g["surviving_share"],
-         *(wilson(g["surviving_share"] * g["tasks"], g["tasks"]) if g["surviving_share"] is not None else (None, None)))
-        for g in survival
+        (f"{_who(g)}, {g['horizon_days']} d, {plural(g['tasks'], 'task')}",
+         *surviving_share(g["lines_surviving"], g["lines_added"], g["tasks"]))
+        for g in groups
     ]
     reverts = [(f"{_who(g)}, {g['horizon_days']} d, {plural(g['tasks'], 'task')}", g["revert_rate"], *g["revert_ci"])
-               for g in survival]
-    sections += [
+               for g in groups]
+    curves = [
+        (curve["model"] or "(unmatched)",
+         [(p["days"], p["share"], p["low"], p["high"],
+           f"{curve['model'] or '(unmatched)'}, {p['days']} d: {share(p['share'])}, 95% interval {share(p['low'])} to "
+           f"{share(p['high'])}; {p['lines_surviving']:,} of {p['lines_added']:,} lines, {plural(p['tasks'], 'task')}")
+          for p in curve["points"]])
+        for curve in survival_curves(document)
+    ]
+    return [
         Section("Surviving share of merged lines per model",
                 prose("Of the lines a task's merged work added, the share git blame still credits to the task's commits at "
                       "the horizon (`loopmeter harvest survival`), with Wilson 95 % intervals over the tasks (a task's "
@@ -244,10 +258,17 @@ def forge_sections(warehouse: Warehouse) -> list[Section]:
                 interval_chart(shares, "added lines still credited to the task at the horizon", "surviving share",
                                low=0.0, high=1.0),
                 level=3),
+        Section("Survival curve per model",
+                prose("The surviving share of each model's merged lines (every tier together) at each horizon harvested "
+                      "(`loopmeter harvest survival --horizon-days 7 --horizon-days 30`), with Wilson 95 % intervals over "
+                      "the tasks as whiskers. Each point counts the tasks measured at that horizon: a task whose later "
+                      "horizon is still ahead counts only at the earlier ones."),
+                curve_chart(curves, "days after the integration", "surviving share of added lines",
+                            "survival curves"),
+                level=3),
         Section("Revert rate per model", "Tasks whose work a later commit reverted, with Wilson 95 % intervals.",
                 interval_chart(reverts, "tasks whose work was reverted", "revert rate", low=0.0, high=1.0), level=3),
     ]
-    return sections
 
 
 def build_page(warehouse: Warehouse, run_set: str | None = None, forgeloop=None) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from .warehouse import Warehouse
 
@@ -28,7 +29,7 @@ def run_all(
     forge_store: Path | None = None,
     out: Path | None = None,
     tier: str | None = None,
-    horizon_days: int = 14,
+    horizon_days: int | Sequence[int] = 14,
     now: float | None = None,
     include_temp: bool = False,
     wait: bool = False,
@@ -70,13 +71,14 @@ def _forgeloop(warehouse: Warehouse, results: Path, scenarios: Path | None, tier
         outcome.notes.append(unknown + ("" if scenarios is not None else " (pass --scenarios DIR); the reports list only scenarios with a file"))
 
 
-def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float | None, include_temp: bool,
+def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int | Sequence[int], now: float | None, include_temp: bool,
            outcome: AllStages) -> None:
     from .forge.ingest import ingest_forge
     from .forge.reports import (
-        routing_document, routing_frames, routing_scope, routing_text, survival_document, survival_frame, survival_text,
+        harvest_days, routing_document, routing_frames, routing_scope, routing_text, survival_document, survival_frame,
+        survival_text,
     )
-    from .forge.survival import harvest, record
+    from .forge.survival import harvest_horizons, record
     from .forge.tables import SURVIVAL
 
     ingested = ingest_forge(warehouse, store_path)
@@ -89,16 +91,18 @@ def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float
             warehouse.write_table(name, frame)
     pairs = sum(1 for row in routing["randomized"] if "note" not in row)
     outcome.steps.append(f"report routing: {len(routing['observational'])} observational rows, {pairs} randomized pairs")
-    harvested = harvest(warehouse, horizon_days=horizon_days, now=now, include_temp=include_temp)
+    horizons = [horizon_days] if isinstance(horizon_days, int) else list(horizon_days)
+    harvested = harvest_horizons(warehouse, horizons=horizons, now=now, include_temp=include_temp)
     recorded = record(warehouse, harvested)
     outcome.unharvested += harvested.problems
-    skipped = harvested.counts.get("skipped_temp", 0)
+    skipped = harvested.results[0].counts.get("skipped_temp", 0)  # per integration, the same at every horizon
     if skipped:
         outcome.notes.append(f"note: {skipped} integration(s) in repositories under the temporary directory were not harvested "
                              "(pass --include-temp to measure them)")
+    already = sum(result.counts.get("already", 0) for result in harvested.results)
     outcome.steps.append(
-        f"harvest survival: {recorded} outcomes recorded at {horizon_days} days"
-        + (f" ({harvested.counts['already']} recorded before)" if harvested.counts.get("already") else "")
+        f"harvest survival: {recorded} outcomes recorded at {harvest_days([r.horizon_days for r in harvested.results])}"
+        + (f" ({already} recorded before)" if already else "")
         + (f"; {harvested.problems} could not be measured" if harvested.problems else "")
     )
     survival = survival_document(warehouse)

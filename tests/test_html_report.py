@@ -159,7 +159,20 @@ MEASURE = r"""(() => {
               intervals: at('g.data line.interval').map(l => [num(l, 'x1'), num(l, 'x2')])};
     });
     const box = svg.getBoundingClientRect();
+    const legend = svg.previousElementSibling && svg.previousElementSibling.matches('ul.legend')
+      ? [...svg.previousElementSibling.querySelectorAll('li')].map(li => ({name: li.textContent,
+          colour: getComputedStyle(li.querySelector('.dot')).backgroundColor, right: li.getBoundingClientRect().right}))
+      : [];
+    const series = [...svg.querySelectorAll('g.data g.series')].map(g => ({
+      colour: g.querySelector('polyline').getAttribute('stroke'),
+      line: g.querySelector('polyline').getAttribute('points'),
+      dots: [...g.querySelectorAll('circle')].map(c => ({x: num(c, 'cx'), y: num(c, 'cy'), fill: c.getAttribute('fill'),
+                                                         title: c.textContent})),
+      whiskers: [...g.querySelectorAll('line.interval')].map(l => ({x: num(l, 'x1'), low: num(l, 'y1'), high: num(l, 'y2')}))}));
     return {name: svg.getAttribute('aria-label'), section: svg.closest('section') && svg.closest('section').id,
+            y_ticks: [...svg.querySelectorAll('g.y-axis text.tick')].map(t => ({text: t.textContent, y: num(t, 'y') - 4})),
+            y_title_height: [...svg.querySelectorAll('g.y-axis .axis-title')].map(t => t.getBoundingClientRect().height),
+            legend, series,
             ticks: ticks.map(t => ({text: t.textContent, x: num(t, 'x')})),
             titles: [...svg.querySelectorAll('.axis-title')].map(t => ({text: t.textContent, width: t.getBBox().width})),
             data: xs, rows, right: box.right, tick_px: ticks.length ? ticks[0].getBoundingClientRect().height : 0};
@@ -275,12 +288,13 @@ def test_every_run_set_has_its_section_and_charts(measured, warehouse, width):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_axis_has_a_title_round_ticks_to_its_end_and_no_minus_zero(measured, width):
     charts = measured[width]["charts"]
-    assert len(charts) == 3 * 2 + 4
+    assert len(charts) == 3 * 2 + 5
     problems = []
     for chart in charts:
         name, labels, xs = chart["name"], [tick["text"] for tick in chart["ticks"]], [tick["x"] for tick in chart["ticks"]]
-        if not (len(chart["titles"]) == 1 and chart["titles"][0]["text"].strip() and chart["titles"][0]["width"] > 0):
-            problems.append(f"{name}: no axis title")
+        axes = 2 if chart["y_ticks"] else 1  # the survival curves have a titled vertical axis too
+        if not (len(chart["titles"]) == axes and all(t["text"].strip() and t["width"] > 0 for t in chart["titles"])):
+            problems.append(f"{name}: {len(chart['titles'])} axis titles for {axes} axes")
         problems += [f"{name}: tick {label!r}" for label in labels if "-0" in label or "\u22120" in label]
         if len(labels) < 3 or xs != sorted(xs) or not chart["data"]:
             problems.append(f"{name}: ticks {labels}, {len(chart['data'])} data positions")
@@ -291,6 +305,8 @@ def test_every_axis_has_a_title_round_ticks_to_its_end_and_no_minus_zero(measure
     assert titles["first-pass rate"] == "first attempts that passed review"
     assert titles["randomized differences"] == "difference in first-pass rate, alternative \u2212 default"
     assert titles["surviving share"] == "added lines still credited to the task at the horizon"
+    assert [t["text"] for t in next(c for c in charts if c["name"] == "survival curves")["titles"]] == [
+        "days after the integration", "surviving share of added lines"]
     assert titles["token distributions, run set sample-tail-30"] == "total tokens per run"
     differences = [tick["text"] for tick in next(c for c in charts if c["name"] == "randomized differences")["ticks"]]
     assert "0" in differences and any(label.startswith("\u2212") and label.endswith(" pp") for label in differences)
@@ -327,7 +343,7 @@ def _wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
 
 def test_surviving_shares_show_wilson_intervals_over_their_tasks(measured, warehouse):
     groups = json.loads(run_cli("report", "survival", "--json", warehouse=warehouse).stdout)["groups"]
-    assert [g["tasks"] for g in groups] == [1, 1, 2, 1]
+    assert [g["tasks"] for g in groups] == [1] * 6 + [2] * 3 + [1] * 3  # four models and tiers at 7, 14 and 30 days
     chart = next(c for c in measured[1400]["charts"] if c["name"] == "surviving share")
     assert len(chart["rows"]) == len(groups)
     for row, group in zip(chart["rows"], groups):
@@ -339,7 +355,85 @@ def test_surviving_shares_show_wilson_intervals_over_their_tasks(measured, wareh
         assert x1 <= dot["x"] <= x2 and x1 < x2
         assert dot["title"].endswith(f": {share * 100:.0f}%, 95% interval {low * 100:.0f}% to {high * 100:.0f}%"), dot
     # 4 of 6 lines in one task: [9%, 97%] over 1 task; over its 6 lines it would be [30%, 90%]
-    assert chart["rows"][1]["dots"][0]["title"].endswith("67%, 95% interval 9% to 97%")
+    row = next(row for row in chart["rows"] if row["label"] == "claude-5-sonnet:medium \u00b7 low, 14 d, 1 task")
+    assert row["dots"][0]["title"].endswith("67%, 95% interval 9% to 97%")
+
+
+def _curve_points(groups: list[dict]) -> dict[str, list[tuple[int, int, int, int]]]:
+    """Per model (every tier together), per horizon with lines added: (days, tasks, surviving, added),
+    summed row by row from `report survival --json`."""
+    summed: dict[str, dict[int, list[int]]] = {}
+    for g in groups:
+        cell = summed.setdefault(g["model"] or "(unmatched)", {}).setdefault(g["horizon_days"], [0, 0, 0])
+        cell[0] += g["tasks"]
+        cell[1] += g["lines_surviving"]
+        cell[2] += g["lines_added"]
+    return {model: [(days, *cell) for days, cell in sorted(by_days.items()) if cell[2]] for model, by_days in summed.items()}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_survival_curve_of_each_model_with_wilson_whiskers_over_its_tasks(measured, warehouse, width):
+    groups = json.loads(run_cli("report", "survival", "--json", warehouse=warehouse).stdout)["groups"]
+    expected = _curve_points(groups)
+    assert sorted(expected) == ["claude-5-opus:high", "claude-5-sonnet:medium", "gemini-3-flash:low"]
+    assert [point[0] for point in expected["claude-5-sonnet:medium"]] == [7, 14, 30]
+    # sonnet: 8 of 13 lines in 3 tasks until run-a t1 loses one more line on day 20, then 7 of 13
+    assert [point[1:] for point in expected["claude-5-sonnet:medium"]] == [(3, 8, 13), (3, 8, 13), (3, 7, 13)]
+    page = measured[width]
+    chart = next(c for c in page["charts"] if c["name"] == "survival curves")
+    assert chart["section"] == "forge"
+    assert [entry["name"] for entry in chart["legend"]] == list(expected)  # the report's order of models
+    assert all(entry["right"] <= page["client_width"] for entry in chart["legend"])
+    # the vertical axis: 0 % to 100 % in round steps, ticks at both ends, upwards
+    assert [tick["text"] for tick in chart["y_ticks"]] == ["0%", "20%", "40%", "60%", "80%", "100%"]
+    ys = [tick["y"] for tick in chart["y_ticks"]]
+    assert ys == sorted(ys, reverse=True) and chart["y_title_height"][0] > 0
+    at_zero, per_share = ys[0], ys[-1] - ys[0]
+    x_ticks = [(float(tick["text"]), tick["x"]) for tick in chart["ticks"]]
+    assert x_ticks[0][0] == 0 and x_ticks[-1][0] >= 30
+    per_day = (x_ticks[-1][1] - x_ticks[0][1]) / (x_ticks[-1][0] - x_ticks[0][0])
+    assert len(chart["series"]) == len(expected)
+    for (model, points), entry, series in zip(expected.items(), chart["legend"], chart["series"]):
+        assert _rgb(series["colour"]) == entry["colour"] and len(series["dots"]) == len(points)
+        offsets = set()
+        for (days, tasks, surviving, added), dot, whisker in zip(points, series["dots"], series["whiskers"]):
+            share = surviving / added
+            low, high = _wilson(share * tasks, tasks)
+            assert dot["y"] == pytest.approx(at_zero + share * per_share, abs=0.06)
+            assert (whisker["low"], whisker["high"]) == pytest.approx(
+                (at_zero + low * per_share, at_zero + high * per_share), abs=0.06)
+            assert whisker["x"] == dot["x"]
+            offsets.add(round(dot["x"] - (x_ticks[0][1] + (days - x_ticks[0][0]) * per_day), 1))
+            noun = "1 task" if tasks == 1 else f"{tasks} tasks"
+            assert dot["title"] == (f"{model}, {days} d: {share * 100:.0f}%, 95% interval {low * 100:.0f}% to "
+                                    f"{high * 100:.0f}%; {surviving} of {added} lines, {noun}")
+        assert len(offsets) == 1 and abs(offsets.pop()) <= 10  # a model's points are set apart by one small shift
+    shifts = [round(series["dots"][0]["x"] - chart["series"][0]["dots"][0]["x"], 1) for series in chart["series"]]
+    assert shifts == sorted(set(shifts))  # each model at its own place beside the others
+
+
+def _rgb(colour: str) -> str:
+    """#4c78a8 -> rgb(76, 120, 168), as the browser reports a background colour."""
+    return "rgb(%d, %d, %d)" % tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def test_a_curve_chart_keeps_every_whisker_within_its_axes():
+    """A horizon of 0 days and one at a round tick, several series set apart: the x axis reaches past
+    every dodged whisker to a round tick at each end, no tick reads -0, and a NaN point is left out."""
+    from pipeline.charts import curve_chart
+
+    series = [(f"model {i}", [(0, 0.5, 0.2, 0.8, "a"), (30, 0.4, 0.1, 0.9, "b"), (14, float("nan"), None, None, "c")])
+              for i in range(4)]
+    svg = curve_chart(series, "days", "share", "curves")
+    assert "nan" not in svg.lower() and svg.count("<circle") == 8 and svg.count('class="interval"') == 8
+    axis = svg[svg.index('<g class="axis">'):svg.index('<g class="y-axis">')]
+    tick_xs = [float(x) for x in re.findall(r'<text x="([\d.]+)"[^>]*class="tick"', axis)]
+    labels = re.findall(r'class="tick">([^<]*)<', axis)
+    data = svg[svg.index('<g class="data">'):]
+    xs = [float(x) for x in re.findall(r' (?:cx|x1|x2)="([\d.-]+)"', data)]
+    assert min(tick_xs) <= min(xs) and max(xs) <= max(tick_xs)
+    assert labels[0] == "\u22125" and labels[-1] == "35" and not any(label in ("-0", "\u22120") for label in labels)
+    assert curve_chart([("m", [(7, None, None, None, "x")])], "days", "share", "curves").startswith('<p class="empty">')
 
 
 @pytest.mark.parametrize("width", WIDTHS)

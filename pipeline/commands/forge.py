@@ -16,6 +16,7 @@ from .common import (
 )
 from .helptext import command_help
 
+MAX_HORIZON_DAYS = 100_000  # about 270 years: a horizon beyond the calendar --now can name is always pending
 RepoOption = Annotated[Optional[Path], typer.Option("--repo", help="Only this repository (its path).", show_default=False)]
 
 
@@ -129,13 +130,18 @@ def report_routing(
     "Measure how much merged work survives in git.",
     "Per task an integration brought in, the lines it "
                      "added that git blame still credits to it at the horizon, and later reverts. Runs git read-only "
-                     "and records outcome events in the warehouse (never in the store or the repository).",
-    example="loopmeter harvest survival --dry-run\nloopmeter harvest survival --horizon-days 30",
+                     "and records outcome events in the warehouse (never in the store or the repository). "
+                     "--horizon-days repeated measures at each of its horizons, sharing the git work; --json then "
+                     "gives a list `horizons` of per-horizon results.",
+    example="loopmeter harvest survival --dry-run\n"
+            "loopmeter harvest survival --horizon-days 7 --horizon-days 14 --horizon-days 30",
     codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def harvest_survival(
     repo: RepoOption = None,
-    horizon_days: Annotated[int, typer.Option("--horizon-days", help="Days after the integration to measure at.", min=0)] = 14,
+    horizon_days: Annotated[Optional[list[int]], typer.Option(
+        "--horizon-days", help="Days after the integration to measure at (default 14); repeat it for several horizons.",
+        min=0, max=MAX_HORIZON_DAYS, show_default=False)] = None,
     now: Annotated[Optional[str], typer.Option("--now", help="Measure as of this time (unix seconds or ISO 8601) instead of now.", metavar="TS")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be recorded; write nothing.")] = False,
     include_temp: Annotated[bool, typer.Option("--include-temp", help="Also repositories under the temporary directory.")] = False,
@@ -149,40 +155,33 @@ def harvest_survival(
     set_quiet(quiet or json)
     from ..catalog import refresh_catalog
     from ..forge import tables as t
-    from ..forge.reports import routing_json
-    from ..forge.survival import COUNT_KEYS, harvest, record
+    from ..forge.reports import harvest_problems_line, harvest_text, routing_json, unharvested_notes
+    from ..forge.survival import harvest_horizons, record
+    from ..tables_text import stdout_width
 
     store = open_warehouse(warehouse)
     _require(store, t.INTEGRATIONS)
     if repo:
         _require_repo(store, repo)
+    options = dict(horizons=horizon_days or [14], repo=str(repo) if repo else None, include_temp=include_temp,
+                   now=moment, workers=workers)
     if dry_run:
-        result = harvest(store, horizon_days=horizon_days, repo=str(repo) if repo else None,
-                         include_temp=include_temp, now=moment, workers=workers)
-        recorded = 0
+        found = harvest_horizons(store, **options)
     else:
         with store.lock(wait=wait, command="harvest survival"):
-            result = harvest(store, horizon_days=horizon_days, repo=str(repo) if repo else None,
-                             include_temp=include_temp, now=moment, workers=workers)
-            recorded = record(store, result)
-            if recorded:
+            found = harvest_horizons(store, **options)
+            if record(store, found):
                 refresh_catalog(store)
     if json:
-        write_stdout(routing_json(result.as_dict(recorded, dry_run)) + "\n")
+        write_stdout(routing_json(found.as_dict(not dry_run, dry_run)) + "\n")
     else:
-        label = "would record" if dry_run else "recorded"
-        print("%s %d survival outcome(s) at %d days" % (label, len(result.outcomes) if dry_run else recorded, horizon_days))
-        for key in COUNT_KEYS:
-            if result.counts.get(key):
-                print("  %-17s %d" % (key, result.counts[key]))
-        for entry in result.unharvested[:SHOWN_REJECTIONS]:
-            what = f"{entry['run']} {entry['candidate'][:12]}" + (f" task {entry['task']}" if "task" in entry else "")
-            note(f"not harvested: {entry['repo']} ({entry['path']}) integration {what}: {entry['reason']}: {entry['detail']}")
-        note(f"{result.git_processes} git processes")
-    if result.problems:
+        write_stdout(harvest_text(found, dry_run, stdout_width()) + "\n")
+        for line in unharvested_notes(found)[:SHOWN_REJECTIONS]:
+            note(line)
+        note(f"{found.git_processes} git processes")
+    if found.problems:
         if not json:
-            print(f"loopmeter: {result.problems} integration(s) or task(s) could not be harvested; "
-                  "they are tried again next time", file=sys.stderr)
+            print(harvest_problems_line(found), file=sys.stderr)
         return Exit.REJECTED
     return Exit.OK
 

@@ -246,3 +246,96 @@ def survival_frame(document: dict) -> pl.DataFrame:
     rows = [{**{k: v for k, v in g.items() if k != "revert_ci"}, "revert_ci_low": g["revert_ci"][0],
              "revert_ci_high": g["revert_ci"][1], "computed_at": now} for g in document["groups"]]
     return _frame(rows, t.SURVIVAL)
+
+
+def surviving_share(lines_surviving: int, lines_added: int, tasks: int) -> tuple[float | None, float | None, float | None]:
+    """(share, low, high): the share of added lines still credited to their tasks, and its Wilson 95 %
+    interval over n = tasks (k = share × tasks). A task's lines survive or go together (a revert or a
+    rewrite takes many at once), so the lines are not independent draws: the tasks are. None when
+    no line was added."""
+    if not lines_added or not tasks:
+        return None, None, None
+    share = lines_surviving / lines_added
+    low, high = wilson(share * tasks, tasks)
+    return share, low, high
+
+
+def survival_curves(document: dict) -> list[dict]:
+    """Per model (every tier together; null: no attempt names the outcome's commit), one point per
+    horizon at which its tasks added lines: {model, points: [{days, tasks, lines_added,
+    lines_surviving, share, low, high}]}, models as the document orders them, points by days."""
+    if not document["groups"]:
+        return []
+    frame = pl.DataFrame(document["groups"], schema_overrides={"model": pl.String}, infer_schema_length=None).select(
+        "model", "horizon_days", "tasks", "lines_added", "lines_surviving")
+    summed = (frame.with_row_index("order")
+              .group_by("model", "horizon_days")
+              .agg(pl.col("order").min(), pl.col("tasks", "lines_added", "lines_surviving").sum())
+              .filter(pl.col("lines_added") > 0)
+              .with_columns(pl.col("order").min().over("model").alias("model_order"))
+              .sort("model_order", "horizon_days"))
+    curves: dict = {}
+    for row in summed.iter_rows(named=True):
+        share, low, high = surviving_share(row["lines_surviving"], row["lines_added"], row["tasks"])
+        curves.setdefault(row["model"], []).append(dict(
+            days=row["horizon_days"], tasks=row["tasks"], lines_added=row["lines_added"],
+            lines_surviving=row["lines_surviving"], share=share, low=low, high=high))
+    return [dict(model=model, points=points) for model, points in curves.items()]
+
+
+# ---- harvest survival: what it found, per horizon ------------------------------------------
+
+def harvest_days(horizons: list[int]) -> str:
+    """[7, 14, 30] -> "7, 14 and 30 days"."""
+    shown = [str(days) for days in horizons]
+    return (", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]) + " days"
+
+
+def harvest_text(found, dry_run: bool, width: int | None = None) -> str:
+    """The harvest's summary: the outcomes recorded (or, `dry_run`, that would be) and the counts by
+    reason. One horizon: a line, then a line per count that is not 0. Several: a line, then a row
+    per horizon with a column per count that is not 0 at some horizon."""
+    from .survival import COUNT_KEYS
+
+    label = "would record" if dry_run else "recorded"
+    results = found.results
+    total = sum(len(result.outcomes) for result in results)
+    title = "%s %d survival outcome(s) at %s" % (label, total, harvest_days([r.horizon_days for r in results]))
+    if len(results) == 1:
+        counts = results[0].counts
+        return fitted([([title] + ["  %-17s %d" % (key, counts[key]) for key in COUNT_KEYS if counts.get(key)],
+                        None, None, 0)], width)
+    keys = [key for key in COUNT_KEYS if any(result.counts.get(key) for result in results)]
+    headers = ["horizon", label, *keys]
+    rows = [["%dd" % result.horizon_days, "%d" % len(result.outcomes), *("%d" % result.counts[key] for key in keys)]
+            for result in results]
+    sizes = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers)]
+    lines = ["  " + "  ".join(header.rjust(size) for header, size in zip(headers, sizes))]
+    lines += ["  " + "  ".join(cell.rjust(size) for cell, size in zip(row, sizes)) for row in rows]
+    return fitted([([title], None, None, 0), (lines, headers, rows, 2)], width)
+
+
+def unharvested_notes(found) -> list[str]:
+    """A line per integration or task left unharvested, with its reason; one at several horizons is
+    one line naming them."""
+    entries: dict[tuple, list[int]] = {}
+    for result in found.results:
+        for entry in result.unharvested:
+            entries.setdefault(tuple(entry.items()), []).append(result.horizon_days)
+    lines = []
+    for items, horizons in entries.items():
+        entry = dict(items)
+        what = f"{entry['run']} {entry['candidate'][:12]}" + (f" task {entry['task']}" if "task" in entry else "")
+        where = "" if len(found.results) == 1 else f" at {harvest_days(horizons)}"
+        lines.append(f"not harvested{where}: {entry['repo']} ({entry['path']}) integration {what}: "
+                     f"{entry['reason']}: {entry['detail']}")
+    return lines
+
+
+def harvest_problems_line(found) -> str:
+    """The stderr line when asked-for work could not be done (exit 3)."""
+    if len(found.results) == 1:
+        return (f"loopmeter: {found.problems} integration(s) or task(s) could not be harvested; "
+                "they are tried again next time")
+    per = ", ".join(f"{result.problems} at {result.horizon_days} days" for result in found.results if result.problems)
+    return f"loopmeter: integration(s) or task(s) could not be harvested ({per}); they are tried again next time"

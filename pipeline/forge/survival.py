@@ -12,7 +12,10 @@ and the later commits that revert it. Outcome ids, data fields and counts are th
 The work is planned per repository in three passes, so git runs few processes and
 shares them: integrations (one batch lookup, one first-parent log per branch), then the
 tasks' commits and numstats (one `diff-tree --stdin`), then one blame per (horizon
-revision, path) and one revert scan per (candidate, horizon), in parallel threads.
+revision, path) and one revert scan per (candidate, horizon revision), in parallel threads.
+Several horizons (`harvest_horizons`) are planned together and measured in one pass: per
+horizon the outcomes, counts and reasons are exactly those of a harvest at that horizon
+alone, while every git query any of them needs runs once.
 A horizon still ahead, a failed query or an unreachable repository records nothing and
 is tried again by the next harvest; each is listed with its reason.
 """
@@ -83,6 +86,39 @@ class HarvestResult:
         }
 
 
+@dataclass
+class Harvests:
+    """The harvests at several horizons, found together (git work shared) from one reading of the
+    warehouse: per horizon exactly what a harvest at that one horizon finds."""
+
+    now: float
+    results: list[HarvestResult]
+    git_processes: int = 0  # of all horizons together (the work is shared, so not told apart)
+
+    @property
+    def outcomes(self) -> list[dict]:
+        return [outcome for result in self.results for outcome in result.outcomes]
+
+    @property
+    def problems(self) -> int:
+        return sum(result.problems for result in self.results)
+
+    def as_dict(self, recorded: bool, dry_run: bool = False) -> dict:
+        """One horizon: its `HarvestResult.as_dict`. Several: the run's `recorded` (all horizons),
+        `dryRun`, `now` and `gitProcesses`, and `horizons`, one entry per horizon (ascending) with
+        the single-horizon keys that differ between horizons (`horizonDays`, `recorded`, `counts`,
+        `outcomes`, `unharvested`)."""
+        counts = [len(result.outcomes) if recorded else 0 for result in self.results]
+        if len(self.results) == 1:
+            return self.results[0].as_dict(counts[0], dry_run)
+        shared = ("dryRun", "now", "gitProcesses")
+        return {
+            "recorded": sum(counts), "dryRun": dry_run, "now": self.now, "gitProcesses": self.git_processes,
+            "horizons": [{key: value for key, value in result.as_dict(count, dry_run).items() if key not in shared}
+                         for result, count in zip(self.results, counts)],
+        }
+
+
 def read_state(warehouse: Warehouse) -> State:
     connection = connect(warehouse, [t.INTEGRATIONS, t.REPOS, t.MERGES, t.ATTEMPT_EVENTS, t.OUTCOMES, t.EVENTS])
     try:
@@ -121,7 +157,8 @@ def _horizon(chain: list[tuple[str, int, list[str]]], index: dict[str, int], can
 
 @dataclass
 class _Job:
-    """One task of one integration whose survival is measured at `rev`."""
+    """One task of one integration whose survival is measured at `rev`, for the harvest at one
+    horizon (`result`; its outcome goes to `slots[slot]`)."""
 
     slot: int
     path: str
@@ -130,6 +167,8 @@ class _Job:
     base: str
     rev: str
     data: dict
+    result: HarvestResult
+    slots: list
     commits: list[str] | None = None
     files: list[tuple[int | None, str]] | None = None
     error: str | None = None
@@ -144,42 +183,74 @@ def harvest(
     now: float | None = None,
     workers: int = 4,
 ) -> HarvestResult:
-    """Find the survival outcomes not yet recorded (nothing is written here)."""
+    """Find the survival outcomes at one horizon not yet recorded (nothing is written here)."""
+    found = harvest_horizons(warehouse, horizons=[horizon_days], repo=repo, include_temp=include_temp, now=now,
+                             workers=workers)
+    return found.results[0]
+
+
+def harvest_horizons(
+    warehouse: Warehouse,
+    *,
+    horizons: list[int],
+    repo: str | None = None,
+    include_temp: bool = False,
+    now: float | None = None,
+    workers: int = 4,
+) -> Harvests:
+    """Find the survival outcomes not yet recorded at each of `horizons` (days; repeated ones once,
+    in ascending order); nothing is written here. Git work is shared between horizons: each
+    integration's landed commits and branch history, each task's commits and numstat, and each
+    blame of a (revision, path) and revert scan of a (candidate, revision) whichever horizons ask."""
     now = time.time() if now is None else float(now)
     if not math.isfinite(now):  # NaN compares false with every horizon: a pending integration would read as measured
         raise LoopmeterError(f"now must be a finite time in unix seconds (got {now})", Exit.USAGE)
+    days = sorted(set(horizons))
+    if not days or days[0] < 0:
+        raise LoopmeterError(f"horizons must be days, at least 0 (got {horizons})", Exit.USAGE)
     state = read_state(warehouse)
-    result = HarvestResult(horizon_days=horizon_days, now=now)
+    results = [HarvestResult(horizon_days=horizon, now=now) for horizon in days]
     wanted = str(Path(repo).resolve()) if repo else None
     by_path: dict[str, list[dict]] = defaultdict(list)
     for integration in state.integrations:
         path = integration["path"]
         if wanted and (not path or str(Path(path).resolve()) != wanted):
             continue
-        if not path:
-            result.counts["repo_unknown"] += 1
-            _unharvested(result, integration, "repo_unknown", "its repository id has no path (no repos entry)")
+        reason = _unreachable(path, include_temp)
+        if reason is None:
+            by_path[path].append(integration)
             continue
-        if is_temporary(path) and not include_temp:
-            result.counts["skipped_temp"] += 1
-            continue
-        if not is_directory(path):
-            result.counts["repo_missing"] += 1
-            _unharvested(result, integration, "repo_missing", f"{path} is not a directory")
-            continue
-        by_path[path].append(integration)
-    slots: list[dict | None] = []
+        for result in results:
+            result.counts[reason[0]] += 1
+            if reason[1]:
+                _unharvested(result, integration, *reason)
+    slots: dict[int, list[dict | None]] = {result.horizon_days: [] for result in results}
+    processes = 0
     for path, integrations in by_path.items():
         git = Git(path)
         try:
-            _harvest_repository(git, path, integrations, state, result, slots, horizon_days, now, workers)
+            _harvest_repository(git, path, integrations, state, results, slots, now, workers)
         finally:
-            result.git_processes += git.processes
-    for outcome in slots:
-        if outcome is not None:
-            result.outcomes.append(outcome)
-            result.counts[outcome["data"]["status"]] += 1
-    return result
+            processes += git.processes
+    for result in results:
+        result.git_processes = processes
+        for outcome in slots[result.horizon_days]:
+            if outcome is not None:
+                result.outcomes.append(outcome)
+                result.counts[outcome["data"]["status"]] += 1
+    return Harvests(now=now, results=results, git_processes=processes)
+
+
+def _unreachable(path: str | None, include_temp: bool) -> tuple[str, str] | None:
+    """(count key, detail: "" when the integration is counted but not listed) for a repository the
+    harvest does not open, else None."""
+    if not path:
+        return "repo_unknown", "its repository id has no path (no repos entry)"
+    if is_temporary(path) and not include_temp:
+        return "skipped_temp", ""
+    if not is_directory(path):
+        return "repo_missing", f"{path} is not a directory"
+    return None
 
 
 def _unharvested(result: HarvestResult, integration: dict, reason: str, detail: str, merge: dict | None = None) -> None:
@@ -190,26 +261,68 @@ def _unharvested(result: HarvestResult, integration: dict, reason: str, detail: 
     result.unharvested.append(entry)
 
 
-def _harvest_repository(git: Git, path: str, integrations: list[dict], state: State, result: HarvestResult,
-                        slots: list, horizon_days: int, now: float, workers: int) -> None:
-    counts = result.counts
+class _History:
+    """One repository's integrations as git sees them, each query run once for every horizon: the
+    commits an integration landed and a branch tip's first-parent chain (a failed query is kept
+    and raised again to every horizon that asks)."""
+
+    def __init__(self, git: Git, resolved: dict):
+        self.git, self.resolved = git, resolved
+        self._landed: dict[tuple[str, str], set[str] | GitError] = {}
+        self._chains: dict[str, tuple[list, dict[str, int]] | GitError] = {}
+
+    def landed(self, candidate: str, parent: str) -> set[str]:
+        key = (candidate, parent)
+        if key not in self._landed:
+            self._landed[key] = _try(lambda: set(self.git.rev_list(candidate, "^" + parent)))
+        return _raised(self._landed[key])
+
+    def chain(self, tip: str) -> tuple[list, dict[str, int]]:
+        if tip not in self._chains:
+            found = _try(self.git.first_parent_chain, tip)
+            self._chains[tip] = found if isinstance(found, GitError) else (
+                found, {sha: i for i, (sha, _, _) in enumerate(found)})
+        return _raised(self._chains[tip])
+
+
+def _raised(value):
+    if isinstance(value, GitError):
+        raise value
+    return value
+
+
+def _harvest_repository(git: Git, path: str, integrations: list[dict], state: State, results: list[HarvestResult],
+                        slots: dict[int, list], now: float, workers: int) -> None:
     problem = git.repository_problem()
     if problem is not None:
         key = "not_git" if problem.startswith("not a git") else "shallow" if "shallow" in problem else "git_error"
-        for integration in integrations:
-            counts[key] += 1
-            _unharvested(result, integration, key, problem)
+        for result in results:
+            for integration in integrations:
+                result.counts[key] += 1
+                _unharvested(result, integration, key, problem)
         return
     try:
         resolved = git.resolve([i["candidate"] + "^{commit}" for i in integrations]
                                + [i["branch"] + "^{commit}" for i in integrations if i["branch"]])
     except GitError as error:
-        for integration in integrations:
-            counts["git_error"] += 1
-            _unharvested(result, integration, "git_error", str(error))
+        for result in results:
+            for integration in integrations:
+                result.counts["git_error"] += 1
+                _unharvested(result, integration, "git_error", str(error))
         return
-    chains: dict[str, tuple[list, dict[str, int]]] = {}
-    landed_cache: dict[tuple[str, str], set[str]] = {}
+    history = _History(git, resolved)
+    jobs: list[_Job] = []
+    for result in results:
+        jobs += _plan(history, path, integrations, state, result, slots[result.horizon_days], now)
+    if jobs:
+        _measure(git, jobs, workers)
+
+
+def _plan(history: _History, path: str, integrations: list[dict], state: State, result: HarvestResult, slots: list,
+          now: float) -> list[_Job]:
+    """One horizon's outcomes in this repository: lost ones and the pending count at once, a slot and
+    a job for each task whose lines are to be measured."""
+    counts, horizon_days, resolved = result.counts, result.horizon_days, history.resolved
     jobs: list[_Job] = []
     for integration in integrations:
         candidate, parent, branch = integration["candidate"], integration["parent"], integration["branch"]
@@ -218,10 +331,7 @@ def _harvest_repository(git: Git, path: str, integrations: list[dict], state: St
             _unharvested(result, integration, "candidate_missing", f"commit {candidate} is not in {path}")
             continue
         try:
-            key = (candidate, parent)
-            if key not in landed_cache:
-                landed_cache[key] = set(git.rev_list(candidate, "^" + parent))
-            landed = landed_cache[key]
+            landed = history.landed(candidate, parent)
             tasks = [m for (r, c), m in state.merges.items() if r == integration["repo"] and c in landed]
             todo = [m for m in tasks if outcome_rid(candidate, m["commit"], horizon_days) not in state.have]
             counts["already"] += len(tasks) - len(todo)
@@ -232,10 +342,7 @@ def _harvest_repository(git: Git, path: str, integrations: list[dict], state: St
             if tip is None:
                 status, rev, rev_ts = "lost", None, None
             else:
-                if tip[0] not in chains:
-                    chain = git.first_parent_chain(tip[0])
-                    chains[tip[0]] = (chain, {sha: i for i, (sha, _, _) in enumerate(chain)})
-                chain, index = chains[tip[0]]
+                chain, index = history.chain(tip[0])
                 status, rev, rev_ts = _horizon(chain, index, resolved[candidate + "^{commit}"][0], cutoff, now)
                 if status == "ok" and rev == resolved[candidate + "^{commit}"][0]:
                     rev = candidate  # the seed names the candidate as the event gave it
@@ -263,13 +370,12 @@ def _harvest_repository(git: Git, path: str, integrations: list[dict], state: St
                 slots.append(outcome)
             else:
                 slots.append(None)  # filled when the task's git work is done
-                jobs.append(_Job(slot, path, integration, merge, base, rev, data))
-    if jobs:
-        _measure(git, jobs, slots, result, workers)
+                jobs.append(_Job(slot, path, integration, merge, base, rev, data, result, slots))
+    return jobs
 
 
-def _measure(git: Git, jobs: list[_Job], slots: list, result: HarvestResult, workers: int) -> None:
-    """Survival and reverts of every task, sharing git work between tasks."""
+def _measure(git: Git, jobs: list[_Job], workers: int) -> None:
+    """Survival and reverts of every task at every horizon, sharing git work between them."""
     pairs = list(dict.fromkeys((job.base, job.merge["commit"]) for job in jobs))
     try:
         present = git.resolve([f"{commit}^{{commit}}" for pair in pairs for commit in pair])
@@ -318,10 +424,10 @@ def _measure(git: Git, jobs: list[_Job], slots: list, result: HarvestResult, wor
         if not job.error:
             _finish(job, blames, reverts)
         if job.error:
-            result.counts["git_error"] += 1
-            _unharvested(result, job.integration, "git_error", job.error, job.merge)
+            job.result.counts["git_error"] += 1
+            _unharvested(job.result, job.integration, "git_error", job.error, job.merge)
         else:
-            slots[job.slot] = dict(rid=outcome_rid(job.integration["candidate"], job.merge["commit"], job.data["horizon_days"]),
+            job.slots[job.slot] = dict(rid=outcome_rid(job.integration["candidate"], job.merge["commit"], job.data["horizon_days"]),
                                    run=job.merge["run"], task=job.merge["task"], repo=job.integration["repo"],
                                    path=job.path, data=job.data)
 
@@ -363,8 +469,9 @@ def _finish(job: _Job, blames: dict, reverts: dict) -> None:
 
 # ---- recording ----------------------------------------------------------------------------
 
-def record(warehouse: Warehouse, result: HarvestResult) -> int:
-    """Add the outcomes to forge_events (month of `now`) and forge_outcomes; returns how many."""
+def record(warehouse: Warehouse, result: HarvestResult | Harvests) -> int:
+    """Add the outcomes (of every horizon, in one publish) to forge_events (month of `now`) and
+    forge_outcomes; returns how many."""
     if not result.outcomes:
         return 0
     now = datetime.fromtimestamp(result.now, timezone.utc)
