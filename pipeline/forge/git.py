@@ -19,7 +19,9 @@ Batching, so a harvest runs few processes: one `cat-file --batch-check` resolves
 candidate and branch of a repository, one `log --first-parent` per branch tip serves all
 its integrations, one `diff-tree --stdin` computes every task's numstat, one `ls-tree`
 per horizon revision says which files are still there, and a blame runs once per
-(revision, path) however many tasks need it.
+(revision, path) however many tasks need it. `first_parent_changes` tells which paths each
+first-parent commit changed, so that revisions between which a path did not change share
+its blame too.
 """
 from __future__ import annotations
 
@@ -197,6 +199,24 @@ class Git:
             sha, ct, *parents = line.split()
             chain.append((sha, int(ct), parents))
         return chain
+
+    def first_parent_changes(self, base: str, tip: str) -> list[tuple[str, set[str]]]:
+        """The first-parent commits in base..tip (`base` on tip's first-parent chain), newest first,
+        each with the paths (as git names them) that differ from its first parent."""
+        output = self.out("log", "--no-show-signature", "--first-parent", "--diff-merges=first-parent", "--no-renames",
+                          "--no-ext-diff", "--no-textconv", "--raw", "--no-abbrev", "-z", "--format=%H",
+                          f"{base}..{tip}")[1].decode("utf-8", "surrogateescape")
+        commits: list[tuple[str, set[str]]] = []
+        tokens = iter(output.split("\0"))
+        for token in tokens:
+            token = token.lstrip("\n")
+            if token.startswith(":") and commits:
+                commits[-1][1].add(next(tokens, ""))  # a raw entry: its path is the next token
+            elif _SHA.match(token):
+                commits.append((token, set()))
+            elif token:
+                raise GitError(f"log --raw printed an unexpected line: {token[:80]!r}")
+        return commits
 
     def rev_list(self, *revisions: str) -> list[str]:
         return self.text("rev-list", *revisions).split()

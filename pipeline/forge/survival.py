@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import time
+from bisect import bisect_left
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -169,6 +170,8 @@ class _Job:
     data: dict
     result: HarvestResult
     slots: list
+    tip: str  # the branch tip whose first-parent chain holds `rev`
+    rev_sha: str  # `rev` as a commit id (`rev` keeps the candidate as the event names it)
     commits: list[str] | None = None
     files: list[tuple[int | None, str]] | None = None
     error: str | None = None
@@ -315,7 +318,7 @@ def _harvest_repository(git: Git, path: str, integrations: list[dict], state: St
     for result in results:
         jobs += _plan(history, path, integrations, state, result, slots[result.horizon_days], now)
     if jobs:
-        _measure(git, jobs, workers)
+        _measure(history, jobs, workers)
 
 
 def _plan(history: _History, path: str, integrations: list[dict], state: State, result: HarvestResult, slots: list,
@@ -344,8 +347,9 @@ def _plan(history: _History, path: str, integrations: list[dict], state: State, 
             else:
                 chain, index = history.chain(tip[0])
                 status, rev, rev_ts = _horizon(chain, index, resolved[candidate + "^{commit}"][0], cutoff, now)
-                if status == "ok" and rev == resolved[candidate + "^{commit}"][0]:
-                    rev = candidate  # the seed names the candidate as the event gave it
+            rev_sha = rev
+            if status == "ok" and rev == resolved[candidate + "^{commit}"][0]:
+                rev = candidate  # the seed names the candidate as the event gave it
         except GitError as error:
             counts["git_error"] += 1
             _unharvested(result, integration, "git_error", str(error))
@@ -370,12 +374,13 @@ def _plan(history: _History, path: str, integrations: list[dict], state: State, 
                 slots.append(outcome)
             else:
                 slots.append(None)  # filled when the task's git work is done
-                jobs.append(_Job(slot, path, integration, merge, base, rev, data, result, slots))
+                jobs.append(_Job(slot, path, integration, merge, base, rev, data, result, slots, tip[0], rev_sha))
     return jobs
 
 
-def _measure(git: Git, jobs: list[_Job], workers: int) -> None:
+def _measure(history: _History, jobs: list[_Job], workers: int) -> None:
     """Survival and reverts of every task at every horizon, sharing git work between them."""
+    git = history.git
     pairs = list(dict.fromkeys((job.base, job.merge["commit"]) for job in jobs))
     try:
         present = git.resolve([f"{commit}^{{commit}}" for pair in pairs for commit in pair])
@@ -416,7 +421,12 @@ def _measure(git: Git, jobs: list[_Job], workers: int) -> None:
                 job.error = str(trees[job.rev])
         to_blame = [(rev, path) for rev, path in wanted
                     if not isinstance(trees[rev], GitError) and path in trees[rev]]
-        blames = dict(zip(to_blame, pool.map(lambda key: _try(git.blame_counts, *key), to_blame)))
+        same = _blame_classes(history, [job for job in jobs if not job.error])
+        runs: dict[tuple[str, str], tuple[str, str]] = {}  # a class of equal blames -> the (rev, path) blamed for it
+        for key in to_blame:
+            runs.setdefault(same.get(key, key), key)
+        found = dict(zip(runs.values(), pool.map(lambda key: _try(git.blame_counts, *key), runs.values())))
+        blames = {key: found[runs[same.get(key, key)]] for key in to_blame}
         scans = list(dict.fromkeys((job.integration["candidate"], job.rev) for job in jobs
                                    if not job.error and job.rev != job.integration["candidate"]))
         reverts = dict(zip(scans, pool.map(lambda key: _try(git.reverting_commits, *key), scans)))
@@ -430,6 +440,40 @@ def _measure(git: Git, jobs: list[_Job], workers: int) -> None:
             job.slots[job.slot] = dict(rid=outcome_rid(job.integration["candidate"], job.merge["commit"], job.data["horizon_days"]),
                                    run=job.merge["run"], task=job.merge["task"], repo=job.integration["repo"],
                                    path=job.path, data=job.data)
+
+
+def _blame_classes(history: _History, jobs: list[_Job]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(rev, path) of the jobs' added files -> (first-parent commit, path) whose blame it equals.
+
+    git blame hands a file's lines whole to the first parent that holds the same file, so along a
+    first-parent chain a path's blame is the same at every commit back to the last one that changed
+    it (against its first parent). One `log --first-parent --raw` per branch tip, over the span its
+    revisions cover, says which commits changed which paths. A (rev, path) whose class is unknown
+    (the log failed) is not in the answer: it is blamed on its own."""
+    by_tip: dict[str, list[_Job]] = defaultdict(list)
+    for job in jobs:
+        by_tip[job.tip].append(job)
+    classes: dict[tuple[str, str], tuple[str, str]] = {}
+    for tip, tip_jobs in by_tip.items():
+        chain, index = history.chain(tip)
+        positions = {job.rev: index[job.rev_sha] for job in tip_jobs}  # 0 is the tip, higher is older
+        newest, oldest = min(positions.values()), max(positions.values())
+        if newest == oldest:
+            continue
+        changes = _try(history.git.first_parent_changes, chain[oldest][0], chain[newest][0])
+        if isinstance(changes, GitError) or [sha for sha, _ in changes] != [sha for sha, _, _ in chain[newest:oldest]]:
+            continue
+        changed_at: dict[str, list[int]] = defaultdict(list)  # path -> positions of the commits that changed it
+        for offset, (_, paths) in enumerate(changes):
+            for path in paths:
+                changed_at[path].append(newest + offset)
+        for job in tip_jobs:
+            for added, path in job.files:
+                if added:
+                    at = changed_at.get(path, [])
+                    later = bisect_left(at, positions[job.rev])  # the last change at or before rev
+                    classes[(job.rev, path)] = (chain[at[later] if later < len(at) else oldest][0], path)
+    return classes
 
 
 def _try(function, *args):
