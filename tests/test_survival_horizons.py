@@ -15,7 +15,8 @@ from conftest import run_cli
 from forge_fixtures import retarget, run_user, seed_harvest
 from pipeline.forge import tables as t
 from pipeline.forge.git import Git
-from pipeline.forge.survival import _blame_classes, _History, _Job, harvest, harvest_horizons, outcome_rid
+from pipeline.forge.measure import History, Job, blame_classes
+from pipeline.forge.survival import harvest, harvest_horizons, outcome_rid
 from test_forge_survival import build
 
 DAY = 86400
@@ -91,12 +92,12 @@ def test_a_path_unchanged_between_revisions_has_the_same_blame_there(busy):
     sample, _, _ = busy
     git = Git(sample.repos[0][1])
     tip = git.text("rev-parse", "main").strip()
-    history = _History(git, {})
+    history = History(git, {})
     chain, _ = history.chain(tip)
     paths = [f"src/module_{i}.py" for i in range(3)] + ["README.md", "assets/logo.bin"]
-    jobs = [_Job(0, "", {}, {}, "", sha, {}, None, [], tip, sha, files=[(1, path) for path in paths])
+    jobs = [Job(0, "", {}, {}, "", sha, {}, None, [], tip, sha, files=[(1, path) for path in paths])
             for sha, _, _ in chain[:-1]]  # every first-parent commit after the first
-    classes = _blame_classes(history, jobs)
+    classes = blame_classes(history, jobs)
     assert len(classes) == len(jobs) * len(paths)
     assert len(set(classes.values())) < len(classes) / 2  # most revisions share their blame with others
     assert any(len({key for key in classes.values() if key[1] == path}) > 1 for path in paths)  # and not all

@@ -25,21 +25,20 @@ import hashlib
 import json
 import math
 import time
-from bisect import bisect_left
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
 
-from ..errors import Exit, LoopmeterError, shown_path
+from ..errors import Exit, LoopmeterError
 from ..sql import run_query
 from ..warehouse import Warehouse
 from . import tables as t
 from .derive import connect, typed_frame
 from .git import Git, GitError, is_directory, is_temporary
+from .measure import History, Job, measure
 
 HORIZON_DAYS = 14
 DAY_S = 86400
@@ -156,27 +155,6 @@ def _horizon(chain: list[tuple[str, int, list[str]]], index: dict[str, int], can
     return "ok", rev, rev_ts
 
 
-@dataclass
-class _Job:
-    """One task of one integration whose survival is measured at `rev`, for the harvest at one
-    horizon (`result`; its outcome goes to `slots[slot]`)."""
-
-    slot: int
-    path: str
-    integration: dict
-    merge: dict
-    base: str
-    rev: str
-    data: dict
-    result: HarvestResult
-    slots: list
-    tip: str  # the branch tip whose first-parent chain holds `rev`
-    rev_sha: str  # `rev` as a commit id (`rev` keeps the candidate as the event names it)
-    commits: list[str] | None = None
-    files: list[tuple[int | None, str]] | None = None
-    error: str | None = None
-
-
 def harvest(
     warehouse: Warehouse,
     *,
@@ -264,36 +242,6 @@ def _unharvested(result: HarvestResult, integration: dict, reason: str, detail: 
     result.unharvested.append(entry)
 
 
-class _History:
-    """One repository's integrations as git sees them, each query run once for every horizon: the
-    commits an integration landed and a branch tip's first-parent chain (a failed query is kept
-    and raised again to every horizon that asks)."""
-
-    def __init__(self, git: Git, resolved: dict):
-        self.git, self.resolved = git, resolved
-        self._landed: dict[tuple[str, str], set[str] | GitError] = {}
-        self._chains: dict[str, tuple[list, dict[str, int]] | GitError] = {}
-
-    def landed(self, candidate: str, parent: str) -> set[str]:
-        key = (candidate, parent)
-        if key not in self._landed:
-            self._landed[key] = _try(lambda: set(self.git.rev_list(candidate, "^" + parent)))
-        return _raised(self._landed[key])
-
-    def chain(self, tip: str) -> tuple[list, dict[str, int]]:
-        if tip not in self._chains:
-            found = _try(self.git.first_parent_chain, tip)
-            self._chains[tip] = found if isinstance(found, GitError) else (
-                found, {sha: i for i, (sha, _, _) in enumerate(found)})
-        return _raised(self._chains[tip])
-
-
-def _raised(value):
-    if isinstance(value, GitError):
-        raise value
-    return value
-
-
 def _harvest_repository(git: Git, path: str, integrations: list[dict], state: State, results: list[HarvestResult],
                         slots: dict[int, list], now: float, workers: int) -> None:
     problem = git.repository_problem()
@@ -313,20 +261,29 @@ def _harvest_repository(git: Git, path: str, integrations: list[dict], state: St
                 result.counts["git_error"] += 1
                 _unharvested(result, integration, "git_error", str(error))
         return
-    history = _History(git, resolved)
-    jobs: list[_Job] = []
+    history = History(git, resolved)
+    jobs: list[Job] = []
     for result in results:
         jobs += _plan(history, path, integrations, state, result, slots[result.horizon_days], now)
     if jobs:
-        _measure(history, jobs, workers)
+        measure(history, jobs, workers)
+        for job in jobs:
+            if job.error:
+                job.result.counts["git_error"] += 1
+                _unharvested(job.result, job.integration, "git_error", job.error, job.merge)
+            else:
+                job.slots[job.slot] = dict(rid=outcome_rid(job.integration["candidate"], job.merge["commit"],
+                                                           job.data["horizon_days"]),
+                                           run=job.merge["run"], task=job.merge["task"], repo=job.integration["repo"],
+                                           path=job.path, data=job.data)
 
 
-def _plan(history: _History, path: str, integrations: list[dict], state: State, result: HarvestResult, slots: list,
-          now: float) -> list[_Job]:
+def _plan(history: History, path: str, integrations: list[dict], state: State, result: HarvestResult, slots: list,
+          now: float) -> list[Job]:
     """One horizon's outcomes in this repository: lost ones and the pending count at once, a slot and
     a job for each task whose lines are to be measured."""
     counts, horizon_days, resolved = result.counts, result.horizon_days, history.resolved
-    jobs: list[_Job] = []
+    jobs: list[Job] = []
     for integration in integrations:
         candidate, parent, branch = integration["candidate"], integration["parent"], integration["branch"]
         if resolved.get(candidate + "^{commit}") is None:
@@ -374,141 +331,8 @@ def _plan(history: _History, path: str, integrations: list[dict], state: State, 
                 slots.append(outcome)
             else:
                 slots.append(None)  # filled when the task's git work is done
-                jobs.append(_Job(slot, path, integration, merge, base, rev, data, result, slots, tip[0], rev_sha))
+                jobs.append(Job(slot, path, integration, merge, base, rev, data, result, slots, tip[0], rev_sha))
     return jobs
-
-
-def _measure(history: _History, jobs: list[_Job], workers: int) -> None:
-    """Survival and reverts of every task at every horizon, sharing git work between them."""
-    git = history.git
-    pairs = list(dict.fromkeys((job.base, job.merge["commit"]) for job in jobs))
-    try:
-        present = git.resolve([f"{commit}^{{commit}}" for pair in pairs for commit in pair])
-    except GitError as error:
-        present = {}
-        for job in jobs:
-            job.error = str(error)
-    usable = [pair for pair in pairs if present.get(f"{pair[0]}^{{commit}}") and present.get(f"{pair[1]}^{{commit}}")]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        commit_sets = dict(zip(usable, pool.map(lambda pair: _try(git.rev_list, f"{pair[0]}..{pair[1]}"), usable)))
-        numstats: dict[tuple[str, str], object] = {}
-        try:
-            for pair, files in zip(usable, git.numstats(usable)):
-                numstats[pair] = files
-        except GitError:  # isolate the pair git cannot diff
-            for pair, files in zip(usable, pool.map(lambda pair: _try(lambda: git.numstats([pair])[0]), usable)):
-                numstats[pair] = files
-        for job in jobs:
-            pair = (job.base, job.merge["commit"])
-            if job.error:
-                continue
-            if pair not in commit_sets:
-                job.error = f"commit {pair[0]} or {pair[1]} is not in the repository"
-            elif isinstance(commit_sets[pair], GitError):
-                job.error = str(commit_sets[pair])
-            elif isinstance(numstats.get(pair), GitError):
-                job.error = str(numstats[pair])
-            else:
-                job.commits, job.files = commit_sets[pair], numstats[pair]
-        wanted = list(dict.fromkeys((job.rev, path) for job in jobs if not job.error
-                                    for added, path in job.files if added))
-        by_rev: dict[str, list[str]] = defaultdict(list)
-        for rev, path in wanted:
-            by_rev[rev].append(path)
-        trees = dict(zip(by_rev, pool.map(lambda rev: _try(git.existing_paths, rev, by_rev[rev]), by_rev)))
-        for job in jobs:
-            if not job.error and isinstance(trees.get(job.rev), GitError):
-                job.error = str(trees[job.rev])
-        to_blame = [(rev, path) for rev, path in wanted
-                    if not isinstance(trees[rev], GitError) and path in trees[rev]]
-        same = _blame_classes(history, [job for job in jobs if not job.error])
-        runs: dict[tuple[str, str], tuple[str, str]] = {}  # a class of equal blames -> the (rev, path) blamed for it
-        for key in to_blame:
-            runs.setdefault(same.get(key, key), key)
-        found = dict(zip(runs.values(), pool.map(lambda key: _try(git.blame_counts, *key), runs.values())))
-        blames = {key: found[runs[same.get(key, key)]] for key in to_blame}
-        scans = list(dict.fromkeys((job.integration["candidate"], job.rev) for job in jobs
-                                   if not job.error and job.rev != job.integration["candidate"]))
-        reverts = dict(zip(scans, pool.map(lambda key: _try(git.reverting_commits, *key), scans)))
-    for job in jobs:
-        if not job.error:
-            _finish(job, blames, reverts)
-        if job.error:
-            job.result.counts["git_error"] += 1
-            _unharvested(job.result, job.integration, "git_error", job.error, job.merge)
-        else:
-            job.slots[job.slot] = dict(rid=outcome_rid(job.integration["candidate"], job.merge["commit"], job.data["horizon_days"]),
-                                   run=job.merge["run"], task=job.merge["task"], repo=job.integration["repo"],
-                                   path=job.path, data=job.data)
-
-
-def _blame_classes(history: _History, jobs: list[_Job]) -> dict[tuple[str, str], tuple[str, str]]:
-    """(rev, path) of the jobs' added files -> (first-parent commit, path) whose blame it equals.
-
-    git blame hands a file's lines whole to the first parent that holds the same file, so along a
-    first-parent chain a path's blame is the same at every commit back to the last one that changed
-    it (against its first parent). One `log --first-parent --raw` per branch tip, over the span its
-    revisions cover, says which commits changed which paths. A (rev, path) whose class is unknown
-    (the log failed) is not in the answer: it is blamed on its own."""
-    by_tip: dict[str, list[_Job]] = defaultdict(list)
-    for job in jobs:
-        by_tip[job.tip].append(job)
-    classes: dict[tuple[str, str], tuple[str, str]] = {}
-    for tip, tip_jobs in by_tip.items():
-        chain, index = history.chain(tip)
-        positions = {job.rev: index[job.rev_sha] for job in tip_jobs}  # 0 is the tip, higher is older
-        newest, oldest = min(positions.values()), max(positions.values())
-        if newest == oldest:
-            continue
-        changes = _try(history.git.first_parent_changes, chain[oldest][0], chain[newest][0])
-        if isinstance(changes, GitError) or [sha for sha, _ in changes] != [sha for sha, _, _ in chain[newest:oldest]]:
-            continue
-        changed_at: dict[str, list[int]] = defaultdict(list)  # path -> positions of the commits that changed it
-        for offset, (_, paths) in enumerate(changes):
-            for path in paths:
-                changed_at[path].append(newest + offset)
-        for job in tip_jobs:
-            for added, path in job.files:
-                if added:
-                    at = changed_at.get(path, [])
-                    later = bisect_left(at, positions[job.rev])  # the last change at or before rev
-                    classes[(job.rev, path)] = (chain[at[later] if later < len(at) else oldest][0], path)
-    return classes
-
-
-def _try(function, *args):
-    try:
-        return function(*args)
-    except GitError as error:
-        return error
-
-
-def _finish(job: _Job, blames: dict, reverts: dict) -> None:
-    commits = set(job.commits)
-    files, added_total, surviving_total = {}, 0, 0
-    for added, path in job.files:
-        if not added:
-            continue  # binary (no lines to follow) or nothing added
-        counts = blames.get((job.rev, path))
-        if isinstance(counts, GitError):
-            job.error = str(counts)
-            return
-        kept = sum(counts[sha] for sha in commits) if counts is not None else 0
-        kept = min(kept, added)
-        files[shown_path(path)] = [added, kept]  # a name that is not UTF-8 shown with \xNN escapes
-        added_total += added
-        surviving_total += kept
-    candidate = job.integration["candidate"]
-    shas = commits | {s for s in (job.merge.get("integration"), candidate) if s}
-    reverted_by: list[str] = []
-    if job.rev != candidate:
-        scan = reverts.get((candidate, job.rev))
-        if isinstance(scan, GitError):
-            job.error = str(scan)
-            return
-        reverted_by = [sha for sha, named in scan if any(any(s.startswith(m) for s in shas) for m in named)]
-    job.data.update(files=files, added=added_total, surviving=surviving_total, reverted_by=reverted_by,
-                    status="ok" if added_total else "no_additions")
 
 
 # ---- recording ----------------------------------------------------------------------------
