@@ -180,7 +180,7 @@ def test_demo_waits_with_wait_and_names_its_paths_absolute(demo_warehouse, tmp_p
     out, err = process.communicate(timeout=600)
     assert process.returncode == 0, err
     assert f"sample data:  {(data / 'sample').resolve()}\n" in out
-    assert "git process" not in out and "harvest survival: " in out and " outcomes recorded at 14 days" in out
+    assert "git process" not in out and "harvest survival: " in out and " outcomes recorded at 7, 14 and 30 days" in out
 
 
 QUERY = ("SELECT * FROM (VALUES (1, 'a', 1.5, NULL), (2, 'b, \"c\"', NULL, 'x')) t(id, name, score, note) "

@@ -134,7 +134,7 @@ def report_routing(
                      "--horizon-days repeated measures at each of its horizons, sharing the git work; --json then "
                      "gives a list `horizons` of per-horizon results.",
     example="loopmeter harvest survival --dry-run\n"
-            "loopmeter harvest survival --horizon-days 7 --horizon-days 14 --horizon-days 30",
+            "loopmeter harvest survival --horizon-days 7 --horizon-days 30 --json",
     codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def harvest_survival(
