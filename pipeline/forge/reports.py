@@ -3,7 +3,10 @@
 `routing_document` / `survival_document` return what `--json` prints; `*_text` render
 them for people (routing exactly as the seed prints it, and at a width it is wider than, its
 rows as tables and its lines wrapped: `fitted`); `*_frames` turn them into the
-`forge_routing_*` and `forge_survival` tables.
+`forge_routing_*` and `forge_survival` tables. `surviving_share` is the one definition of a
+surviving share's Wilson interval (over the tasks); `survival_curves` sums the survival rows
+per model and horizon for the HTML report's curves; `harvest_text` and `unharvested_notes`
+say what `harvest survival` found, per horizon.
 
 Non-finite numbers: the seed's `json.dumps` writes NaN and Infinity, which are not JSON. In
 routing they come from a weight 1/propensity that overflows (a propensity below ~5.6e-309 makes
