@@ -12,7 +12,7 @@ from ..cli import harvest_app, ingest_app, report_app
 from ..errors import Exit, LoopmeterError
 from .common import (
     SHOWN_REJECTIONS, JsonOption, QuietOption, WaitOption, WarehouseOption, check_number, check_utf8_path, command, note,
-    open_warehouse, print_rejections, set_quiet, usage_error, write_stdout,
+    open_warehouse, print_rejections, set_quiet, store_report_tables, usage_error, write_stdout,
 )
 from .helptext import command_help
 
@@ -22,20 +22,6 @@ RepoOption = Annotated[Optional[Path], typer.Option("--repo", help="Only this re
 def _require(store, table: str) -> None:
     if not store.has_table(table):
         raise LoopmeterError(f"no Forge data in {store.root}; run `loopmeter ingest forge STORE` first")
-
-
-def _store_tables(store, frames: dict, wait: bool, what: str) -> None:
-    from ..catalog import refresh_catalog
-    from ..errors import WarehouseBusy
-
-    try:
-        with store.lock(wait=wait, command=what):
-            with store.publishing():
-                for name, frame in frames.items():
-                    store.write_table(name, frame)
-            refresh_catalog(store)
-    except WarehouseBusy as error:
-        raise WarehouseBusy(f"the report above was not stored: {error}") from None
 
 
 @ingest_app.command("forge", **command_help(
@@ -121,7 +107,7 @@ def report_routing(
         note(f"note: no task matched {chosen}: the report is empty")
     write_stdout((routing_json(document) if json else routing_text(document, stdout_width())) + "\n")
     sys.stdout.flush()
-    _store_tables(store, routing_frames(document, scope), wait, "report routing")
+    store_report_tables(store, routing_frames(document, scope), wait, "report routing")
     return Exit.OK
 
 
@@ -211,7 +197,7 @@ def report_survival(
     document = survival_document(store)
     write_stdout((routing_json(document) if json else survival_text(document, stdout_width())) + "\n")
     sys.stdout.flush()
-    _store_tables(store, {t.SURVIVAL: survival_frame(document)}, wait, "report survival")
+    store_report_tables(store, {t.SURVIVAL: survival_frame(document)}, wait, "report survival")
     return Exit.OK
 
 
