@@ -24,7 +24,7 @@ SOME_COMMANDS = (Exit.REJECTED, Exit.BUSY, Exit.REGRESSED)
 SHORT_MEANINGS = {
     Exit.REJECTED: "some inputs rejected (the rest stored)",
     Exit.BUSY: "warehouse locked by another writer",
-    Exit.REGRESSED: "regressed (with --fail-on regression)",
+    Exit.REGRESSED: "a row regressed (--fail-on)",
 }
 
 TIER_METAVAR = "[smoke|evidence|tail]"

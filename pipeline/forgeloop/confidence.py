@@ -124,9 +124,12 @@ def confidence_rows(pairs: pl.DataFrame, mode_runs: pl.DataFrame, settings: Sett
     every_run_version_1 = mode_runs.group_by(["run_set_id", "scenario_id"]).agg(pl.col("all_version_1").all())
     version_1 = {(run_set, scenario) for run_set, scenario, every in every_run_version_1.iter_rows() if every}
     samples = _samples(pairs)
+    ran = set(mode_runs.select(MODE).iter_rows())
     rows = []
     for comparison in comparisons.iter_rows(named=True):
         key = (comparison["run_set_id"], comparison["scenario_id"], comparison["mode"])
+        if key not in ran:
+            continue  # the mode has no run in the scenario: nothing to say of it
         for metric, statistic, names, fraction, column, count in STATISTICS:
             if statistic.startswith("distribution") and key[:2] in version_1:
                 continue  # ForgeLoop's version-1 comparisons have no distribution deltas
