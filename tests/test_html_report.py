@@ -151,6 +151,9 @@ MEASURE = r"""(() => {
     for (const el of svg.querySelectorAll('g.data circle')) xs.push(num(el, 'cx'));
     for (const el of svg.querySelectorAll('g.data rect')) { xs.push(num(el, 'x')); xs.push(num(el, 'x') + num(el, 'width')); }
     for (const el of svg.querySelectorAll('g.data line')) { xs.push(num(el, 'x1')); xs.push(num(el, 'x2')); }
+    const ys = [];
+    for (const el of svg.querySelectorAll('g.data circle')) ys.push(num(el, 'cy'));
+    for (const el of svg.querySelectorAll('g.data line')) { ys.push(num(el, 'y1')); ys.push(num(el, 'y2')); }
     const rows = [...svg.querySelectorAll('g.data text.label')].map(label => {
       const y = num(label, 'y') - 4;
       const at = sel => [...svg.querySelectorAll(sel)].filter(el => Math.abs(num(el, sel.includes('circle') ? 'cy' : 'y1') - y) < 0.5);
@@ -160,9 +163,9 @@ MEASURE = r"""(() => {
     });
     const box = svg.getBoundingClientRect();
     return {name: svg.getAttribute('aria-label'), section: svg.closest('section') && svg.closest('section').id,
-            ticks: ticks.map(t => ({text: t.textContent, x: num(t, 'x')})),
+            ticks: ticks.map(t => ({text: t.textContent, x: num(t, 'x'), y: num(t, 'y') - 4, axis: t.getAttribute('data-axis') || 'x'})),
             titles: [...svg.querySelectorAll('.axis-title')].map(t => ({text: t.textContent, width: t.getBBox().width})),
-            data: xs, rows, right: box.right, tick_px: ticks.length ? ticks[0].getBoundingClientRect().height : 0};
+            data: xs, data_y: ys, rows, right: box.right, tick_px: ticks.length ? ticks[0].getBoundingClientRect().height : 0};
   });
   let widest = 0, widest_tag = '';
   for (const el of document.body.querySelectorAll('*')) {
@@ -238,8 +241,10 @@ def test_page_is_self_contained(report):
     assert text.startswith("<!doctype html>")
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must not load anything from the network"
     assert "<script" not in text
-    for title in ("Token distributions", "Paired token overhead of the adaptive mode", "Tail classes"):
+    for title in ("Token distributions", "Paired token overhead of the adaptive mode", "Overhead with 95 % intervals",
+                  "Light objectives", "Tail classes"):
         assert text.count(title) == 3  # one per run set
+    assert text.count("Overhead across run sets") == 2  # in the contents and as the section's heading
     assert 'stroke-dasharray="5,4"' in text  # the 35 % and 60 % objective lines
     assert "(outlier)" in text and "TAIL_" in text
 
@@ -263,21 +268,34 @@ def test_every_run_set_has_its_section_and_charts(measured, warehouse, width):
     assert run_sets == ["sample-evidence-5", "sample-legacy-5", "sample-tail-30"]
     page = measured[width]
     sections = {section["id"]: section for section in page["sections"]}
-    assert page["contents"] == [f"#run-set-{name}" for name in run_sets] + ["#forge"]
+    assert page["contents"] == ["#trend"] + [f"#run-set-{name}" for name in run_sets] + ["#forge"]
     for name in run_sets:
         assert sections[f"run-set-{name}"]["heading"] == f"Run set {name}"
-        assert sections[f"run-set-{name}"]["tables"] == 1
+        assert sections[f"run-set-{name}"]["tables"] == 2  # the light objectives and the tail classes
         names = {chart["name"] for chart in page["charts"] if chart["section"] == f"run-set-{name}"}
-        assert names == {f"token distributions, run set {name}", f"paired overhead, run set {name}"}
+        assert names == {f"token distributions, run set {name}", f"paired overhead, run set {name}",
+                         f"overhead intervals, run set {name}"}
+    assert [chart["name"] for chart in page["charts"] if chart["section"] == "trend"] == ["overhead trend"]
     assert "90 runs in 6 scenarios." in page["text"] and "540 runs in 6 scenarios." in page["text"]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_axis_has_a_title_round_ticks_to_its_end_and_no_minus_zero(measured, width):
     charts = measured[width]["charts"]
-    assert len(charts) == 3 * 2 + 4
+    assert len(charts) == 3 * 3 + 1 + 4
     problems = []
     for chart in charts:
+        if chart["name"] == "overhead trend":  # its values run up the vertical axis
+            values = [tick for tick in chart["ticks"] if tick["axis"] == "y"]
+            labels, ys = [tick["text"] for tick in values], [tick["y"] for tick in values]
+            problems += [f"trend: tick {label!r}" for label in labels if "-0" in label or "\u22120" in label]
+            if len(labels) < 3 or ys != sorted(ys, reverse=True) or not chart["data_y"]:
+                problems.append(f"trend: ticks {labels}")
+            elif not ys[-1] - 1e-6 <= min(chart["data_y"]) or not max(chart["data_y"]) <= ys[0] + 1e-6:
+                problems.append(f"trend: ticks from {ys[0]} to {ys[-1]}, data from {min(chart['data_y'])} to {max(chart['data_y'])}")
+            if len(chart["titles"]) != 2:
+                problems.append("trend: not two axis titles")
+            continue
         name, labels, xs = chart["name"], [tick["text"] for tick in chart["ticks"]], [tick["x"] for tick in chart["ticks"]]
         if not (len(chart["titles"]) == 1 and chart["titles"][0]["text"].strip() and chart["titles"][0]["width"] > 0):
             problems.append(f"{name}: no axis title")
@@ -423,3 +441,21 @@ def write_docs_screenshots(docs: Path) -> None:
 
 if __name__ == "__main__":
     write_docs_screenshots(ROOT / "docs")
+
+
+def test_the_overhead_intervals_and_verdicts_are_those_of_report_confidence(measured, warehouse, report):
+    confidence = json.loads(run_cli("report", "confidence", "--json", warehouse=warehouse).stdout)
+    html = report.read_text()
+    for run_set in ("sample-evidence-5", "sample-legacy-5", "sample-tail-30"):
+        rows = [r for r in confidence["rows"] if r["runSetId"] == run_set and r["mode"] == "forgeloopAdaptive"
+                and r["metric"] == "tokens" and r["statistic"].startswith("paired") and r["estimate"] is not None]
+        chart = next(c for c in measured[1400]["charts"] if c["name"] == f"overhead intervals, run set {run_set}")
+        assert [row["label"] for row in chart["rows"]] == [f"{r['scenarioId']} \u00b7 {r['statistic'][-3:].lower()}" for r in rows]
+        for drawn, row in zip(chart["rows"], rows):
+            [dot] = drawn["dots"]
+            ends = [("open" if end is None else f"{end:.0f}%".replace("-", "\u2212")) for end in (row["low"], row["high"])]
+            assert dot["title"].endswith(f"95% interval {ends[0]} to {ends[1]}".replace("-0%", "0%")), (dot, row)
+        svg = html.split(f'aria-label="overhead intervals, run set {run_set}"', 1)[1].split("</svg>", 1)[0]
+        assert svg.count("cannot bound this end</title>") == sum((r["low"] is None) + (r["high"] is None) for r in rows)
+    verdicts = re.findall(r'<td class="(MET|VIOLATED|INCONCLUSIVE)">', html)
+    assert verdicts == [o["verdict"] for o in confidence["objectives"]] and verdicts
