@@ -95,28 +95,23 @@ def _samples(pairs: pl.DataFrame) -> dict[tuple, np.ndarray]:
     return {key: values[end - size:end] for key, size, end in zip(sizes.drop("len").iter_rows(), sizes["len"], ends)}
 
 
-def _interval(samples: dict, key: tuple, names: tuple[str, ...], fraction: float, settings: Settings) -> intervals.Interval:
-    """The bootstrap interval of one statistic (a paired percentile, or a distribution delta)."""
-    level = settings.level
+def _draws(samples: dict, key: tuple, names: tuple[str, ...], fraction: float,
+           settings: Settings) -> tuple[np.ndarray, bool, bool] | None:
+    """One statistic's bootstrap draws (a paired percentile, or a distribution delta) and whether
+    its low and high ends are open; None without values."""
     drawn, ends = [], []
     for name in names:
         values = samples.get((*key, name))
         if values is None or len(values) == 0:
-            return intervals.Interval(None, None)
+            return None
         rng = intervals.generator(settings.seed, *key, name, repr(fraction))
         drawn.append(intervals.percentile_draws(values, fraction, settings.resamples, rng))
-        ends.append(intervals.open_ends(len(values), fraction, level, two_sample=len(names) == 2))
+        ends.append(intervals.open_ends(len(values), fraction, settings.level, two_sample=len(names) == 2))
     if len(drawn) == 1:
-        low, high = intervals.percentile_interval(drawn[0], level)
-        return intervals.closed(low, high, *ends[0])
+        return drawn[0], *ends[0]
     (direct, candidate), ((direct_low, direct_high), (candidate_low, candidate_high)) = drawn, ends
-    low, high = intervals.percentile_interval((candidate - direct) / direct * 100.0, level)
     # the delta rises with the mode's percentile and falls with direct's
-    return intervals.closed(low, high, candidate_low or direct_high, candidate_high or direct_low)
-
-
-def _rounded(interval: intervals.Interval) -> intervals.Interval:
-    return intervals.Interval(js_round4(interval.low), js_round4(interval.high))
+    return (candidate - direct) / direct * 100.0, candidate_low or direct_high, candidate_high or direct_low
 
 
 def confidence_rows(pairs: pl.DataFrame, mode_runs: pl.DataFrame, settings: Settings) -> list[dict]:
@@ -125,7 +120,7 @@ def confidence_rows(pairs: pl.DataFrame, mode_runs: pl.DataFrame, settings: Sett
     version_1 = {(run_set, scenario) for run_set, scenario, every in every_run_version_1.iter_rows() if every}
     samples = _samples(pairs)
     ran = set(mode_runs.select(MODE).iter_rows())
-    rows = []
+    rows, drawn = [], []  # drawn: (row, draws, low open, high open) of the rows with an estimate
     for comparison in comparisons.iter_rows(named=True):
         key = (comparison["run_set_id"], comparison["scenario_id"], comparison["mode"])
         if key not in ran:
@@ -134,11 +129,31 @@ def confidence_rows(pairs: pl.DataFrame, mode_runs: pl.DataFrame, settings: Sett
             if statistic.startswith("distribution") and key[:2] in version_1:
                 continue  # ForgeLoop's version-1 comparisons have no distribution deltas
             estimate = comparison[column]
-            interval = _rounded(_interval(samples, key, names, fraction, settings)) if estimate is not None \
-                else intervals.Interval(None, None)
-            rows.append({"runSetId": key[0], "scenarioId": key[1], "mode": key[2], "metric": metric, "statistic": statistic,
-                         "estimate": estimate, "low": interval.low, "high": interval.high, "pairs": comparison[count]})
+            row = {"runSetId": key[0], "scenarioId": key[1], "mode": key[2], "metric": metric, "statistic": statistic,
+                   "estimate": estimate, "low": None, "high": None, "pairs": comparison[count]}
+            rows.append(row)
+            found = None if estimate is None else _draws(samples, key, names, fraction, settings)
+            if found is not None:
+                drawn.append((row, *found))
+            if len(drawn) == BATCH:
+                _set_ends(drawn, settings.level)
+    _set_ends(drawn, settings.level)
     return rows
+
+
+BATCH = 256  # intervals whose quantiles are taken in one pass (256 x 2000 draws: 4 MB)
+
+
+def _set_ends(drawn: list, level: float) -> None:
+    """The interval ends of the rows in `drawn` (row, draws, low open, high open), which it empties."""
+    if not drawn:
+        return
+    tail = (1.0 - level) / 2.0
+    ends = np.quantile(np.stack([draws for _, draws, _, _ in drawn]), [tail, 1.0 - tail], axis=1)
+    for (row, _, low_open, high_open), low, high in zip(drawn, ends[0], ends[1]):
+        row["low"] = None if low_open else js_round4(float(low))
+        row["high"] = None if high_open else js_round4(float(high))
+    drawn.clear()
 
 
 def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Settings) -> list[dict]:
