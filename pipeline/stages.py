@@ -74,18 +74,19 @@ def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float
            outcome: AllStages) -> None:
     from .forge.ingest import ingest_forge
     from .forge.reports import (
-        routing_document, routing_frames, routing_scope, routing_text, survival_document, survival_frame, survival_text,
+        routing_frames, routing_scope, routing_text, survival_document, survival_frame, survival_text,
     )
+    from .forge.srm import routing_and_srm, srm_frame
     from .forge.survival import harvest, record
-    from .forge.tables import SURVIVAL
+    from .forge.tables import SRM, SURVIVAL
 
     ingested = ingest_forge(warehouse, store_path)
     outcome.rejected += ingested.rejected
     outcome.steps.append(f"ingest forge: {ingested.stored} new events ({ingested.read} read, {ingested.rejected} rejected)")
     scope = routing_scope(None, None)
-    routing = routing_document(warehouse, scope)
+    routing, srm = routing_and_srm(warehouse, scope)
     with warehouse.publishing():
-        for name, frame in routing_frames(routing, scope).items():
+        for name, frame in {**routing_frames(routing, scope), SRM: srm_frame(srm, scope)}.items():
             warehouse.write_table(name, frame)
     pairs = sum(1 for row in routing["randomized"] if "note" not in row)
     outcome.steps.append(f"report routing: {len(routing['observational'])} observational rows, {pairs} randomized pairs")
@@ -103,4 +104,4 @@ def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int, now: float
     )
     survival = survival_document(warehouse)
     warehouse.write_table(SURVIVAL, survival_frame(survival))
-    outcome.texts += [routing_text(routing), survival_text(survival)]
+    outcome.texts += [routing_text(routing, srm=srm), survival_text(survival)]

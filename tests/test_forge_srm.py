@@ -145,12 +145,14 @@ def test_an_assignment_the_propensities_rule_out_is_a_mismatch(tmp_path):
     # a 5% draw that came up: chi-square (0.95^2 / 0.05 + 0.95^2 / 0.95) = 19, P(chi2_1 >= 19) = 1.3e-5, but the expected cells
     # (0.05 and 0.95) are far below 5 and the exact probability of the draw is 0.05: too few to tell
     (0.05, 19.0, 1.3071845366763e-05, None),
+    # a 1e-4 draw that came up: the Chernoff bound 1e-4 * e^0.9999 = 2.7e-4 (times 2: below 0.001) confirms it
+    (1e-4, 9999.0, 0.0, True),
 ])
 def test_a_single_assignment(tmp_path, propensity, chi, p, flag):
     warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", draw_events([("low", True, propensity)])))
     (row,) = srm.srm_document(warehouse)["rows"]
     assert (row["assigned"], row["alternative_assigned"], row["srm"]) == (1, 1, flag)
-    assert row["chi_square"] == pytest.approx(chi, rel=1e-12) and row["p_value"] == pytest.approx(p, rel=1e-9)
+    assert row["chi_square"] == pytest.approx(chi, rel=1e-12) and row["p_value"] == pytest.approx(p, rel=1e-9, abs=1e-300)
 
 
 def test_few_expected_but_a_gross_mismatch_is_flagged():
