@@ -306,17 +306,14 @@ SRM_COLUMNS: list[Column] = [
     ("alternative", "str", "the other candidate"),
     ("assigned", "i64", "paired assignments of the pair in scope, every one (no window)"),
     ("alternative_assigned", "i64", "of those, assignments to the alternative arm (intent to treat)"),
-    ("expected_alternative", "f64", "the sum over the assignments of P(alternative): the propensity where the "
-                                    "alternative was chosen, else 1 - propensity; the default cell expects "
-                                    "assigned - expected_alternative"),
-    ("chi_square", "f64", "Pearson's chi-square over the default and alternative cells, sum of (observed - "
-                          "expected)^2 / expected; a cell expecting 0 adds 0 when it observed 0; null when it "
-                          "observed more (an assignment the propensities rule out)"),
-    ("p_value", "f64", "P(chi-square with 1 degree of freedom >= chi_square) = erfc(sqrt(chi_square / 2)); 0 "
-                       "when chi_square is null"),
-    ("srm", "bool", "sample ratio mismatch: p_value < 0.001 with both expected counts >= 5, or with a Chernoff "
-                    "bound proving the exact probability < 0.001; null: p_value < 0.001 but too few assignments "
-                    "to tell"),
+    ("expected_alternative", "f64", "sum over the assignments of P(alternative): the propensity where the alternative "
+                                    "was chosen, else 1 - propensity"),
+    ("chi_square", "f64", "Pearson's chi-square over the two cells (the default expects assigned - "
+                          "expected_alternative); null when a cell expecting 0 observed more"),
+    ("p_value", "f64", "P(chi-square, 1 degree of freedom >= chi_square) = erfc(sqrt(chi_square / 2)); 0 when "
+                       "chi_square is null"),
+    ("srm", "bool", "mismatch: p_value < 0.001, with both expected counts >= 5 or a Chernoff bound confirming it; "
+                    "null: too few to tell"),
     ("scope_repo", "str", "the --repo the report was limited to (null: all)"),
     ("scope_since_unix", "f64", "the --since limit, unix seconds (null: none)"),
     ("computed_at", "datetime", "when the report was computed (UTC)"),
