@@ -207,9 +207,10 @@ def _run_set_sections(run_set: str, runs: pl.DataFrame, analysis) -> list[Sectio
     ]
 
 
-def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None) -> list[Section]:
+def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None, confidence: dict | None = None) -> list[Section]:
     """A section per run set (only `run_set` when given). `result`: the aggregate a stage computed
-    already (stage.Aggregated), else computed here."""
+    already (stage.Aggregated), else computed here; `confidence`: the `report confidence` document
+    of those run sets, likewise."""
     from .forgeloop.confidence import confidence_report
     from .forgeloop.stage import compute
 
@@ -222,7 +223,7 @@ def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None) -
     files = warehouse.partition_files("runs", "run_set_id", run_sets)
     runs = warehouse.read_files("runs", files, ["run_set_id", "run_id", "scenario_id", "mode", "total_tokens", "recorded_at"])
     by_set = runs.partition_by("run_set_id", as_dict=True)
-    confidence = confidence_report(warehouse, run_set)
+    confidence = confidence_report(warehouse, run_set) if confidence is None else confidence
     sections = _trend_sections(runs, confidence) if len(run_sets) > 1 else []
     for name in run_sets:
         own = _run_set_sections(name, by_set.get((name,), runs.clear()), analysis)
@@ -259,21 +260,29 @@ def _who(group: dict) -> str:
 def forge_sections(warehouse: Warehouse) -> list[Section]:
     """First-pass rates, randomized differences and survival, from the Forge reports."""
     from .forge import tables as forge_tables
-    from .forge.reports import routing_document, routing_scope, survival_document
+    from .forge.reports import routing_scope, survival_document
     from .forge.routing import wilson
+    from .forge.srm import flagged_pairs, routing_and_srm
 
     if not warehouse.has_table(forge_tables.TASKS):
         return [Section("Forge routing and survival", prose("No Forge store ingested yet (`loopmeter ingest forge STORE`)."),
                         "", anchor="forge")]
-    routing = routing_document(warehouse, routing_scope(None, None))
+    routing, srm = routing_and_srm(warehouse, routing_scope(None, None))
+    mismatched = flagged_pairs(srm)
     observational = [
         (f"{row['tier']} · {row['spec']}, {plural(row['tasks'], 'task')}", row["first_pass"], *row["ci"])
         for row in routing["observational"]
     ]
     randomized = [
-        (f"{row['tier']}: {row['alternative']} vs {row['default']}", row["difference"], *(row["ci"] or (None, None)))
+        (f"{row['tier']}: {row['alternative']} vs {row['default']}"
+         + (" (SRM: untrustworthy)" if (row["tier"], row["default"], row["alternative"]) in mismatched else ""),
+         row["difference"], *(row["ci"] or (None, None)))
         for row in routing["randomized"] if "note" not in row
     ]
+    srm_note = (f" {plural(len(mismatched), 'pair')} marked SRM drew the alternative at a rate their logged propensities "
+                "rule out (p < 0.001, `loopmeter report srm`): their comparison is untrustworthy." if mismatched else
+                " Every pair's draws split as their logged propensities say (no sample ratio mismatch, "
+                "`loopmeter report srm`).")
     notes = " ".join(prose(row["note"]) + "." for row in routing["randomized"] if "note" in row)
     sections = [
         Section("Forge routing and survival", "Tasks Forge routed to models, how their first attempts did, and how much of "
@@ -286,7 +295,7 @@ def forge_sections(warehouse: Warehouse) -> list[Section]:
         Section("Randomized comparisons",
                 "Intent-to-treat difference in first-pass rate (alternative − default) from exploration draws, "
                 "Hajek-weighted, with the run-cluster bootstrap 95 % interval. Dashed: the −10 percentage-point "
-                f"non-inferiority margin. {notes}",
+                f"non-inferiority margin.{prose(srm_note)} {notes}",
                 interval_chart(randomized, "difference in first-pass rate, alternative − default", "randomized differences",
                                line=(-0.10, points(-0.10)), label=points),
                 level=3),
@@ -315,9 +324,10 @@ def forge_sections(warehouse: Warehouse) -> list[Section]:
     return sections
 
 
-def build_page(warehouse: Warehouse, run_set: str | None = None, forgeloop=None) -> str:
-    """The page; `forgeloop` is an aggregate already computed (run-all), so it is not computed twice."""
+def build_page(warehouse: Warehouse, run_set: str | None = None, forgeloop=None, confidence: dict | None = None) -> str:
+    """The page; `forgeloop` (an aggregate) and `confidence` (its intervals) computed already (run-all)
+    are not computed twice."""
     page = Page("loopmeter report")
-    page.sections += forgeloop_sections(warehouse, run_set, forgeloop)
+    page.sections += forgeloop_sections(warehouse, run_set, forgeloop, confidence)
     page.sections += forge_sections(warehouse)
     return page.render()

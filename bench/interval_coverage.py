@@ -5,7 +5,7 @@ Simulated samples from known distributions, at 5 to 20 pairs (and more): for eac
 statistic, the share of samples whose 95 % interval holds the true value, and the median width
 (an open end counts as covering, and as infinitely wide).
 
-    python bench/coverage.py [--samples 1000] [--resamples 2000] [--markdown]
+    python bench/interval_coverage.py [--samples 1000] [--resamples 2000]
 
 Methods: `percentile`, `basic` (2 * estimate - the percentile ends) and `BCa` (bias-corrected and
 accelerated, jackknife acceleration), each as textbooks define it over n draws with replacement;

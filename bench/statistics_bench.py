@@ -1,7 +1,7 @@
 """Benchmark: `report confidence` over many runs and `compare` of two large run sets, beside the
 ForgeLoop figures they build on, measured in the same run.
 
-    python bench/statistics.py [--runs 100000] [--compare-runs 20000] [--keep DIR]
+    python bench/statistics_bench.py [--runs 100000] [--compare-runs 20000] [--keep DIR]
 
 Generates (deterministically, kept in --keep or the temporary directory) `--runs` runs in run
 sets of 20 runs per scenario and mode, and two run sets of `--compare-runs` runs each; ingests
