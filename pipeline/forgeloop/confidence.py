@@ -222,10 +222,12 @@ def confidence_frames(report: dict) -> dict[str, pl.DataFrame]:
 # ---- for people ---------------------------------------------------------------------------------
 STATISTIC_NAMES = {"pairedOverheadP50": "paired p50", "pairedOverheadP95": "paired p95",
                    "distributionDeltaP50": "distribution Δ p50", "distributionDeltaP95": "distribution Δ p95"}
+MODE_NAMES = {"forgeloopBalanced": "balanced", "forgeloopAdaptive": "adaptive"}
 
 
 def render_confidence(report: dict, console: Console) -> None:
-    from ..tables_text import add_row, new_table, print_table
+    """A title per run set, then a table per scenario: mode, statistic, estimate, the interval, pairs."""
+    from ..tables_text import add_row, fit_line, new_table, print_table
     from .reports import _percent, _text
 
     level = f"{report['level'] * 100:g}%"
@@ -233,18 +235,21 @@ def render_confidence(report: dict, console: Console) -> None:
     def end(value: float | None) -> str:
         return "open" if value is None else _percent(value)
 
-    headers = ("Scenario", "Mode", "Metric", "Statistic", "Estimate", f"{level} low", f"{level} high", "Pairs")
-    by_run_set: dict[str, list[dict]] = {}
+    headers = ("Mode", "Statistic", "Estimate", f"{level} low", f"{level} high", "Pairs")
+    by_scenario: dict[str, dict[str, list[dict]]] = {}
     for row in report["rows"]:
-        by_run_set.setdefault(row["runSetId"], []).append(row)
-    for run_set, rows in by_run_set.items():
-        table = new_table(headers, f"Run set {run_set}: overhead against direct, {level} bootstrap intervals "
-                                   f"({report['resamples']} resamples, seed {report['seed']})", right=headers[4:])
-        for row in rows:
-            add_row(table, (row["scenarioId"], row["mode"], row["metric"], STATISTIC_NAMES[row["statistic"]],
-                            _percent(row["estimate"]), end(row["low"]), end(row["high"]), _text(row["pairs"])))
-        print_table(console, table, key=(0, 1))
-    if not by_run_set:
+        by_scenario.setdefault(row["runSetId"], {}).setdefault(row["scenarioId"], []).append(row)
+    width = console.width if console.is_terminal else None
+    for run_set, scenarios in by_scenario.items():
+        console.print(fit_line(f"Run set {run_set}: overhead against direct, {level} bootstrap intervals "
+                               f"({report['resamples']} resamples, seed {report['seed']})", width), markup=False)
+        for scenario, rows in scenarios.items():
+            table = new_table(headers, scenario, right=headers[2:])
+            for row in rows:
+                add_row(table, (MODE_NAMES.get(row["mode"], row["mode"]), f"{row['metric']} {STATISTIC_NAMES[row['statistic']]}",
+                                _percent(row["estimate"]), end(row["low"]), end(row["high"]), _text(row["pairs"])))
+            print_table(console, table, key=(0, 1))
+    if not by_scenario:
         console.print("No run sets measured.")
     if report["objectives"]:
         headers = ("Run set", "Scenario", "Objective", "Verdict", "Repeats needed")
@@ -255,5 +260,5 @@ def render_confidence(report: dict, console: Console) -> None:
             add_row(table, (entry["runSetId"], entry["scenarioId"], f"{statistic} ≤ {_text(entry['threshold'])}%",
                             entry["verdict"], _text(entry["repeatsNeeded"])))
         print_table(console, table, key=(0, 1))
-    console.print(f"open: the pairs cannot bound that end at {level}, whatever their distribution "
-                  "(docs/statistics.md).", markup=False)
+    console.print(fit_line(f"open: the pairs cannot bound that end at {level}, whatever their distribution "
+                           "(docs/statistics.md).", width), markup=False)
