@@ -135,16 +135,25 @@ def _summary(report: dict) -> str:
 
 
 def render_compare(report: dict, console: Console) -> None:
-    from ..tables_text import add_row, new_table, print_table
+    """A title, then a table per scenario (mode, metric, medians, ratio, interval, verdict), then the counts."""
+    from ..tables_text import add_row, fit_line, new_table, print_table
+    from .confidence import MODE_NAMES
 
     headers, rows = _cells(report)
-    table = new_table(headers, f"{report['candidate']} against {report['baseline']}", right=headers[3:8])
+    width = console.width if console.is_terminal else None
+    console.print(fit_line(f"{report['candidate']} against {report['baseline']}", width), markup=False)
+    by_scenario: dict[str, list[list[str]]] = {}
     for row in rows:
-        add_row(table, row)
-    print_table(console, table, key=(0, 1))
-    console.print(_summary(report), markup=False)
+        by_scenario.setdefault(row[0], []).append([MODE_NAMES.get(row[1], row[1]), *row[2:]])
+    for scenario, cells in by_scenario.items():
+        table = new_table(headers[1:], scenario, right=headers[3:8])
+        for row in cells:
+            add_row(table, row)
+        print_table(console, table, key=(0, 1))
+    console.print(fit_line(_summary(report), width), markup=False)
     if any(row["low"] is None and row["ratio"] is not None for row in report["rows"]):
-        console.print("open: the runs cannot bound that end at this level (4 runs or fewer on a side at 95%).", markup=False)
+        console.print(fit_line("open: the runs cannot bound that end at this level (docs/statistics.md).", width),
+                      markup=False)
 
 
 def compare_markdown(report: dict) -> str:
