@@ -202,8 +202,6 @@ CURVE_LEFT = 64  # y tick labels ("100%") and the rotated y title
 CURVE_TOP = 16
 DODGE = 7  # a series' points sit this far from the next one's at the same x, so whiskers do not hide each other
 CAP = 4  # half the width of a whisker's cap
-SERIES_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6",
-                  "#bab0ac")
 
 
 def _snug_ticks(low: float, high: float) -> list[float]:
@@ -216,7 +214,8 @@ def _snug_ticks(low: float, high: float) -> list[float]:
 def curve_chart(series: Sequence[tuple[str, Sequence[tuple[float, float, float | None, float | None, str]]]],
                 x_title: str, y_title: str, title: str) -> str:
     """A line per series over x (e.g. days), y a share 0..1: each point a dot with its interval as a
-    whisker, a legend of the series' colours above. `series`: (name, [(x, y, low, high, tooltip)]).
+    whisker, a legend of the series' colours (SERIES_COLOURS in order) above. `series`: (name,
+    [(x, y, low, high, tooltip)]); the vertical axis's ticks carry data-axis="y".
     A series' points are set `DODGE` apart from the next series' at the same x; the x axis reaches
     past the dodged whiskers to a round tick."""
     series = [(name, [p for p in points if p[1] is not None and math.isfinite(p[1])]) for name, points in series]
@@ -249,11 +248,12 @@ def curve_chart(series: Sequence[tuple[str, Sequence[tuple[float, float, float |
         parts.append(f'<line x1="{x:.1f}" y1="{CURVE_TOP}" x2="{x:.1f}" y2="{bottom}" stroke="#e5e5e5"/>'
                      f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" class="tick">{escape(count(tick))}</text>')
     parts.append(f'<text x="{CURVE_LEFT + width / 2:.1f}" y="{CURVE_HEIGHT - 8}" text-anchor="middle" '
-                 f'class="axis-title">{escape(x_title)}</text></g><g class="y-axis">')
+                 f'class="axis-title">{escape(x_title)}</text>')
     for tick in y_ticks:
         y = y_at(tick)
         parts.append(f'<line x1="{CURVE_LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#e5e5e5"/>'
-                     f'<text x="{CURVE_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{escape(share(tick))}</text>')
+                     f'<text x="{CURVE_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick" data-axis="y">'
+                     f'{escape(share(tick))}</text>')
     middle = (CURVE_TOP + bottom) / 2
     parts.append(f'<text x="16" y="{middle:.1f}" transform="rotate(-90 16 {middle:.1f})" text-anchor="middle" '
                  f'class="axis-title">{escape(y_title)}</text></g><g class="data">')
@@ -280,3 +280,101 @@ def curve_chart(series: Sequence[tuple[str, Sequence[tuple[float, float, float |
            f'viewBox="0 0 {WIDTH} {CURVE_HEIGHT}" width="100%" preserveAspectRatio="xMinYMin meet">'
            + "".join(parts) + "</g></svg>")
     return '<ul class="legend">' + "".join(legend) + "</ul>" + svg
+
+
+def _open_end(x: float, y: int, direction: int, colour: str) -> str:
+    """An arrowhead at the plot's edge: the interval goes on past it (the sample cannot bound it)."""
+    return (f'<path d="M{x:.1f},{y} l{-6 * direction},-5 v10 z" fill="{colour}" fill-opacity="0.6">'
+            "<title>open: the pairs cannot bound this end</title></path>")
+
+
+def estimate_chart(rows: Sequence[tuple[str, float | None, float | None, float | None, str]],
+                   lines: Sequence[tuple[float, str]], axis_title: str, title: str) -> str:
+    """One row per (label, estimate, low, high, colour): the estimate as a dot, its interval as a bar;
+    an end that is None while the estimate is known is open, drawn to the plot's edge with an
+    arrowhead. Values in percent; `lines` are dashed vertical marks (objectives)."""
+    known = [(name, value, low, high, colour) for name, value, low, high, colour in rows if value is not None]
+    if not known:
+        return '<p class="empty">No comparable pairs.</p>'
+    values = [v for _, *vs, _ in known for v in vs if v is not None] + [value for value, _ in lines] + [0.0]
+    frame = _Frame(min(values), max(values), [name for name, *_ in known])
+    parts = [frame.axis(percent, axis_title)]
+    for position, (value, label) in enumerate(lines):
+        parts.append(frame.vertical(value, label, anchor="end" if position == 0 and len(lines) > 1 else "start"))
+    parts.append('<g class="data">')
+    for index, (name, value, low, high, colour) in enumerate(known):
+        y = frame.y(index)
+        parts.append(frame.label(index, name))
+        left = frame.x(frame.low) if low is None else frame.x(low)
+        right = frame.x(frame.high) if high is None else frame.x(high)
+        parts.append(f'<line class="interval" x1="{left:.1f}" y1="{y}" x2="{right:.1f}" y2="{y}" stroke="{colour}" '
+                     f'stroke-width="3" stroke-opacity="0.45"/>')
+        if low is None:
+            parts.append(_open_end(left, y, -1, colour))
+        if high is None:
+            parts.append(_open_end(right, y, 1, colour))
+        ends = f"{'open' if low is None else percent(low)} to {'open' if high is None else percent(high)}"
+        parts.append(f'<circle cx="{frame.x(value):.1f}" cy="{y}" r="4.5" fill="{colour}">'
+                     f"<title>{escape(name)}: {escape(_signed(f'{value:+g}'))}%, 95% interval {escape(ends)}</title></circle>")
+    return _svg(frame, "".join(parts) + "</g>", title)
+
+
+TREND_HEIGHT = 300
+TREND_LEFT = 64
+TREND_TOP = 16
+TREND_BOTTOM = 64
+SERIES_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b")
+
+
+def trend_chart(series: Sequence[tuple[str, Sequence[tuple[int, float | None, float | None, float | None]]]],
+                x_labels: Sequence[str], axis_title: str, x_title: str, title: str,
+                x_names: Sequence[str] | None = None) -> str:
+    """A line per series over categorical x positions (`x_labels`, oldest first; `x_names` name
+    them in tooltips): each point (x index, value, low, high) a dot with its interval as a whisker
+    (an open end reaches the plot's edge); the series' colours are SERIES_COLOURS in order."""
+    x_names = x_labels if x_names is None else x_names
+    points_ = [(v, lo, hi) for _, values in series for _, v, lo, hi in values if v is not None]
+    if not points_ or not x_labels:
+        return '<p class="empty">Nothing to show yet.</p>'
+    drawn = [v for triple in points_ for v in triple if v is not None] + [0.0]
+    scale = ticks(min(drawn), max(drawn))
+    low, high = scale[0], scale[-1]
+    bottom = TREND_HEIGHT - TREND_BOTTOM
+    step = (WIDTH - TREND_LEFT - RIGHT) / max(len(x_labels), 1)
+
+    def x(index: int) -> float:
+        return TREND_LEFT + step * (index + 0.5)
+
+    def y(value: float) -> float:
+        return bottom - (value - low) / (high - low) * (bottom - TREND_TOP)
+
+    parts = ['<g class="axis">']
+    for tick in scale:
+        parts.append(f'<line x1="{TREND_LEFT}" y1="{y(tick):.1f}" x2="{WIDTH - RIGHT}" y2="{y(tick):.1f}" stroke="#e5e5e5"/>'
+                     f'<text x="{TREND_LEFT - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" class="tick" data-axis="y">'
+                     f'{escape(percent(tick))}</text>')
+    shown_every = max(1, math.ceil(len(x_labels) / 8))  # at most 8 labels under the axis
+    for index, label in enumerate(x_labels):
+        if index % shown_every == 0:
+            parts.append(f'<text x="{x(index):.1f}" y="{bottom + 16}" text-anchor="middle" class="tick">{escape(label)}</text>')
+    middle = (TREND_LEFT + WIDTH - RIGHT) / 2
+    parts.append(f'<text x="{middle:.1f}" y="{TREND_HEIGHT - 10}" text-anchor="middle" class="axis-title">{escape(x_title)}</text>')
+    parts.append(f'<text transform="translate(14 {(TREND_TOP + bottom) / 2:.1f}) rotate(-90)" text-anchor="middle" '
+                 f'class="axis-title">{escape(axis_title)}</text></g><g class="data">')
+    for number, (name, values) in enumerate(series):
+        colour = SERIES_COLOURS[number % len(SERIES_COLOURS)]
+        present = [(i, v, lo, hi) for i, v, lo, hi in values if v is not None]
+        if len(present) > 1:
+            path = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v, _, _ in present)
+            parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for i, v, lo, hi in present:
+            top, foot = y(high) if hi is None else y(hi), y(low) if lo is None else y(lo)
+            dashed = ' stroke-dasharray="3,3"' if lo is None or hi is None else ""  # an open end: dashed to the edge
+            parts.append(f'<line x1="{x(i):.1f}" y1="{top:.1f}" x2="{x(i):.1f}" y2="{foot:.1f}" stroke="{colour}" '
+                         f'stroke-opacity="0.35" stroke-width="2"{dashed}/>')
+            ends = f"{'open' if lo is None else percent(lo)} to {'open' if hi is None else percent(hi)}"
+            parts.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="4" fill="{colour}"><title>{escape(name)}, '
+                         f"{escape(x_names[i])}: {escape(_signed(f'{v:+g}'))}%, 95% interval {escape(ends)}</title></circle>")
+    body = "".join(parts) + "</g>"
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart trend" role="img" aria-label="{escape(title)}" '
+            f'viewBox="0 0 {WIDTH} {TREND_HEIGHT}" width="100%" preserveAspectRatio="xMinYMin meet">{body}</svg>')

@@ -22,7 +22,8 @@ TOP_HELP = (
 TOP_EPILOG = (
     "\b\nExamples:\n  loopmeter demo\n  loopmeter --warehouse ~/lm report tail\n  loopmeter report tail -h\n\n"
     "Exit codes: 0 done, 1 failed (nothing changed), 2 wrong command line, 3 some inputs rejected (the rest "
-    "stored), 4 warehouse locked by another writer, 130 interrupted, 141 the reader of the output left; "
+    "stored), 4 warehouse locked by another writer, 5 compare found a regression (--fail-on regression), "
+    "130 interrupted, 141 the reader of the output left; "
     "each command's -h lists those it can end with, and `loopmeter help exit-codes` says more."
 )
 
@@ -126,7 +127,7 @@ def help_command(
 
 def _register() -> None:
     # each module registers its commands on the groups above
-    from .commands import check, demo, execute, forge, forgeloop, query  # noqa: F401
+    from .commands import check, demo, execute, forge, forgeloop, query, statistics  # noqa: F401
 
 
 _register()

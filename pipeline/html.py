@@ -14,7 +14,9 @@ from html import escape
 import polars as pl
 
 from . import __version__
-from .charts import curve_chart, interval_chart, overhead_chart, points, share, strip_chart
+from .charts import (
+    SERIES_COLOURS, curve_chart, estimate_chart, interval_chart, overhead_chart, points, share, strip_chart, trend_chart,
+)
 from .forgeloop.contract import LIGHT_OBJECTIVES, MODES
 from .warehouse import Warehouse
 
@@ -35,6 +37,7 @@ table.classes td, table.classes th { border: 1px solid #ddd; padding: 3px 6px; t
 table.classes td.n { text-align: right; }
 .TAIL_CONSISTENT { background: #e3f2e1; } .TAIL_PAIRED_RATIO_SENSITIVE { background: #fff3cd; }
 .TAIL_DISTRIBUTION_REGRESSION { background: #f8d7da; } .TAIL_UNRESOLVED { background: #eee; }
+.MET { background: #e3f2e1; } .VIOLATED { background: #f8d7da; } .INCONCLUSIVE { background: #eee; }
 ul.legend { list-style: none; padding: 0; margin: .5rem 0; } ul.legend li { display: inline-block; margin-right: 1rem; }
 .dot { display: inline-block; width: 10px; height: 10px; border-radius: 5px; margin-right: 4px; }
 dl.tail-legend { display: grid; grid-template-columns: minmax(0, max-content) minmax(0, 1fr); gap: .3rem .8rem; font-size: 13px; }
@@ -121,6 +124,45 @@ def _tail_legend() -> str:
     ) + "</dl>"
 
 
+STATISTIC_COLOURS = {"p50": "#2e7d32", "p95": "#8bc34a"}
+
+
+def _confidence_sections(run_set: str, confidence: dict) -> list[Section]:
+    """The adaptive mode's paired token overhead p50 and p95 with their intervals, and the light
+    objectives judged on them (`report confidence`)."""
+    rows = [row for row in confidence["rows"] if row["runSetId"] == run_set and row["mode"] == "forgeloopAdaptive"
+            and row["metric"] == "tokens" and row["statistic"].startswith("pairedOverhead")]
+    chart_rows = [(f"{row['scenarioId']} · {row['statistic'][-3:].lower()}", row["estimate"], row["low"], row["high"],
+                   STATISTIC_COLOURS[row["statistic"][-3:].lower()]) for row in rows]
+    p50, p95 = LIGHT_OBJECTIVES["p50TokenOverheadPercent"], LIGHT_OBJECTIVES["p95TokenOverheadPercent"]
+    objectives = [entry for entry in confidence["objectives"] if entry["runSetId"] == run_set]
+    table = "".join(
+        f"<tr><td>{escape(entry['scenarioId'])}</td><td>{'p50' if entry['objective'].startswith('p50') else 'p95'} "
+        f"≤ {entry['threshold']} %</td><td class=\"{entry['verdict']}\">{entry['verdict']}</td>"
+        f"<td class=\"n\">{'' if entry['repeatsNeeded'] is None else entry['repeatsNeeded']}</td></tr>"
+        for entry in objectives)
+    verdicts = (f'<table class="classes"><tr><th>scenario</th><th>objective</th><th>verdict</th>'
+                f"<th>pairs needed</th></tr>{table}</table>" if table else
+                '<p class="empty">No light scenario in this run set: no objective to judge.</p>')
+    legend = '<ul class="legend">' + "".join(
+        f'<li><i class="dot" style="background:{colour}"></i>adaptive {name}</li>' for name, colour in STATISTIC_COLOURS.items()
+    ) + "</ul>"
+    return [
+        Section("Overhead with 95 % intervals",
+                prose("ForgeLoop's paired token overhead of the adaptive mode, p50 and p95, with 95 % bootstrap intervals "
+                      "(`loopmeter report confidence`). An arrow at the edge marks an end the pairs cannot bound: a p95 "
+                      "needs 72 pairs to be bounded above, a median 6."),
+                legend + estimate_chart(chart_rows, [(float(p50), f"p50 {p50}%"), (float(p95), f"p95 {p95}%")],
+                                        "paired token overhead of adaptive over direct, with 95% interval",
+                                        f"overhead intervals, run set {run_set}"),
+                level=3),
+        Section("Light objectives",
+                "Judged on the intervals: MET when the high end is at most the threshold, VIOLATED when the low end is "
+                "above it, else INCONCLUSIVE, with the pairs that would likely settle it.",
+                verdicts, level=3),
+    ]
+
+
 def _run_set_sections(run_set: str, runs: pl.DataFrame, analysis) -> list[Section]:
     outlier_ids = set(analysis.outliers.filter(pl.col("run_set_id") == run_set)["run_id"].to_list())
     groups = []
@@ -167,9 +209,11 @@ def _run_set_sections(run_set: str, runs: pl.DataFrame, analysis) -> list[Sectio
     ]
 
 
-def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None) -> list[Section]:
+def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None, confidence: dict | None = None) -> list[Section]:
     """A section per run set (only `run_set` when given). `result`: the aggregate a stage computed
-    already (stage.Aggregated), else computed here."""
+    already (stage.Aggregated), else computed here; `confidence`: the `report confidence` document
+    of those run sets, likewise."""
+    from .forgeloop.confidence import confidence_report
     from .forgeloop.stage import compute
 
     if not warehouse.has_table("runs"):
@@ -179,12 +223,36 @@ def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None) -
     analysis = result.analysis
     run_sets = [run_set] if run_set is not None else sorted(analysis.mode_runs["run_set_id"].unique().to_list())
     files = warehouse.partition_files("runs", "run_set_id", run_sets)
-    runs = warehouse.read_files("runs", files, ["run_set_id", "run_id", "scenario_id", "mode", "total_tokens"])
+    runs = warehouse.read_files("runs", files, ["run_set_id", "run_id", "scenario_id", "mode", "total_tokens", "recorded_at"])
     by_set = runs.partition_by("run_set_id", as_dict=True)
-    sections = []
+    confidence = confidence_report(warehouse, run_set) if confidence is None else confidence
+    sections = _trend_sections(runs, confidence) if len(run_sets) > 1 else []
     for name in run_sets:
-        sections += _run_set_sections(name, by_set.get((name,), runs.clear()), analysis)
+        own = _run_set_sections(name, by_set.get((name,), runs.clear()), analysis)
+        sections += own[:3] + _confidence_sections(name, confidence) + own[3:]
     return sections
+
+
+def _trend_sections(runs: pl.DataFrame, confidence: dict) -> list[Section]:
+    """Each scenario's median paired token overhead of the adaptive mode, run set by run set in the
+    order their first runs were recorded."""
+    started = runs.group_by("run_set_id").agg(pl.col("recorded_at").min()).sort("recorded_at", "run_set_id")
+    order = {name: index for index, name in enumerate(started["run_set_id"].to_list())}
+    labels = [moment.strftime("%Y-%m-%d") for moment in started["recorded_at"].to_list()]
+    medians = [row for row in confidence["rows"] if row["mode"] == "forgeloopAdaptive" and row["metric"] == "tokens"
+               and row["statistic"] == "pairedOverheadP50"]
+    scenarios = sorted({row["scenarioId"] for row in medians})
+    series = [(scenario, [(order[row["runSetId"]], row["estimate"], row["low"], row["high"])
+                          for row in medians if row["scenarioId"] == scenario]) for scenario in scenarios]
+    legend = '<ul class="legend">' + "".join(
+        f'<li><i class="dot" style="background:{SERIES_COLOURS[number % len(SERIES_COLOURS)]}"></i>{escape(scenario)}</li>'
+        for number, scenario in enumerate(scenarios)) + "</ul>"
+    return [Section("Overhead across run sets",
+                    "Each scenario's median paired token overhead of the adaptive mode, run set by run set in the order their "
+                    "first runs were recorded, with 95 % bootstrap intervals (an end that reaches the plot's edge is open).",
+                    legend + trend_chart(series, labels, "median token overhead", "run sets, by the date of their first run",
+                                         "overhead trend", x_names=[f"{name} ({label})" for name, label in zip(order, labels)]),
+                    anchor="trend")]
 
 
 def _who(group: dict) -> str:
@@ -194,20 +262,28 @@ def _who(group: dict) -> str:
 def forge_sections(warehouse: Warehouse) -> list[Section]:
     """First-pass rates, randomized differences and survival, from the Forge reports."""
     from .forge import tables as forge_tables
-    from .forge.reports import routing_document, routing_scope, survival_document
+    from .forge.reports import routing_scope, survival_document
+    from .forge.srm import flagged_pairs, routing_and_srm
 
     if not warehouse.has_table(forge_tables.TASKS):
         return [Section("Forge routing and survival", prose("No Forge store ingested yet (`loopmeter ingest forge STORE`)."),
                         "", anchor="forge")]
-    routing = routing_document(warehouse, routing_scope(None, None))
+    routing, srm = routing_and_srm(warehouse, routing_scope(None, None))
+    mismatched = flagged_pairs(srm)
     observational = [
         (f"{row['tier']} · {row['spec']}, {plural(row['tasks'], 'task')}", row["first_pass"], *row["ci"])
         for row in routing["observational"]
     ]
     randomized = [
-        (f"{row['tier']}: {row['alternative']} vs {row['default']}", row["difference"], *(row["ci"] or (None, None)))
+        (f"{row['tier']}: {row['alternative']} vs {row['default']}"
+         + (" (SRM: untrustworthy)" if (row["tier"], row["default"], row["alternative"]) in mismatched else ""),
+         row["difference"], *(row["ci"] or (None, None)))
         for row in routing["randomized"] if "note" not in row
     ]
+    srm_note = (f" {plural(len(mismatched), 'pair')} marked SRM drew the alternative at a rate their logged propensities "
+                "rule out (p < 0.001, `loopmeter report srm`): their comparison is untrustworthy." if mismatched else
+                " Every pair's draws split as their logged propensities say (no sample ratio mismatch, "
+                "`loopmeter report srm`).")
     notes = " ".join(prose(row["note"]) + "." for row in routing["randomized"] if "note" in row)
     sections = [
         Section("Forge routing and survival", "Tasks Forge routed to models, how their first attempts did, and how much of "
@@ -220,7 +296,7 @@ def forge_sections(warehouse: Warehouse) -> list[Section]:
         Section("Randomized comparisons",
                 "Intent-to-treat difference in first-pass rate (alternative − default) from exploration draws, "
                 "Hajek-weighted, with the run-cluster bootstrap 95 % interval. Dashed: the −10 percentage-point "
-                f"non-inferiority margin. {notes}",
+                f"non-inferiority margin.{prose(srm_note)} {notes}",
                 interval_chart(randomized, "difference in first-pass rate, alternative − default", "randomized differences",
                                line=(-0.10, points(-0.10)), label=points),
                 level=3),
@@ -271,9 +347,10 @@ def _survival_sections(document: dict) -> list[Section]:
     ]
 
 
-def build_page(warehouse: Warehouse, run_set: str | None = None, forgeloop=None) -> str:
-    """The page; `forgeloop` is an aggregate already computed (run-all), so it is not computed twice."""
+def build_page(warehouse: Warehouse, run_set: str | None = None, forgeloop=None, confidence: dict | None = None) -> str:
+    """The page; `forgeloop` (an aggregate) and `confidence` (its intervals) computed already (run-all)
+    are not computed twice."""
     page = Page("loopmeter report")
-    page.sections += forgeloop_sections(warehouse, run_set, forgeloop)
+    page.sections += forgeloop_sections(warehouse, run_set, forgeloop, confidence)
     page.sections += forge_sections(warehouse)
     return page.render()

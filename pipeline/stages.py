@@ -19,6 +19,7 @@ class AllStages:
     unharvested: int = 0  # integrations or tasks the harvest could not measure (tried again next time)
     notes: list[str] = field(default_factory=list)  # what a user should know about the numbers (shown on stderr)
     forgeloop: object = None  # the ForgeLoop aggregate (stage.Aggregated)
+    confidence: dict | None = None  # the `report confidence` document of every run set
 
 
 def run_all(
@@ -34,8 +35,8 @@ def run_all(
     include_temp: bool = False,
     wait: bool = False,
 ) -> AllStages:
-    """ingest forgeloop, aggregate; ingest forge, report routing, harvest survival, report
-    survival; the catalog and the HTML report — under one hold of the warehouse lock."""
+    """ingest forgeloop, aggregate, report confidence; ingest forge, report routing (and srm), harvest
+    survival, report survival; the catalog and the HTML report — under one hold of the warehouse lock."""
     from .catalog import refresh_catalog
     from .html import build_page
     from .warehouse import atomic_write_text
@@ -47,12 +48,13 @@ def run_all(
         if forge_store is not None:
             _forge(warehouse, forge_store, horizon_days, now, include_temp, outcome)
         refresh_catalog(warehouse)
-        atomic_write_text(outcome.report, build_page(warehouse, forgeloop=outcome.forgeloop))
+        atomic_write_text(outcome.report, build_page(warehouse, forgeloop=outcome.forgeloop, confidence=outcome.confidence))
     outcome.steps.append(f"report html: {outcome.report}")
     return outcome
 
 
 def _forgeloop(warehouse: Warehouse, results: Path, scenarios: Path | None, tier: str | None, outcome: AllStages) -> None:
+    from .forgeloop.confidence import confidence_frames, confidence_report
     from .forgeloop.ingest import ingest_forgeloop
     from .forgeloop.stage import compute, publish
 
@@ -66,6 +68,14 @@ def _forgeloop(warehouse: Warehouse, results: Path, scenarios: Path | None, tier
     publish(warehouse, aggregated, outcome.aggregate)
     outcome.forgeloop = aggregated
     outcome.steps.append(f"aggregate: {len(aggregated.written)} ForgeLoop documents in {outcome.aggregate}")
+    outcome.confidence = confidence_report(warehouse)
+    with warehouse.publishing():
+        for name, frame in confidence_frames(outcome.confidence).items():
+            warehouse.write_table(name, frame)
+    verdicts = [entry["verdict"] for entry in outcome.confidence["objectives"]]
+    outcome.steps.append(f"report confidence: {len(outcome.confidence['rows'])} intervals; light objectives "
+                         f"{verdicts.count('MET')} met, {verdicts.count('VIOLATED')} violated, "
+                         f"{verdicts.count('INCONCLUSIVE')} inconclusive")
     unknown = aggregated.unknown_scenarios_note()
     if unknown:  # as `aggregate` says it
         outcome.notes.append(unknown + ("" if scenarios is not None else " (pass --scenarios DIR); the reports list only scenarios with a file"))
@@ -75,19 +85,19 @@ def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int | Sequence[
            outcome: AllStages) -> None:
     from .forge.ingest import ingest_forge
     from .forge.reports import (
-        harvest_days, routing_document, routing_frames, routing_scope, routing_text, survival_document, survival_frame,
-        survival_text,
+        harvest_days, routing_frames, routing_scope, routing_text, survival_document, survival_frame, survival_text,
     )
+    from .forge.srm import routing_and_srm, srm_frame
     from .forge.survival import harvest_horizons, record
-    from .forge.tables import SURVIVAL
+    from .forge.tables import SRM, SURVIVAL
 
     ingested = ingest_forge(warehouse, store_path)
     outcome.rejected += ingested.rejected
     outcome.steps.append(f"ingest forge: {ingested.stored} new events ({ingested.read} read, {ingested.rejected} rejected)")
     scope = routing_scope(None, None)
-    routing = routing_document(warehouse, scope)
+    routing, srm = routing_and_srm(warehouse, scope)
     with warehouse.publishing():
-        for name, frame in routing_frames(routing, scope).items():
+        for name, frame in {**routing_frames(routing, scope), SRM: srm_frame(srm, scope)}.items():
             warehouse.write_table(name, frame)
     pairs = sum(1 for row in routing["randomized"] if "note" not in row)
     outcome.steps.append(f"report routing: {len(routing['observational'])} observational rows, {pairs} randomized pairs")
@@ -107,4 +117,4 @@ def _forge(warehouse: Warehouse, store_path: Path, horizon_days: int | Sequence[
     )
     survival = survival_document(warehouse)
     warehouse.write_table(SURVIVAL, survival_frame(survival))
-    outcome.texts += [routing_text(routing), survival_text(survival)]
+    outcome.texts += [routing_text(routing, srm=srm), survival_text(survival)]

@@ -38,11 +38,13 @@ def _command_paths() -> list[str]:
 
 COMMANDS = _command_paths()
 # The exit codes beyond 0, 1, 2, 130 and 141 each command can end with: 3 where inputs can be
-# rejected while the rest is stored, 4 where it takes the warehouse's writer lock.
+# rejected while the rest is stored, 4 where it takes the warehouse's writer lock, 5 where a comparison
+# can fail on a regression.
 OWN_CODES = {
-    "aggregate": {4}, "catalog": {4}, "check": {4}, "demo": {4}, "execute": {3, 4}, "harvest survival": {3, 4},
+    "aggregate": {4}, "catalog": {4}, "check": {4}, "compare": {5}, "demo": {4}, "execute": {3, 4}, "harvest survival": {3, 4},
     "help": set(), "ingest forge": {3, 4}, "ingest forgeloop": {3, 4}, "queries": set(), "report html": set(),
-    "report outliers": set(), "report regression": set(), "report routing": {4}, "report summary": set(),
+    "report confidence": {4}, "report outliers": set(), "report regression": set(), "report routing": {4},
+    "report srm": {4}, "report summary": set(),
     "report survival": {4}, "report tail": set(), "run-all": {3, 4}, "schema": set(), "sql": set(),
 }
 
@@ -92,10 +94,11 @@ def test_the_command_lists_cut_no_description(columns):
 
 def test_top_level_help_says_the_exit_codes_once_and_help_exit_codes_says_each():
     top = " ".join(run_cli("-h").stdout.split())
-    assert "3 some inputs rejected (the rest stored), 4 warehouse locked by another writer, 130 interrupted" in top
+    assert ("3 some inputs rejected (the rest stored), 4 warehouse locked by another writer, 5 compare found a "
+            "regression (--fail-on regression), 130 interrupted") in top
     assert "--version" in top and "-h, --help" in top
     table = run_cli("help", "exit-codes").stdout
-    assert [line.split()[0] for line in table.splitlines() if line.startswith("  ")] == ["0", "1", "2", "3", "4", "130", "141"]
+    assert [line.split()[0] for line in table.splitlines() if line.startswith("  ")] == ["0", "1", "2", "3", "4", "5", "130", "141"]
     assert run_cli("help", "report", "tail").stdout == run_cli("report", "tail", "-h").stdout
     wrong = run_cli("help", "report", "nosuch", check=2)
     assert wrong.stdout == "" and wrong.stderr.count("\n") == 1 and "no command `loopmeter report nosuch`" in wrong.stderr

@@ -151,6 +151,9 @@ MEASURE = r"""(() => {
     for (const el of svg.querySelectorAll('g.data circle')) xs.push(num(el, 'cx'));
     for (const el of svg.querySelectorAll('g.data rect')) { xs.push(num(el, 'x')); xs.push(num(el, 'x') + num(el, 'width')); }
     for (const el of svg.querySelectorAll('g.data line')) { xs.push(num(el, 'x1')); xs.push(num(el, 'x2')); }
+    const ys = [];
+    for (const el of svg.querySelectorAll('g.data circle')) ys.push(num(el, 'cy'));
+    for (const el of svg.querySelectorAll('g.data line')) { ys.push(num(el, 'y1')); ys.push(num(el, 'y2')); }
     const rows = [...svg.querySelectorAll('g.data text.label')].map(label => {
       const y = num(label, 'y') - 4;
       const at = sel => [...svg.querySelectorAll(sel)].filter(el => Math.abs(num(el, sel.includes('circle') ? 'cy' : 'y1') - y) < 0.5);
@@ -170,12 +173,10 @@ MEASURE = r"""(() => {
                                                          title: c.textContent})),
       whiskers: [...g.querySelectorAll('line.interval')].map(l => ({x: num(l, 'x1'), low: num(l, 'y1'), high: num(l, 'y2')}))}));
     return {name: svg.getAttribute('aria-label'), section: svg.closest('section') && svg.closest('section').id,
-            y_ticks: [...svg.querySelectorAll('g.y-axis text.tick')].map(t => ({text: t.textContent, y: num(t, 'y') - 4})),
-            y_title_height: [...svg.querySelectorAll('g.y-axis .axis-title')].map(t => t.getBoundingClientRect().height),
             legend, series,
-            ticks: ticks.map(t => ({text: t.textContent, x: num(t, 'x')})),
+            ticks: ticks.map(t => ({text: t.textContent, x: num(t, 'x'), y: num(t, 'y') - 4, axis: t.getAttribute('data-axis') || 'x'})),
             titles: [...svg.querySelectorAll('.axis-title')].map(t => ({text: t.textContent, width: t.getBBox().width})),
-            data: xs, rows, right: box.right, tick_px: ticks.length ? ticks[0].getBoundingClientRect().height : 0};
+            data: xs, data_y: ys, rows, right: box.right, tick_px: ticks.length ? ticks[0].getBoundingClientRect().height : 0};
   });
   let widest = 0, widest_tag = '';
   for (const el of document.body.querySelectorAll('*')) {
@@ -251,8 +252,10 @@ def test_page_is_self_contained(report):
     assert text.startswith("<!doctype html>")
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), "the page must not load anything from the network"
     assert "<script" not in text
-    for title in ("Token distributions", "Paired token overhead of the adaptive mode", "Tail classes"):
+    for title in ("Token distributions", "Paired token overhead of the adaptive mode", "Overhead with 95 % intervals",
+                  "Light objectives", "Tail classes"):
         assert text.count(title) == 3  # one per run set
+    assert text.count("Overhead across run sets") == 2  # in the contents and as the section's heading
     assert 'stroke-dasharray="5,4"' in text  # the 35 % and 60 % objective lines
     assert "(outlier)" in text and "TAIL_" in text
 
@@ -276,23 +279,39 @@ def test_every_run_set_has_its_section_and_charts(measured, warehouse, width):
     assert run_sets == ["sample-evidence-5", "sample-legacy-5", "sample-tail-30"]
     page = measured[width]
     sections = {section["id"]: section for section in page["sections"]}
-    assert page["contents"] == [f"#run-set-{name}" for name in run_sets] + ["#forge"]
+    assert page["contents"] == ["#trend"] + [f"#run-set-{name}" for name in run_sets] + ["#forge"]
     for name in run_sets:
         assert sections[f"run-set-{name}"]["heading"] == f"Run set {name}"
-        assert sections[f"run-set-{name}"]["tables"] == 1
+        assert sections[f"run-set-{name}"]["tables"] == 2  # the light objectives and the tail classes
         names = {chart["name"] for chart in page["charts"] if chart["section"] == f"run-set-{name}"}
-        assert names == {f"token distributions, run set {name}", f"paired overhead, run set {name}"}
+        assert names == {f"token distributions, run set {name}", f"paired overhead, run set {name}",
+                         f"overhead intervals, run set {name}"}
+    assert [chart["name"] for chart in page["charts"] if chart["section"] == "trend"] == ["overhead trend"]
     assert "90 runs in 6 scenarios." in page["text"] and "540 runs in 6 scenarios." in page["text"]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_axis_has_a_title_round_ticks_to_its_end_and_no_minus_zero(measured, width):
     charts = measured[width]["charts"]
-    assert len(charts) == 3 * 2 + 5
+    assert len(charts) == 3 * 3 + 1 + 5
     problems = []
     for chart in charts:
-        name, labels, xs = chart["name"], [tick["text"] for tick in chart["ticks"]], [tick["x"] for tick in chart["ticks"]]
-        axes = 2 if chart["y_ticks"] else 1  # the survival curves have a titled vertical axis too
+        name = chart["name"]
+        values = [tick for tick in chart["ticks"] if tick["axis"] == "y"]
+        if values:  # values run up the vertical axis too (the trend, the survival curves)
+            labels, ys = [tick["text"] for tick in values], [tick["y"] for tick in values]
+            problems += [f"{name}: tick {label!r}" for label in labels if "-0" in label or "\u22120" in label]
+            if len(labels) < 3 or ys != sorted(ys, reverse=True) or not chart["data_y"]:
+                problems.append(f"{name}: ticks {labels}")
+            elif not ys[-1] - 1e-6 <= min(chart["data_y"]) or not max(chart["data_y"]) <= ys[0] + 1e-6:
+                problems.append(f"{name}: ticks from {ys[0]} to {ys[-1]}, data from {min(chart['data_y'])} to {max(chart['data_y'])}")
+        if chart["name"] == "overhead trend":  # its horizontal axis names run sets
+            if len(chart["titles"]) != 2:
+                problems.append("trend: not two axis titles")
+            continue
+        across = [tick for tick in chart["ticks"] if tick["axis"] == "x"]
+        labels, xs = [tick["text"] for tick in across], [tick["x"] for tick in across]
+        axes = 2 if values else 1
         if not (len(chart["titles"]) == axes and all(t["text"].strip() and t["width"] > 0 for t in chart["titles"])):
             problems.append(f"{name}: {len(chart['titles'])} axis titles for {axes} axes")
         problems += [f"{name}: tick {label!r}" for label in labels if "-0" in label or "\u22120" in label]
@@ -385,11 +404,12 @@ def test_the_survival_curve_of_each_model_with_wilson_whiskers_over_its_tasks(me
     assert [entry["name"] for entry in chart["legend"]] == list(expected)  # the report's order of models
     assert all(entry["right"] <= page["client_width"] for entry in chart["legend"])
     # the vertical axis: 0 % to 100 % in round steps, ticks at both ends, upwards
-    assert [tick["text"] for tick in chart["y_ticks"]] == ["0%", "20%", "40%", "60%", "80%", "100%"]
-    ys = [tick["y"] for tick in chart["y_ticks"]]
-    assert ys == sorted(ys, reverse=True) and chart["y_title_height"][0] > 0
+    up = [tick for tick in chart["ticks"] if tick["axis"] == "y"]
+    assert [tick["text"] for tick in up] == ["0%", "20%", "40%", "60%", "80%", "100%"]
+    ys = [tick["y"] for tick in up]
+    assert ys == sorted(ys, reverse=True)
     at_zero, per_share = ys[0], ys[-1] - ys[0]
-    x_ticks = [(float(tick["text"]), tick["x"]) for tick in chart["ticks"]]
+    x_ticks = [(float(tick["text"]), tick["x"]) for tick in chart["ticks"] if tick["axis"] == "x"]
     assert x_ticks[0][0] == 0 and x_ticks[-1][0] >= 30
     per_day = (x_ticks[-1][1] - x_ticks[0][1]) / (x_ticks[-1][0] - x_ticks[0][0])
     assert len(chart["series"]) == len(expected)
@@ -426,8 +446,8 @@ def test_a_curve_chart_keeps_every_whisker_within_its_axes():
               for i in range(4)]
     svg = curve_chart(series, "days", "share", "curves")
     assert "nan" not in svg.lower() and svg.count("<circle") == 8 and svg.count('class="interval"') == 8
-    axis = svg[svg.index('<g class="axis">'):svg.index('<g class="y-axis">')]
-    tick_xs = [float(x) for x in re.findall(r'<text x="([\d.]+)"[^>]*class="tick"', axis)]
+    axis = svg[svg.index('<g class="axis">'):svg.index('<g class="data">')]
+    tick_xs = [float(x) for x in re.findall(r'<text x="([\d.]+)"[^>]*class="tick">', axis)]
     labels = re.findall(r'class="tick">([^<]*)<', axis)
     data = svg[svg.index('<g class="data">'):]
     xs = [float(x) for x in re.findall(r' (?:cx|x1|x2)="([\d.-]+)"', data)]
@@ -517,3 +537,21 @@ def write_docs_screenshots(docs: Path) -> None:
 
 if __name__ == "__main__":
     write_docs_screenshots(ROOT / "docs")
+
+
+def test_the_overhead_intervals_and_verdicts_are_those_of_report_confidence(measured, warehouse, report):
+    confidence = json.loads(run_cli("report", "confidence", "--json", warehouse=warehouse).stdout)
+    html = report.read_text()
+    for run_set in ("sample-evidence-5", "sample-legacy-5", "sample-tail-30"):
+        rows = [r for r in confidence["rows"] if r["runSetId"] == run_set and r["mode"] == "forgeloopAdaptive"
+                and r["metric"] == "tokens" and r["statistic"].startswith("paired") and r["estimate"] is not None]
+        chart = next(c for c in measured[1400]["charts"] if c["name"] == f"overhead intervals, run set {run_set}")
+        assert [row["label"] for row in chart["rows"]] == [f"{r['scenarioId']} \u00b7 {r['statistic'][-3:].lower()}" for r in rows]
+        for drawn, row in zip(chart["rows"], rows):
+            [dot] = drawn["dots"]
+            ends = [("open" if end is None else f"{end:.0f}%".replace("-", "\u2212")) for end in (row["low"], row["high"])]
+            assert dot["title"].endswith(f"95% interval {ends[0]} to {ends[1]}".replace("-0%", "0%")), (dot, row)
+        svg = html.split(f'aria-label="overhead intervals, run set {run_set}"', 1)[1].split("</svg>", 1)[0]
+        assert svg.count("cannot bound this end</title>") == sum((r["low"] is None) + (r["high"] is None) for r in rows)
+    verdicts = re.findall(r'<td class="(MET|VIOLATED|INCONCLUSIVE)">', html)
+    assert verdicts == [o["verdict"] for o in confidence["objectives"]] and verdicts

@@ -303,3 +303,19 @@ def note(message: str) -> None:
 
     if not progress.QUIET:
         print(one_line(message), file=sys.stderr)
+
+
+def store_report_tables(store, frames: dict, wait: bool, what: str) -> None:
+    """Store the tables a report computed (`frames`: name -> frame), published together, once the
+    report is printed; the catalog follows. Busy: the report stands, the tables stay as they were."""
+    from ..catalog import refresh_catalog
+    from ..errors import WarehouseBusy
+
+    try:
+        with store.lock(wait=wait, command=what):
+            with store.publishing():
+                for name, frame in frames.items():
+                    store.write_table(name, frame)
+            refresh_catalog(store)
+    except WarehouseBusy as error:
+        raise WarehouseBusy(f"the report above was not stored: {error}") from None

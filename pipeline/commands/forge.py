@@ -1,4 +1,4 @@
-"""Forge commands: `ingest forge`, `report routing`, `harvest survival`, `report survival`."""
+"""Forge commands: `ingest forge`, `report routing`, `report srm`, `harvest survival`, `report survival`."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,31 +12,19 @@ from ..cli import harvest_app, ingest_app, report_app
 from ..errors import Exit, LoopmeterError
 from .common import (
     SHOWN_REJECTIONS, JsonOption, QuietOption, WaitOption, WarehouseOption, check_number, check_utf8_path, command, note,
-    open_warehouse, print_rejections, set_quiet, usage_error, write_stdout,
+    open_warehouse, print_rejections, set_quiet, store_report_tables, usage_error, write_stdout,
 )
 from .helptext import command_help
 
 MAX_HORIZON_DAYS = 100_000  # about 270 years: a horizon beyond the calendar --now can name is always pending
 RepoOption = Annotated[Optional[Path], typer.Option("--repo", help="Only this repository (its path).", show_default=False)]
+SinceOption = Annotated[Optional[float], typer.Option("--since", help="Only tasks whose first attempt started in the last "
+                                                     "DAYS days (0: no limit, as the seed).", metavar="DAYS")]
 
 
 def _require(store, table: str) -> None:
     if not store.has_table(table):
         raise LoopmeterError(f"no Forge data in {store.root}; run `loopmeter ingest forge STORE` first")
-
-
-def _store_tables(store, frames: dict, wait: bool, what: str) -> None:
-    from ..catalog import refresh_catalog
-    from ..errors import WarehouseBusy
-
-    try:
-        with store.lock(wait=wait, command=what):
-            with store.publishing():
-                for name, frame in frames.items():
-                    store.write_table(name, frame)
-            refresh_catalog(store)
-    except WarehouseBusy as error:
-        raise WarehouseBusy(f"the report above was not stored: {error}") from None
 
 
 @ingest_app.command("forge", **command_help(
@@ -91,15 +79,16 @@ def ingest_forge_command(
 @report_app.command("routing", **command_help(
     "Forge's routing: first-pass rates and randomized pairs.",
     "First-pass by tier and model (observational), and the randomized "
-                    "exploration pairs with Hajek means, bootstrap intervals and verdicts. Stores "
-                    "forge_routing_observational and forge_routing_randomized.",
+                    "exploration pairs with Hajek means, bootstrap intervals and verdicts; the text marks "
+                    "a pair whose draws fail the sample-ratio-mismatch check (`report srm`) as "
+                    "untrustworthy. Stores forge_routing_observational, forge_routing_randomized and "
+                    "forge_routing_srm.",
     example="loopmeter report routing\nloopmeter report routing --repo ~/src/app --since 30 --json",
     codes=(Exit.BUSY,)))
 @command
 def report_routing(
     repo: RepoOption = None,
-    since: Annotated[Optional[float], typer.Option("--since", help="Only tasks whose first attempt started in the last DAYS "
-                                                   "days (0: no limit, as the seed).", metavar="DAYS")] = None,
+    since: SinceOption = None,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
@@ -108,22 +97,68 @@ def report_routing(
     check_number("--since", since, minimum=0)
     set_quiet(quiet)
     from ..forge import tables as t
-    from ..forge.reports import routing_document, routing_frames, routing_json, routing_scope, routing_text
+    from ..forge.reports import routing_frames, routing_json, routing_text
+    from ..forge.srm import routing_and_srm, srm_frame
     from ..tables_text import stdout_width
 
     store = open_warehouse(warehouse)
     _require(store, t.TASKS)
-    scope = routing_scope(None, since)
-    if repo:  # the repository as forge_repos spells its path (the query compares the text)
-        scope = dataclasses.replace(scope, repo=_require_repo(store, repo))
-    document = routing_document(store, scope)
+    scope = _routing_scope(store, repo, since)
+    document, srm = routing_and_srm(store, scope)
     if (repo or since) and not document["observational"] and not any("note" not in r for r in document["randomized"]):
-        chosen = " and ".join(([f"--repo {repo}"] if repo else []) + ([f"--since {since:g}"] if since else []))
-        note(f"note: no task matched {chosen}: the report is empty")
-    write_stdout((routing_json(document) if json else routing_text(document, stdout_width())) + "\n")
+        note(f"note: no task matched {_chosen(repo, since)}: the report is empty")
+    write_stdout((routing_json(document) if json else routing_text(document, stdout_width(), srm)) + "\n")
     sys.stdout.flush()
-    _store_tables(store, routing_frames(document, scope), wait, "report routing")
+    store_report_tables(store, {**routing_frames(document, scope), t.SRM: srm_frame(srm, scope)}, wait, "report routing")
     return Exit.OK
+
+
+@report_app.command("srm", **command_help(
+    "Forge's randomized pairs: sample ratio mismatch.",
+    "Per randomized pair, over every paired assignment (before any window): "
+                    "assignments to the alternative against the sum of their P(alternative), Pearson's "
+                    "chi-square over the two cells (1 degree of freedom), its p-value, and srm: a mismatch "
+                    "at p < 0.001, which makes the pair's comparison untrustworthy. Stores forge_routing_srm.",
+    example="loopmeter report srm\nloopmeter report srm --since 30 --json",
+    codes=(Exit.BUSY,)))
+@command
+def report_srm(
+    repo: RepoOption = None,
+    since: SinceOption = None,
+    warehouse: WarehouseOption = None,
+    wait: WaitOption = False,
+    quiet: QuietOption = False,
+    json: JsonOption = False,
+) -> int:
+    check_number("--since", since, minimum=0)
+    set_quiet(quiet)
+    from ..forge import tables as t
+    from ..forge.srm import srm_document, srm_frame, srm_json, srm_text
+    from ..tables_text import stdout_width
+
+    store = open_warehouse(warehouse)
+    _require(store, t.TASKS)
+    scope = _routing_scope(store, repo, since)
+    document = srm_document(store, scope)
+    if (repo or since) and not document["rows"]:
+        note(f"note: no paired assignment matched {_chosen(repo, since)}: the report is empty")
+    write_stdout((srm_json(document) if json else srm_text(document, stdout_width())) + "\n")
+    sys.stdout.flush()
+    store_report_tables(store, {t.SRM: srm_frame(document, scope)}, wait, "report srm")
+    return Exit.OK
+
+
+def _routing_scope(store, repo: Path | None, since: float | None):
+    """The scope of `report routing` and `report srm`: --since DAYS, and --repo as forge_repos spells
+    its path (the query compares the text)."""
+    from ..forge.reports import routing_scope
+
+    scope = routing_scope(None, since)
+    return dataclasses.replace(scope, repo=_require_repo(store, repo)) if repo else scope
+
+
+def _chosen(repo: Path | None, since: float | None) -> str:
+    return " and ".join(([f"--repo {repo}"] if repo else []) + ([f"--since {since:g}"] if since else []))
 
 
 @harvest_app.command("survival", **command_help(
@@ -210,7 +245,7 @@ def report_survival(
     document = survival_document(store)
     write_stdout((routing_json(document) if json else survival_text(document, stdout_width())) + "\n")
     sys.stdout.flush()
-    _store_tables(store, {t.SURVIVAL: survival_frame(document)}, wait, "report survival")
+    store_report_tables(store, {t.SURVIVAL: survival_frame(document)}, wait, "report survival")
     return Exit.OK
 
 

@@ -14,15 +14,17 @@ MEANINGS = {
     Exit.USAGE: "wrong command line",
     Exit.REJECTED: "some inputs rejected (each listed with its reason); the rest stored",
     Exit.BUSY: "the warehouse is locked by another writer (--wait waits for it)",
+    Exit.REGRESSED: "compare --fail-on regression: a scenario and mode regressed",
     Exit.INTERRUPTED: "interrupted (Ctrl-C); tables already replaced keep their new version",
     Exit.BROKEN_PIPE: "the reader of the output left (| head)",
 }
 EVERY_COMMAND = (Exit.OK, Exit.FATAL, Exit.USAGE, Exit.INTERRUPTED, Exit.BROKEN_PIPE)
-SOME_COMMANDS = (Exit.REJECTED, Exit.BUSY)
+SOME_COMMANDS = (Exit.REJECTED, Exit.BUSY, Exit.REGRESSED)
 
 SHORT_MEANINGS = {
     Exit.REJECTED: "some inputs rejected (the rest stored)",
     Exit.BUSY: "warehouse locked by another writer",
+    Exit.REGRESSED: "a row regressed (--fail-on)",
 }
 
 TIER_METAVAR = "[smoke|evidence|tail]"
@@ -33,7 +35,7 @@ def exit_codes_table() -> str:
     """`loopmeter help exit-codes`: every code, one line each."""
     lines = ["Exit codes of loopmeter (each command's --help lists those it can end with):", ""]
     lines += [f"  {int(code):>3}  {MEANINGS[code]}" for code in Exit]
-    lines += ["", "Every command may end with 0, 1, 2, 130 and 141; 3 and 4 only where its help says so."]
+    lines += ["", "Every command may end with 0, 1, 2, 130 and 141; 3, 4 and 5 only where its help says so."]
     return "\n".join(lines) + "\n"
 
 

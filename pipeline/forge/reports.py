@@ -33,6 +33,7 @@ from ..warehouse import Warehouse
 from . import tables as t
 from .derive import connect, typed_frame
 from .routing import Scope, routing_report, wilson
+from .srm import few_assignments, flagged_pairs, p_text
 
 
 # ---- routing -------------------------------------------------------------------------------
@@ -84,14 +85,25 @@ def _signed(x: float | None) -> str:
     return "-" if x is None else "%+.2f" % x
 
 
-def routing_text(document: dict, width: int | None = None) -> str:
+def routing_text(document: dict, width: int | None = None, srm: dict | None = None) -> str:
     """The seed's text; a number that is None (non-finite in the seed, which prints nan) shows as -.
     `width` (None: the seed's text exactly): a line wider than it wraps at spaces and a block of
-    rows wider than it is a table of the same columns and values (`fitted`)."""
-    return fitted(_routing_blocks(finite_or_none(document)), width)
+    rows wider than it is a table of the same columns and values (`fitted`). `srm` (the pairs'
+    sample-ratio-mismatch document, `srm.srm_document`): a pair it flags gets a line after its
+    verdict saying its comparison is untrustworthy."""
+    return fitted(_routing_blocks(finite_or_none(document), srm), width)
 
 
-def _routing_blocks(document: dict) -> list[tuple]:
+def _mismatch_line(row: dict) -> str:
+    """The mark of a pair whose assignments do not split as its propensities say."""
+    few = (", on few assignments: the exact chance is at most %s" % p_text(row["p_value_bound"])) \
+        if few_assignments(row) else ""
+    return ("    !! sample ratio mismatch: %d of %d assignments went to the alternative, %.1f expected "
+            "(p %s%s): this comparison is untrustworthy" % (
+                row["alternative_assigned"], row["assigned"], row["expected_alternative"], p_text(row["p_value"]), few))
+
+
+def _routing_blocks(document: dict, srm: dict | None = None) -> list[tuple]:
     """The text in blocks, each (lines, headers, rows, indent): prose lines (headers None), or
     fixed-width rows whose table form has `headers` and `rows`, indented by `indent`."""
     headers = ("tier", "model:effort", "tasks", "first", "95%", "passed", "unfinished", "attempts", "dwarf min")
@@ -114,6 +126,7 @@ def _routing_blocks(document: dict) -> list[tuple]:
     if not pairs:
         prose.append("  no exploratory decisions in pairs yet; `plan` explores at 0.2 by default")
     arm_headers = ("arm", "model", "assigned", "first-pass", "n_eff", "not followed", "no outcome", "dwarf min")
+    mismatched = {} if srm is None else flagged_pairs(srm)
     for r in pairs:
         d, a = r["arms"]["default"], r["arms"]["alternative"]
         prose.append("  %s: %s (default) vs %s (%s), %d run(s)%s" % (
@@ -135,6 +148,8 @@ def _routing_blocks(document: dict) -> list[tuple]:
             prose.append("    difference %s%s" % (_signed(r["difference"]),
                                                   "" if not ci else "  95%% [%s, %s]" % (_signed(ci[0]), _signed(ci[1]))))
         prose.append("    -> %s" % r["verdict"])
+        if (r["tier"], r["default"], r["alternative"]) in mismatched:
+            prose.append(_mismatch_line(mismatched[(r["tier"], r["default"], r["alternative"])]))
     blocks.append((prose, None, None, 0))
     return blocks
 

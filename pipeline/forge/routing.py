@@ -297,7 +297,7 @@ def randomized(assignments: pl.DataFrame, seed: int = SEED) -> list[dict]:
     keys = ["tier", "default_spec", "alternative"]
     pairs = items.partition_by(keys, maintain_order=True, include_key=False, as_dict=True)
     rng = random.Random(seed)
-    for (tier, default, alternative), group in sorted(pairs.items(), key=lambda kv: tuple(map(str, kv[0]))):
+    for (tier, default, alternative), group in sorted(pairs.items(), key=lambda kv: pair_key(kv[0])):
         group = group.sort("at", maintain_order=True)  # stable: ties keep task order
         alternatives = group.filter(pl.col("arm") == "alternative").get_column("at")
         window = max((w for w in WINDOWS if alternatives.len() >= w), default=None)
@@ -318,8 +318,19 @@ def randomized(assignments: pl.DataFrame, seed: int = SEED) -> list[dict]:
     return rows
 
 
+def assignments(connection: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """forge_routing_assignments of the scope materialized in `connection`, kept there as a table of that
+    name (the sample-ratio-mismatch check reads it too), and returned in task order."""
+    connection.sql(f"CREATE OR REPLACE TEMP TABLE forge_routing_assignments AS {query_text('forge_routing_assignments')}")
+    return connection.sql("SELECT * FROM forge_routing_assignments ORDER BY task_order").pl()
+
+
+def pair_key(pair: tuple) -> tuple[str, ...]:
+    """The order of the randomized table's pairs, (tier, default, alternative), as the seed sorts them."""
+    return tuple(map(str, pair))
+
+
 def routing_report(connection: duckdb.DuckDBPyConnection, scope: Scope = Scope()) -> dict:
     """{"observational": [...], "randomized": [...]} as the seed's `--json` prints it."""
     scope_tasks(connection, scope)
-    return dict(observational=observational(connection),
-                randomized=randomized(run_query(connection, "forge_routing_assignments")))
+    return dict(observational=observational(connection), randomized=randomized(assignments(connection)))

@@ -26,6 +26,7 @@ OUTCOMES = "forge_outcomes"
 TASKS = "forge_tasks"
 OBSERVATIONAL = "forge_routing_observational"
 RANDOMIZED = "forge_routing_randomized"
+SRM = "forge_routing_srm"
 SURVIVAL = "forge_survival"
 
 EVENT_COLUMNS: list[Column] = [
@@ -299,6 +300,26 @@ RANDOMIZED_COLUMNS: list[Column] = [
     ("computed_at", "datetime", "when the report was computed (UTC)"),
 ]
 
+SRM_COLUMNS: list[Column] = [
+    ("tier", "str", "the decisions' tier"),
+    ("default_spec", "str", "the tier's default spec"),
+    ("alternative", "str", "the other candidate"),
+    ("assigned", "i64", "paired assignments of the pair in scope, every one (no window)"),
+    ("alternative_assigned", "i64", "of those, assignments to the alternative arm (intent to treat)"),
+    ("expected_alternative", "f64", "sum over the assignments of P(alternative): the propensity where the alternative "
+                                    "was chosen, else 1 - propensity"),
+    ("chi_square", "f64", "Pearson's chi-square over the two cells (the default expects assigned - "
+                          "expected_alternative); null when a cell expecting 0 observed more"),
+    ("p_value", "f64", "P(chi-square, 1 degree of freedom >= chi_square) = erfc(sqrt(chi_square / 2)); 0 when "
+                       "chi_square is null"),
+    ("srm", "bool", "mismatch: p_value < 0.001"),
+    ("p_value_bound", "f64", "a Chernoff bound on the exact probability of a split at least this uneven, whatever "
+                             "the propensities (it confirms a mismatch where an expected count is below 5)"),
+    ("scope_repo", "str", "the --repo the report was limited to (null: all)"),
+    ("scope_since_unix", "f64", "the --since limit, unix seconds (null: none)"),
+    ("computed_at", "datetime", "when the report was computed (UTC)"),
+]
+
 SURVIVAL_COLUMNS: list[Column] = [
     ("model", "str", "model:effort of the dwarf dispatch of the attempt whose reviewed commit landed (else its spec)"),
     ("tier", "str", "the task's tier"),
@@ -343,6 +364,8 @@ FORGE_TABLES: dict[str, tuple[str, list[Column]]] = {
                     OBSERVATIONAL_COLUMNS),
     RANDOMIZED: ("Routing, randomized: exploration pairs, arms, bootstrap interval and verdict "
                  "(last `report routing`).", RANDOMIZED_COLUMNS),
+    SRM: ("Routing, randomized: the sample-ratio-mismatch check of each pair, assignments to the alternative "
+          "against the sum of their propensities (last `report srm` or `report routing`).", SRM_COLUMNS),
     SURVIVAL: ("Survival of merged work per model, tier and horizon (last `report survival`).", SURVIVAL_COLUMNS),
 }
 

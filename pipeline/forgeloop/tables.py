@@ -157,5 +157,36 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
             ("status", "str", "NOT_COMPARABLE, CONTEXT_INFLATION or NOT_DETECTED"),
         ],
     ),
+    "forgeloop_confidence": (
+        "Bootstrap intervals on the overhead figures per run set, scenario and ForgeLoop mode (last `report confidence`).",
+        [
+            *_MODE_KEY,
+            ("metric", "str", "tokens or time"),
+            ("statistic", "str", "pairedOverheadP50, pairedOverheadP95, distributionDeltaP50 or distributionDeltaP95"),
+            ("estimate", "f64", "ForgeLoop's own figure, percent, rounded (null without pairs)"),
+            ("low", "f64", "low end of the interval, percent, rounded (null: the pairs cannot bound it)"),
+            ("high", "f64", "high end of the interval, percent, rounded (null: the pairs cannot bound it)"),
+            ("pairs", "i64", "token (tokens) or time (time) comparable pairs"),
+            ("level", "f64", "confidence level of the interval"),
+            ("resamples", "i64", "bootstrap resamples"),
+            ("seed", "i64", "seed of the resampling"),
+            ("computed_at", "datetime", "when the report was computed (UTC)"),
+        ],
+    ),
+    "forgeloop_objectives": (
+        "Light objectives judged on the intervals: MET, VIOLATED or INCONCLUSIVE (last `report confidence`).",
+        [
+            ("run_set_id", "str", "run set id"),
+            ("scenario_id", "str", "scenario id (expectedProfile light)"),
+            ("objective", "str", "p50TokenOverheadPercent or p95TokenOverheadPercent (adaptive against direct)"),
+            ("threshold", "f64", "the objective's limit, percent (35 or 60)"),
+            ("verdict", "str", "MET (high end at most the threshold), VIOLATED (low end above it) or INCONCLUSIVE"),
+            ("repeats_needed", "i64", "for INCONCLUSIVE: pairs that would settle it if the spread stayed as measured"),
+            ("level", "f64", "confidence level of the interval"),
+            ("resamples", "i64", "bootstrap resamples"),
+            ("seed", "i64", "seed of the resampling"),
+            ("computed_at", "datetime", "when the report was computed (UTC)"),
+        ],
+    ),
 }
 

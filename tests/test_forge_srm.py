@@ -1,0 +1,382 @@
+"""The sample-ratio-mismatch check of the randomized pairs (`report srm`): by hand, against scipy's
+chi-square test and a slow, obvious count, against the exact distribution of the draws, and as a user
+runs it — including a store whose router logs propensities its draws do not follow."""
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import duckdb
+import polars as pl
+import pytest
+import scipy.stats
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli
+from forge_fixtures import cli, decision, event, ingested, seed_json, seed_routing, write_store
+from pipeline.forge import samples, srm
+from pipeline.forge import tables as t
+from pipeline.forge.reports import routing_document, routing_text
+from pipeline.forge.routing import Scope
+
+PAIRS = {"low": ("flash", "sonnet"), "medium": ("sonnet", "flash"), "high": ("opus", "sol")}
+
+
+# ---- stores of draws, and the obvious computation over the same draws ---------------------------
+
+def draw_events(draws: list[tuple], run_size: int = 6, start: float = 1000.0, day: float = 0.0) -> list[dict]:
+    """A store holding `draws`, each (tier, to_alternative, propensity of the chosen spec) a task of its
+    own, `run_size` tasks a run: a plan routing each task, then its attempt 1 (started, passed or failed).
+    Run r's events lie `day` * r seconds before `start`."""
+    events = []
+    for r in range(0, len(draws), run_size):
+        run, t0 = f"run-{r // run_size}", start - day * (r // run_size)
+        plan = {}
+        for k, (tier, to_alternative, propensity) in enumerate(draws[r:r + run_size]):
+            default, alternative = PAIRS[tier]
+            chosen = alternative if to_alternative else default
+            plan[f"t{k}"] = {"declared_difficulty": tier, "route": [
+                decision(f"{run}-d{k}", t0 + 1 + k, tier, default, alternative, chosen, propensity)]}
+        events.append(event(f"{run}-p", "plan", t0, run=run, data=dict(revision=1, tasks=plan)))
+        for k, (tier, to_alternative, _) in enumerate(draws[r:r + run_size]):
+            spec = PAIRS[tier][1 if to_alternative else 0]
+            for step, status in enumerate(("started", "passed" if k % 3 else "failed")):
+                events.append(event(f"{run}-a{k}-{step}", "attempt", t0 + 100 + k + step * 10, run=run, task=f"t{k}",
+                                    data=dict(n=1, dwarf=spec, status=status)))
+    return events
+
+
+def obvious(draws: list[tuple]) -> dict[tuple, tuple[int, int, float]]:
+    """Per pair, (assigned, to the alternative, the sum of P(alternative)), one draw at a time."""
+    found: dict[tuple, list] = {}
+    for tier, to_alternative, propensity in draws:
+        cell = found.setdefault((tier, *PAIRS[tier]), [0, 0, 0.0])
+        cell[0] += 1
+        cell[1] += 1 if to_alternative else 0
+        cell[2] += propensity if to_alternative else 1 - propensity
+    return {pair: tuple(cell) for pair, cell in found.items()}
+
+
+def by_pair(document: dict) -> dict[tuple, dict]:
+    return {(r["tier"], r["default"], r["alternative"]): r for r in document["rows"]}
+
+
+def scipy_test(assigned: int, observed: int, expected: float):
+    """scipy's Pearson chi-square over the cells (default, alternative)."""
+    return scipy.stats.chisquare([assigned - observed, observed], [assigned - expected, expected])
+
+
+def poisson_binomial(p: list[float]) -> list[float]:
+    """P(X = k), k = 0..n, X the number of successes of independent draws with probabilities `p`."""
+    pmf = [1.0]
+    for q in p:
+        pmf = [(pmf[k] if k < len(pmf) else 0.0) * (1 - q) + (pmf[k - 1] * q if k else 0.0) for k in range(len(pmf) + 1)]
+    return pmf
+
+
+def exact_two_sided(p: list[float], observed: int) -> float:
+    pmf = poisson_binomial(p)
+    return min(1.0, 2 * min(sum(pmf[:observed + 1]), sum(pmf[observed:])))
+
+
+def rows_of(table: list[dict]) -> list[dict]:
+    """srm.srm_rows over a forge_routing_assignments table of `table` rows (tier, arm, propensity)."""
+    frame = pl.DataFrame(
+        [dict(task_order=i, paired=True, tier=r["tier"], default_spec=PAIRS[r["tier"]][0],
+              alternative=PAIRS[r["tier"]][1], arm=r["arm"], propensity=r["propensity"]) for i, r in enumerate(table)],
+        schema={"task_order": pl.Int64, "paired": pl.Boolean, "tier": pl.String, "default_spec": pl.String,
+                "alternative": pl.String, "arm": pl.String, "propensity": pl.Float64})
+    connection = duckdb.connect()
+    try:
+        connection.register("frame", frame)
+        connection.execute("CREATE TEMP TABLE forge_routing_assignments AS SELECT * FROM frame")
+        return srm.srm_rows(connection)
+    finally:
+        connection.close()
+
+
+# ---- by hand ----------------------------------------------------------------------------------
+
+def test_a_store_computed_by_hand(tmp_path):
+    # low: P(alternative) 0.2, 0.2, 0.5, 0.5; two drew the alternative. high: the default with certainty.
+    draws = [("low", True, 0.2), ("low", False, 0.8), ("low", False, 0.5), ("low", True, 0.5),
+             ("high", False, 1.0), ("high", False, 1.0)]
+    events = draw_events(draws, run_size=3)
+    # not counted: a draw among three specs, a propensity of 0 (unknown), a fractal run, a task under no decision
+    extra = {"u1": {"declared_difficulty": "low", "route": [dict(decision="u1", at=5, tier="low", default="flash",
+                                                                 candidates=["flash", "sonnet", "opus"], chosen="opus")]},
+             "u2": {"declared_difficulty": "low", "route": [decision("u2", 5, "low", "flash", "sonnet", "sonnet", 0)]},
+             "u3": {"declared_difficulty": "low", "route": []}}
+    events.append(event("x-p", "plan", 2, run="x", data=dict(revision=1, tasks=extra)))
+    events.append(event("f-p", "plan", 2, run="f", data=dict(revision=1, fractal_selection={"enabled": True}, tasks={
+        "t0": {"declared_difficulty": "low", "route": [decision("f0", 5, "low", "flash", "sonnet", "sonnet", 0.2)]}})))
+    warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", events))
+    rows = srm.srm_document(warehouse)["rows"]
+    # chi-square: (2 - 1.4)^2 / 1.4 + (2 - 2.6)^2 / 2.6 = 0.36 * 4 / 3.64 = 0.395604; p = 2 (1 - Phi(sqrt(0.395604)))
+    # = 2 (1 - Phi(0.628971)) = 2 (1 - 0.735316) = 0.529368 (standard normal table)
+    chi = 0.36 * 4 / 3.64
+    assert [r["tier"] for r in rows] == ["high", "low"]  # the randomized table's order
+    high, low = rows
+    assert (low["assigned"], low["alternative_assigned"], low["srm"]) == (4, 2, False)
+    assert low["expected_alternative"] == pytest.approx(1.4, rel=1e-15)
+    assert low["chi_square"] == pytest.approx(chi, rel=1e-12) and chi == pytest.approx(0.3956043956, rel=1e-9)
+    assert low["p_value"] == pytest.approx(0.529368, abs=1e-6)
+    # drawn with certainty: the alternative cell expects and observes 0 (it adds 0), the default cell is exact
+    assert high == dict(tier="high", default="opus", alternative="sol", assigned=2, alternative_assigned=0,
+                        expected_alternative=0.0, chi_square=0.0, p_value=1.0, srm=False, p_value_bound=1.0)
+
+
+def test_an_assignment_the_propensities_rule_out_is_a_mismatch(tmp_path):
+    # the default chosen at P(default) = 1e-17: P(alternative) = 1 - 1e-17 is 1.0 in a double, so the default
+    # cell expects 0 and observes 1 (the chi-square is infinite: null, as JSON has no infinity)
+    draws = [("low", True, 1.0), ("low", True, 1.0), ("low", False, 1e-17)]
+    warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", draw_events(draws)))
+    (row,) = srm.srm_document(warehouse)["rows"]
+    assert row == dict(tier="low", default="flash", alternative="sonnet", assigned=3, alternative_assigned=2,
+                       expected_alternative=3.0, chi_square=None, p_value=0.0, srm=True, p_value_bound=0.0)
+    result = cli("report", "srm", "--json", warehouse=warehouse.root)
+    assert result.exit_code == 0, result.stderr
+    assert '"chi_square": null' in result.stdout and json.loads(result.stdout)["rows"] == [row]
+
+
+@pytest.mark.parametrize(("propensity", "chi", "p", "flag"), [
+    (0.5, 1.0, 0.31731050786291415, False),  # one fair coin: nothing to see
+    # a 5% draw that came up: chi-square (0.95^2 / 0.05 + 0.95^2 / 0.95) = 19, P(chi2_1 >= 19) = 1.3e-5, but the expected cells
+    # (0.05 and 0.95) are far below 5 and the exact probability of the draw is 0.05: flagged, on few assignments
+    (0.05, 19.0, 1.3071845366763e-05, True),
+    # a 1e-4 draw that came up: the Chernoff bound 1e-4 * e^0.9999 = 2.7e-4 (times 2: below 0.001) confirms it
+    (1e-4, 9999.0, 0.0, True),
+])
+def test_a_single_assignment(tmp_path, propensity, chi, p, flag):
+    warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", draw_events([("low", True, propensity)])))
+    (row,) = srm.srm_document(warehouse)["rows"]
+    assert (row["assigned"], row["alternative_assigned"], row["srm"]) == (1, 1, flag)
+    assert row["chi_square"] == pytest.approx(chi, rel=1e-12) and row["p_value"] == pytest.approx(p, rel=1e-9, abs=1e-300)
+    # the exact bound confirms the 1e-4 draw only: the 5 % one is told as flagged on few assignments
+    assert srm.few_assignments(row) == (propensity == 0.05)
+
+
+def test_few_expected_but_a_gross_mismatch_is_flagged():
+    # 300 draws at P(alternative) = 0.01 (3 expected), 40 went to the alternative: the Chernoff bound
+    # exp(40 - 3 + 40 ln(3 / 40)) = e^-66.6 proves what the chi-square (461, p ~ 1e-102) says
+    table = [dict(tier="low", arm="alternative" if i < 40 else "default", propensity=0.01 if i < 40 else 0.99)
+             for i in range(300)]
+    (row,) = rows_of(table)
+    assert row["chi_square"] == pytest.approx(37 ** 2 / 3 + 37 ** 2 / 297, rel=1e-9)
+    assert row["srm"] is True and row["p_value"] < 1e-100
+    # 4 of 300 (1.33 standard deviations): no mismatch
+    table = [dict(r, arm="alternative" if i < 4 else "default", propensity=0.01 if i < 4 else 0.99)
+             for i, r in enumerate(table)]
+    assert rows_of(table)[0]["srm"] is False
+
+
+# ---- against scipy and the obvious count, on any store -----------------------------------------
+
+draw_st = st.tuples(st.sampled_from(list(PAIRS)), st.booleans(),
+                    st.one_of(st.sampled_from([0.05, 0.15, 0.2, 0.5, 0.8, 0.85, 0.95, 1.0]),
+                              st.floats(1e-6, 1.0, allow_nan=False)))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(draw_st, min_size=1, max_size=60), st.integers(1, 8))
+def test_every_pair_equals_scipy_and_the_obvious_count(tmp_path_factory, draws, run_size):
+    tmp = tmp_path_factory.mktemp("srm")
+    warehouse = ingested(tmp, write_store(tmp / "dataset.sqlite", draw_events(draws, run_size)))
+    document = srm.srm_document(warehouse)
+    expected = obvious(draws)
+    rows = by_pair(document)
+    assert set(rows) == set(expected)
+    for pair, (assigned, observed, summed) in expected.items():
+        row = rows[pair]
+        assert (row["assigned"], row["alternative_assigned"]) == (assigned, observed)
+        assert row["expected_alternative"] == pytest.approx(summed, rel=1e-12, abs=1e-12)
+        if 0 < row["expected_alternative"] < assigned - 1e-9:  # both cells expect something
+            oracle = scipy_test(assigned, observed, row["expected_alternative"])
+            assert row["chi_square"] == pytest.approx(oracle.statistic, rel=1e-9, abs=1e-12)
+            assert row["p_value"] == pytest.approx(oracle.pvalue, rel=1e-9, abs=1e-300)
+            assert row["srm"] == (oracle.pvalue < srm.MISMATCH_P) or abs(oracle.pvalue / srm.MISMATCH_P - 1) < 1e-9
+    # the pairs are the randomized table's, and below its first window its arms count the same assignments
+    routing = routing_document(warehouse, Scope())
+    pairs = [(r["tier"], r["default"], r["alternative"]) for r in routing["randomized"] if "note" not in r]
+    assert pairs == [(r["tier"], r["default"], r["alternative"]) for r in document["rows"]]
+    for r in routing["randomized"]:
+        if "note" not in r and r["window"] is None:
+            row = rows[(r["tier"], r["default"], r["alternative"])]
+            assert r["arms"]["default"]["assigned"] + r["arms"]["alternative"]["assigned"] == row["assigned"]
+            assert r["arms"]["alternative"]["assigned"] == row["alternative_assigned"]
+
+
+# ---- the flag against the exact distribution of the draws -------------------------------------
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from([0.001, 0.01, 0.05, 0.2, 0.5, 0.9, 0.99, 1.0])),
+                min_size=1, max_size=40))
+def test_the_flag_is_the_chi_square_where_it_holds_and_exact_where_it_does_not(draws):
+    table = [dict(tier="low", arm="alternative" if to_alternative else "default", propensity=p)
+             for to_alternative, p in draws]
+    (row,) = rows_of(table)
+    p_alternative = [p if to_alternative else 1 - p for to_alternative, p in draws]
+    expected = sum(p_alternative)
+    observed = sum(1 for to_alternative, _ in draws if to_alternative)
+    fewest = min(expected, len(draws) - expected)
+    assert row["p_value"] == pytest.approx(scipy.stats.chi2.sf(row["chi_square"], 1) if row["chi_square"] is not None
+                                           else 0.0, rel=1e-9, abs=1e-300)
+    assert row["srm"] == (row["p_value"] < 0.001)
+    # the bound is an upper bound of the exact two-sided probability, whatever the propensities
+    exact = exact_two_sided(p_alternative, observed)
+    assert exact <= row["p_value_bound"] * (1 + 1e-9) + 1e-300, (exact, row)
+    if row["srm"] and fewest < 5 - 1e-9 and not srm.few_assignments(row):  # confirmed by the bound
+        assert exact < 0.001, (exact, row)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=30), st.integers(0, 30))
+def test_the_chernoff_bound_is_above_the_exact_tail(p, observed):
+    observed = min(observed, len(p))
+    mean = sum(p)
+    bound = pl.select(srm.chernoff(pl.lit(float(observed)), pl.lit(mean))).item()
+    pmf = poisson_binomial(p)
+    tail = sum(pmf[observed:]) if observed >= mean else sum(pmf[:observed + 1])
+    assert bound >= tail * (1 - 1e-9) - 1e-15, (bound, tail)
+
+
+# ---- a router whose logged propensities its draws do not follow --------------------------------
+
+def miscalibrated_draws() -> list[tuple]:
+    """low: drawn at P(sonnet) = 0.3, logged as 0.1 (sonnet) / 0.9 (flash); medium: drawn and logged at 0.15.
+    Random(11) makes 88 low draws, 30 of them sonnet (8.8 expected), and 92 medium ones, 8 of them flash (13.8)."""
+    rng = random.Random(11)
+    draws = []
+    for _ in range(180):
+        tier = "low" if rng.random() < 0.5 else "medium"
+        if tier == "low":
+            to_alternative = rng.random() < 0.3
+            draws.append((tier, to_alternative, 0.1 if to_alternative else 0.9))
+        else:
+            to_alternative = rng.random() < 0.15
+            draws.append((tier, to_alternative, 0.15 if to_alternative else 0.85))
+    return draws
+
+
+@pytest.fixture(scope="module")
+def mismatched(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mismatch")
+    draws = miscalibrated_draws()
+    store = write_store(tmp / "dataset.sqlite", draw_events(draws))
+    return store, ingested(tmp, store), draws
+
+
+def test_a_miscalibrated_router_is_a_mismatch_and_a_fair_one_is_not(mismatched):
+    _, warehouse, draws = mismatched
+    result = cli("report", "srm", "--json", warehouse=warehouse.root)
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert list(document) == ["rows"] and all(list(row) == sorted(srm.KEYS) for row in document["rows"])
+    low, medium = (by_pair(document)[pair] for pair in (("low", "flash", "sonnet"), ("medium", "sonnet", "flash")))
+    counts = obvious(draws)
+    assert (low["assigned"], low["alternative_assigned"]) == counts[("low", "flash", "sonnet")][:2] == (88, 30)
+    assert low["expected_alternative"] == pytest.approx(8.8, rel=1e-12)
+    # (30 - 8.8)^2 / 8.8 + (58 - 79.2)^2 / 79.2 = 51.0727 + 5.6747
+    assert low["chi_square"] == pytest.approx(21.2 ** 2 / 8.8 + 21.2 ** 2 / 79.2, rel=1e-9)
+    oracle = scipy_test(88, 30, 8.8)
+    assert low["chi_square"] == pytest.approx(oracle.statistic, rel=1e-9) and oracle.pvalue < 1e-12
+    assert low["p_value"] == pytest.approx(oracle.pvalue, rel=1e-9) and low["srm"] is True
+    assert (medium["assigned"], medium["alternative_assigned"]) == (92, 8) and medium["srm"] is False
+    assert medium["p_value"] == pytest.approx(scipy_test(92, 8, 92 * 0.15).pvalue, rel=1e-9) and medium["p_value"] > 0.05
+
+
+def test_the_routing_report_marks_the_pair_and_its_json_is_unchanged(mismatched):
+    store, warehouse, _ = mismatched
+    as_json = cli("report", "routing", "--json", warehouse=warehouse.root)
+    assert as_json.exit_code == 0 and as_json.stdout == seed_json(seed_routing(store)) + "\n"
+    text = cli("report", "routing", warehouse=warehouse.root).stdout
+    marks = [line for line in text.splitlines() if "sample ratio mismatch" in line]
+    assert marks == ["    !! sample ratio mismatch: 30 of 88 assignments went to the alternative, 8.8 expected "
+                     "(p 5.0e-14): this comparison is untrustworthy"]
+    assert "%.1e" % scipy_test(88, 30, 8.8).pvalue == "5.0e-14"
+    block = text.split("\n  low: flash (default) vs sonnet", 1)[1].split("\n  medium:", 1)[0]
+    assert marks[0] in block.splitlines() and block.splitlines().index(marks[0]) > 0
+    # the mark only adds its line: without the SRM document the text is the seed's
+    document = routing_document(warehouse, Scope())
+    marked = routing_text(document, None, srm.srm_document(warehouse))
+    assert [line for line in marked.splitlines() if line not in marks] == routing_text(document).splitlines()
+
+
+def test_the_table_holds_the_json_rows_and_both_reports_write_it(mismatched, tmp_path):
+    store, _, _ = mismatched
+    warehouse = ingested(tmp_path, store)
+    assert cli("report", "routing", warehouse=warehouse.root).exit_code == 0  # report routing writes it too
+    document = json.loads(cli("report", "srm", "--json", warehouse=warehouse.root).stdout)
+    stored = warehouse.read(t.SRM)
+    assert stored.columns == [name for name, _, _ in t.columns(t.SRM)]
+    assert [{**{k: row[k] for k in srm.KEYS if k != "default"}, "default": row["default_spec"]}
+            for row in stored.iter_rows(named=True)] == [dict(r) for r in document["rows"]]
+    assert stored["scope_repo"].null_count() == stored.height and stored["computed_at"].null_count() == 0
+
+
+def test_the_text_fits_80_columns_and_says_what_it_flags(mismatched):
+    _, warehouse, _ = mismatched
+    for command in (["report", "srm"], ["report", "routing"]):
+        shown = run_cli(*command, warehouse=warehouse.root, env={"COLUMNS": "80"}).stdout
+        assert all(len(line) <= 80 for line in shown.splitlines()), command
+    shown = run_cli("report", "srm", warehouse=warehouse.root, env={"COLUMNS": "80"}).stdout
+    assert "1 pair(s) with a mismatch" in shown and "│ yes " in shown and "│ no " in shown
+    wide = run_cli("report", "srm", warehouse=warehouse.root).stdout.splitlines()  # a pipe: the rows whole
+    assert [line.split()[-1] for line in wide if line.startswith(("  low ", "  medium "))] == ["yes", "no"]
+
+
+def test_scope_since_and_repo(tmp_path):
+    draws = miscalibrated_draws()[:60]
+    now = 1_800_000_000.0
+    store = write_store(tmp_path / "dataset.sqlite", draw_events(draws, run_size=6, start=now, day=86400.0),
+                        repos=[("api", str(tmp_path / "api"))])
+    warehouse = ingested(tmp_path, store)
+    # runs 0..2 began 0, 1 and 2 days (plus 100 s) before `now`: the last 2.5 days hold their 18 draws
+    scoped = srm.srm_document(warehouse, Scope(since=now - 2.5 * 86400))
+    assert by_pair(scoped) == by_pair(rows_document(draws[:18]))
+    assert srm.srm_document(warehouse, Scope(repo=str(tmp_path / "api"))) == srm.srm_document(warehouse)
+    other = cli("report", "srm", "--repo", str(tmp_path), warehouse=warehouse.root)
+    assert other.exit_code == 1 and "no Forge repository" in other.stderr
+
+
+def rows_document(draws: list[tuple]) -> dict:
+    return {"rows": rows_of([dict(tier=tier, arm="alternative" if a else "default", propensity=p)
+                             for tier, a, p in draws])}
+
+
+def test_the_demo_sample_draws_fairly(tmp_path):
+    events = samples.routing_events(300, seed=7)
+    warehouse = ingested(tmp_path, samples.write_sqlite(tmp_path / "dataset.sqlite", [("api", "/x")], events))
+    rows = srm.srm_document(warehouse)["rows"]
+    assert len(rows) == 3 and all(row["assigned"] > 100 for row in rows)
+    assert [row["srm"] for row in rows] == [False] * 3
+    for row in rows:  # every draw logs P(alternative) = 0.15
+        assert row["expected_alternative"] == pytest.approx(0.15 * row["assigned"], rel=1e-12)
+
+
+def test_without_data_or_pairs(tmp_path):
+    result = cli("report", "srm", warehouse=tmp_path / "empty")
+    assert result.exit_code == 1 and "run `loopmeter ingest forge STORE` first" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    events = [event("p", "plan", 1, data=dict(revision=1, tasks={"t1": {"declared_difficulty": "low", "route": []}}))]
+    warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", events))
+    assert json.loads(cli("report", "srm", "--json", warehouse=warehouse.root).stdout) == {"rows": []}
+    shown = cli("report", "srm", warehouse=warehouse.root).stdout
+    assert "no exploratory decisions in pairs yet" in shown
+    assert warehouse.read(t.SRM).height == 0
+    wrong = cli("report", "srm", "--since", "-1", warehouse=warehouse.root)
+    assert wrong.exit_code == 2 and "--since" in wrong.stderr
+
+
+def test_the_html_report_marks_the_mismatched_pair(mismatched, tmp_path):
+    _, warehouse, _ = mismatched
+    out = tmp_path / "page.html"
+    assert cli("report", "html", "--out", str(out), warehouse=warehouse.root).exit_code == 0
+    page = out.read_text()
+    chart = page.split('aria-label="randomized differences"', 1)[1].split("</svg>", 1)[0]
+    labels = re.findall(r'class="label">([^<]*)</text>', chart)
+    assert "low: sonnet vs flash (SRM: untrustworthy)" in labels
+    assert [label for label in labels if "SRM" in label] == ["low: sonnet vs flash (SRM: untrustworthy)"]
+    assert "1 pair marked SRM drew the alternative" in page
