@@ -13,6 +13,7 @@ from .common import (
     JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_utf8_path, command, note, open_warehouse,
     print_json, refuse_inside_warehouse, set_quiet, stdout_console,
 )
+from .forge import MAX_HORIZON_DAYS
 from .helptext import TIER_METAVAR, command_help
 
 
@@ -101,7 +102,9 @@ def run_all_command(
     out: Annotated[Optional[Path], typer.Option("--out", help="Where ForgeLoop documents go (default: <warehouse>/aggregate).")] = None,
     tier: Annotated[Optional[str], typer.Option("--tier", metavar=TIER_METAVAR, help="Recorded in summary.json.",
                                                         show_default=False)] = None,
-    horizon_days: Annotated[int, typer.Option("--horizon-days", help="Survival horizon, days.", min=0)] = 14,
+    horizon_days: Annotated[Optional[list[int]], typer.Option(
+        "--horizon-days", help="Survival horizon, days (repeatable: one harvest measures each; default 14).", min=0,
+        max=MAX_HORIZON_DAYS, show_default=False)] = None,
     include_temp: Annotated[bool, typer.Option("--include-temp", help="Also harvest repositories under the temporary directory.")] = False,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
@@ -124,7 +127,7 @@ def run_all_command(
     from ..stages import run_all
 
     outcome = run_all(store, results=results, scenarios=scenarios, forge_store=forge, out=out, tier=tier,
-                      horizon_days=horizon_days, include_temp=include_temp, wait=wait)
+                      horizon_days=horizon_days or [14], include_temp=include_temp, wait=wait)
     if json:
         print_json(_as_json(outcome, None), 2)
     else:
