@@ -328,10 +328,11 @@ SERIES_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b
 
 def trend_chart(series: Sequence[tuple[str, Sequence[tuple[int, float | None, float | None, float | None]]]],
                 x_labels: Sequence[str], axis_title: str, x_title: str, title: str,
-                x_names: Sequence[str] | None = None) -> str:
+                x_names: Sequence[str] | None = None, x_heads: Sequence[str] | None = None) -> str:
     """A line per series over categorical x positions (`x_labels`, oldest first; `x_names` name
-    them in tooltips): each point (x index, value, low, high) a dot with its interval as a whisker
-    (an open end reaches the plot's edge); the series' colours are SERIES_COLOURS in order."""
+    them in tooltips; `x_heads`, a line above each label where every one fits its slot): each point
+    (x index, value, low, high) a dot with its interval as a whisker (an open end reaches the
+    plot's edge); the series' colours are SERIES_COLOURS in order."""
     x_names = x_labels if x_names is None else x_names
     points_ = [(v, lo, hi) for _, values in series for _, v, lo, hi in values if v is not None]
     if not points_ or not x_labels:
@@ -354,9 +355,14 @@ def trend_chart(series: Sequence[tuple[str, Sequence[tuple[int, float | None, fl
                      f'<text x="{TREND_LEFT - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" class="tick" data-axis="y">'
                      f'{escape(percent(tick))}</text>')
     shown_every = max(1, math.ceil(len(x_labels) / 8))  # at most 8 labels under the axis
+    heads = x_heads if x_heads and max(len(head) for head in x_heads) * CHAR * 11 / 12 <= step - 8 else None
     for index, label in enumerate(x_labels):
         if index % shown_every == 0:
-            parts.append(f'<text x="{x(index):.1f}" y="{bottom + 16}" text-anchor="middle" class="tick">{escape(label)}</text>')
+            if heads:
+                parts.append(f'<text x="{x(index):.1f}" y="{bottom + 16}" text-anchor="middle" class="tick">'
+                             f"{escape(heads[index])}</text>")
+            parts.append(f'<text x="{x(index):.1f}" y="{bottom + (30 if heads else 16)}" text-anchor="middle" '
+                         f'class="tick">{escape(label)}</text>')
     middle = (TREND_LEFT + WIDTH - RIGHT) / 2
     parts.append(f'<text x="{middle:.1f}" y="{TREND_HEIGHT - 10}" text-anchor="middle" class="axis-title">{escape(x_title)}</text>')
     parts.append(f'<text transform="translate(14 {(TREND_TOP + bottom) / 2:.1f}) rotate(-90)" text-anchor="middle" '

@@ -251,7 +251,8 @@ def _trend_sections(runs: pl.DataFrame, confidence: dict) -> list[Section]:
                     "Each scenario's median paired token overhead of the adaptive mode, run set by run set in the order their "
                     "first runs were recorded, with 95 % bootstrap intervals (an end that reaches the plot's edge is open).",
                     legend + trend_chart(series, labels, "median token overhead", "run sets, by the date of their first run",
-                                         "overhead trend", x_names=[f"{name} ({label})" for name, label in zip(order, labels)]),
+                                         "overhead trend", x_names=[f"{name} ({label})" for name, label in zip(order, labels)],
+                                         x_heads=list(order)),
                     anchor="trend")]
 
 
