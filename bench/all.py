@@ -86,9 +86,10 @@ def markdown(printed: dict[str, list[str]], latency: dict, scale: float, load: f
     rounds = latency.get("rounds", "?")
     command = "python bench/all.py --markdown" + ("" if scale == 1.0 else f" --scale {scale}")
     lines = [
-        f"`{command}` on {os.cpu_count()} cores and {memory:.0f} GiB, Python {sys.version.split()[0]} "
-        f"(load average {load:.1f} as it started). Reports: the slower of the table and `--json`; the corpus's "
-        f"rows are medians of {rounds} interleaved rounds, the larger sizes' the best of 2 (the Forge ingest's the median of 3).",
+        f"`{command}` on {os.cpu_count()} cores and {memory:.0f} GiB, Python {sys.version.split()[0]}, "
+        f"load average {load:.1f} as it started.",
+        f"The corpus's rows are medians of {rounds} interleaved rounds (a report: the slower of its table and "
+        "`--json`), the larger ForgeLoop sizes' the best of 2, the Forge routing's the median of 3.",
         "",
         "| what a user waits for | loopmeter | baseline | loopmeter ÷ baseline | measured by |",
         "|---|---:|---|---:|---|",
