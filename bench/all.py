@@ -101,9 +101,9 @@ def markdown(printed: dict[str, list[str]], latency: dict, scale: float, load: f
         slower = max((wall[key] for key in (f"report {name}", f"report {name} --json") if key in wall), default=None)
         lines.append(row(f"`report {name}`, the corpus (525 runs)", slower, floor,
                          "importing polars, DuckDB and pyarrow", latency_by))
-    lines.append(row("`ingest forgeloop` + `aggregate`, the corpus, a new warehouse",
+    lines.append(row("`ingest forgeloop` + `aggregate`, the corpus, into an empty warehouse",
                      wall.get("ingest+aggregate"), port, "a per-run Python port of ForgeLoop's aggregator", latency_by))
-    lines.append(row("`run-all` (both in one process, and the HTML page), the corpus", wall.get("run-all"), port,
+    lines.append(row("`run-all` (both in one process, and the HTML page), the same", wall.get("run-all"), port,
                      "the same port", latency_by))
     lines.append(row("`ingest forgeloop` again, the corpus unchanged", wall.get("ingest again"),
                      wall.get("ingest+aggregate[1]"), "its first ingest", latency_by))

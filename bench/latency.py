@@ -6,10 +6,10 @@ Each measurement is a fresh process, start included, timed as a user waits for i
 
   floor             python -c "import polars, duckdb, pyarrow"  (what any such tool pays first)
   report NAME       loopmeter report NAME on the corpus's aggregated warehouse, piped, and with --json
-  ingest+aggregate  loopmeter ingest forgeloop of the corpus into a new warehouse, then aggregate
+  ingest+aggregate  loopmeter ingest forgeloop of the corpus into an empty warehouse, then aggregate
                     (two processes: each part is printed too, and the total beside two floors)
   ingest again      loopmeter ingest forgeloop of the corpus again, nothing changed
-  run-all           loopmeter run-all of the corpus into a new warehouse: ingest, aggregate, the
+  run-all           loopmeter run-all of the corpus into an empty warehouse: ingest, aggregate, the
                     catalog and the HTML page in one process
   port aggregate    bench/forgeloop_port.py: a per-run Python port of ForgeLoop's aggregator
   port tail         the port's tail report, reading the raw run files as ForgeLoop's script does
@@ -169,7 +169,7 @@ def medians(samples: dict[str, list[list[tuple[float, float]]]]) -> dict[str, tu
     return median
 
 
-PARTS = {"[1]": "ingest forgeloop (new warehouse)", "[2]": "aggregate (after it)"}
+PARTS = {"[1]": "ingest forgeloop (empty warehouse)", "[2]": "aggregate (after it)"}
 
 
 def lines(median: dict[str, tuple[float, float]], rounds: int) -> list[str]:
