@@ -35,7 +35,7 @@ def test_ingest_aggregate_and_a_report_load_no_pandas_where_it_is_installed(tmp_
                      warehouse=warehouse, env=env)
     aggregate = run_cli("aggregate", warehouse=warehouse, env=env)
     report = run_cli("report", "tail", "--json", warehouse=warehouse, env=env)
-    # the ingest built its columns with pyarrow (where pandas used to come in) and wrote through it
+    # the ingest built its columns with pyarrow (where pyarrow would import pandas) and wrote through it
     assert {"pyarrow", "pyarrow.parquet"} <= loaded_modules(ingest.stderr)
     assert "pyarrow.parquet" in loaded_modules(aggregate.stderr)
     for name, result in (("ingest", ingest), ("aggregate", aggregate), ("report", report)):
@@ -88,7 +88,7 @@ def test_a_moved_warehouse_keeps_no_view_of_the_place_it_left(tmp_path, corpus):
             "--run-set", QUALITY, warehouse=warehouse)
     moved = tmp_path / "moved"
     shutil.move(warehouse, moved)
-    run_cli("aggregate", "--quiet", warehouse=moved)  # new tables, and another place: every view written again
+    run_cli("aggregate", "--quiet", warehouse=moved)  # seven tables more, and another place: every view written again
     content = catalog_content(moved / "loopmeter.duckdb")
     assert len(content["views"]) == 10
     assert all(str(moved) in sql and str(warehouse) + "/" not in sql for _, sql, _ in content["views"])
