@@ -7,7 +7,9 @@ Every view and column carries a `COMMENT ON` from the table registries of the ar
 The file is written in DuckDB's v1.4 storage format (STORAGE_VERSION), which DuckDB 1.4, 1.5
 and 2.x all read, so BI tools whose embedded DuckDB is still of the 1.x line open it too.
 It is rebuilt aside and renamed into place, so a reader never sees half of it (a program
-holding the old file open keeps reading the old one).
+holding the old file open keeps reading the old one). When only the set of tables changed, the
+rebuild starts from a copy of the file and keeps the views of the tables still present, comments
+and all: DuckDB comments on one column at a time, so most of a rebuild's statements are comments.
 
 A view reads whatever version of its table is current, so the file is only rebuilt when
 what it was built for (recorded in `.state/catalog.json`) differs: the warehouse's place
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -142,13 +145,55 @@ def refresh_catalog(warehouse: Warehouse, force: bool = False) -> Path:
         return target
     import duckdb
 
+    kept = None if force else kept_views(warehouse, recorded, signature)
+    try:
+        _write(warehouse, target, names, docs, kept, recorded)
+    except duckdb.Error:
+        if kept is None:
+            raise
+        _write(warehouse, target, names, docs, None, recorded)  # the copy did not open as it was built: all anew
+    signature["file"] = _file_identity(target)
+    atomic_write_text(warehouse.root / STATE, json.dumps(signature, indent=1) + "\n")
+    warehouse.catalog_stale = False
+    return target
+
+
+def kept_views(warehouse: Warehouse, recorded: dict | None, signature: dict) -> list[str] | None:
+    """The views of the current loopmeter.duckdb that a rebuild for `signature` can keep as they are,
+    comments and all: those of the tables still present, when the file is the one the last rebuild
+    wrote, for the same place, documentation and versions, and only the set of tables differs
+    (an aggregate after the first ingest: three views kept, seven added). None: build it all."""
+    if recorded is None or "file" not in recorded or warehouse.catalog_stale or not _file_as_built(warehouse, recorded):
+        return None
+    if any(recorded.get(key) != value for key, value in signature.items() if key != "tables"):
+        return None
+    tables = recorded.get("tables")
+    if not isinstance(tables, list):
+        return None
+    return [name for name in tables if name in signature["tables"]]
+
+
+def _write(warehouse: Warehouse, target: Path, names: list[str], docs: dict, kept: list[str] | None,
+           recorded: dict | None) -> None:
+    """loopmeter.duckdb for the tables `names`, built aside and renamed into place: from nothing, or
+    (`kept`) from a copy of the current file (`recorded` says what it was built for), its views of
+    the tables in `kept` left as they are."""
+    import duckdb
+
     temporary = warehouse.root / f".{DATABASE}.{secrets.token_hex(4)}.tmp"
     wal = Path(str(temporary) + ".wal")
     connection = duckdb.connect()
     try:
+        if kept is not None:
+            identity = _file_identity(target)
+            shutil.copyfile(target, temporary)
+            if identity != _file_identity(target):  # a client wrote into it meanwhile: all anew
+                temporary.unlink()
+                kept = None
+        dropped = [name for name in (recorded or {}).get("tables", []) if name not in names] if kept is not None else []
         connection.execute(f"ATTACH {_quote(str(temporary))} AS {NAME} (STORAGE_VERSION {_quote(STORAGE_VERSION)})")
         connection.execute(f"USE {NAME}")
-        define_views(connection, _located(warehouse), names, docs)
+        define_views(connection, _located(warehouse), [name for name in names if name not in (kept or ())], docs, dropped)
         connection.execute(f"CHECKPOINT {NAME}")
         connection.execute("USE memory")
         connection.execute(f"DETACH {NAME}")
@@ -164,10 +209,6 @@ def refresh_catalog(warehouse: Warehouse, force: bool = False) -> Path:
         raise
     finally:
         wal.unlink(missing_ok=True)
-    signature["file"] = _file_identity(target)
-    atomic_write_text(warehouse.root / STATE, json.dumps(signature, indent=1) + "\n")
-    warehouse.catalog_stale = False
-    return target
 
 
 def _located(warehouse: Warehouse) -> Warehouse:
@@ -176,16 +217,21 @@ def _located(warehouse: Warehouse) -> Warehouse:
     return warehouse if warehouse.root == root else Warehouse(root)
 
 
-def define_views(connection: "duckdb.DuckDBPyConnection", warehouse: Warehouse, names: list[str], docs: dict) -> None:
+def define_views(connection: "duckdb.DuckDBPyConnection", warehouse: Warehouse, names: list[str], docs: dict,
+                 dropped: list[str] = ()) -> int:
     """Create, in the connection's current database, a view of each table in `names` (absolute
-    paths) with the comments on it and its columns from `docs`."""
+    paths) with the comments on it and its columns from `docs`, and drop the views `dropped`.
+    The number of statements run: DuckDB comments on one column at a time, and a statement costs
+    about as much as a comment (0.1 to 0.2 ms), so views kept as they are save most of them."""
     # one script each for the views and for the comments: a statement at a time is slow
     connection.execute("BEGIN TRANSACTION")  # one commit for everything: a commit per statement is slow
-    if names:
-        connection.execute(";\n".join(f'CREATE VIEW "{name}" AS {warehouse.view_sql(name, absolute=True)}' for name in names))
-    present = connection.sql(
+    views = [f'DROP VIEW "{name}"' for name in dropped]
+    views += [f'CREATE VIEW "{name}" AS {warehouse.view_sql(name, absolute=True)}' for name in names]
+    if views:
+        connection.execute(";\n".join(views))
+    present = connection.execute(
         "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = current_database() "
-        "ORDER BY table_name, column_index"
+        "AND list_contains(?, table_name) ORDER BY table_name, column_index", [names]
     ).fetchall()
     statements = []
     for name in names:
@@ -201,6 +247,7 @@ def define_views(connection: "duckdb.DuckDBPyConnection", warehouse: Warehouse, 
     if statements:
         connection.execute(";\n".join(statements))
     connection.execute("COMMIT")
+    return len(views) + len(statements)
 
 
 def memory_catalog(warehouse: Warehouse) -> "duckdb.DuckDBPyConnection":

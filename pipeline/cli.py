@@ -180,4 +180,9 @@ def main(restore_interrupt: bool = False) -> None:
             except (OSError, ValueError):
                 pass
         os._exit(130)
+    # done: what the command made is left out of the collections the interpreter's exit runs, which
+    # would walk every object of polars, DuckDB and pyarrow again (0.05 to 0.08 s a command)
+    import gc
+
+    gc.freeze()
     sys.exit(code)

@@ -250,9 +250,8 @@ STAGES = {
     "waiting for the lock": lambda process, warehouse, lines: any("waiting for the warehouse lock" in line for line in lines),
     # the reader's worker processes run
     "reading in workers": lambda process, warehouse, lines: len(_children(process.pid)) >= 2,
-    # the first chunk's manifest rows are spooled: its partitions are being written
-    "writing the tables": lambda process, warehouse, lines: any(
-        name.startswith("manifest-") for folder in (warehouse / ".scratch").glob("*") for name in os.listdir(folder)),
+    # the first chunk's partitions are being written: the new version of runs has a partition folder
+    "writing the tables": lambda process, warehouse, lines: any((warehouse / ".versions" / "runs").glob("*/run_set_id=*")),
 }
 
 

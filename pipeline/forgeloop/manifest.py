@@ -2,15 +2,17 @@
 
 The last ingest's rows for this results directory sit in a DuckDB session (which spills
 to a scratch directory beyond its memory limit) and are looked up a chunk of paths at a
-time. This ingest's rows are spooled to Parquet a chunk at a time. At the end DuckDB
-writes the new version of the table: the rows kept from other sources (or other run set
-folders), then this ingest's, sorted by kind, source and path.
+time. This ingest's rows are held in memory up to IN_MEMORY_ROWS, then spooled to Parquet a
+chunk at a time. At the end DuckDB writes the new version of the table: the rows kept from
+other sources (or other run set folders), then this ingest's, sorted by kind, source and
+path. A first ingest whose rows all fit in memory has nothing to merge: its rows are sorted
+and written as they are, without a DuckDB session.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import polars as pl
 
 from ..frames import empty_frame
@@ -18,19 +20,22 @@ from ..warehouse import Warehouse
 from .ingest import MANIFEST
 from .tables import MANIFEST_COLUMNS
 
+if TYPE_CHECKING:
+    import duckdb
+
 COLUMNS = ", ".join(f'"{name}"' for name, _, _ in MANIFEST_COLUMNS)
 MEMORY_LIMIT = "128MB"  # beyond it DuckDB spills to the scratch directory: peak memory stays flat
+IN_MEMORY_ROWS = 20_000  # this ingest's rows held before they are spooled (a row is about 300 bytes)
+ORDER = ["kind", "source_root", "path"]
 
 
 class ManifestSpool:
     def __init__(self, warehouse: Warehouse, source_root: str, scratch: Path):
         self.warehouse, self.source_root, self.scratch = warehouse, source_root, scratch
-        self.connection = duckdb.connect()
-        self.connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-        self.connection.execute("SET threads = 1")  # one Parquet row group in the making, not one per thread
-        self.connection.execute("SET temp_directory = ?", [str(scratch / "duckdb")])
+        self._connection: duckdb.DuckDBPyConnection | None = None
         self.current = warehouse.has_table(MANIFEST)
         self.files: list[str] = []
+        self.held: list[pl.DataFrame] = []  # rows not spooled yet
         self.rows = 0
         self.same = self.current  # every chunk so far has the rows the last ingest wrote
         if self.current:
@@ -43,8 +48,21 @@ class ManifestSpool:
         else:
             self.previous_count = 0
 
+    @property
+    def connection(self) -> "duckdb.DuckDBPyConnection":
+        """The DuckDB session, opened on first need (a first ingest that fits in memory has none)."""
+        if self._connection is None:
+            import duckdb
+
+            self._connection = duckdb.connect()
+            self._connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+            self._connection.execute("SET threads = 1")  # one Parquet row group in the making, not one per thread
+            self._connection.execute("SET temp_directory = ?", [str(self.scratch / "duckdb")])
+        return self._connection
+
     def close(self) -> None:
-        self.connection.close()
+        if self._connection is not None:
+            self._connection.close()
 
     def previous_rows(self, paths: list[str]) -> pl.DataFrame:
         """The last ingest's rows (of this results directory) for these paths."""
@@ -65,10 +83,18 @@ class ManifestSpool:
                 frame.select(previous.columns).cast(previous.schema).sort("path"))
         elif previous is None:
             self.same = False
-        path = self.scratch / f"manifest-{len(self.files):06d}.parquet"
-        frame.write_parquet(path)
-        self.files.append(str(path))
+        self.held.append(frame)
         self.rows += frame.height
+        if sum(held.height for held in self.held) > IN_MEMORY_ROWS:
+            self._spool()
+
+    def _spool(self) -> None:
+        """The rows held, to a Parquet file of the scratch space."""
+        if self.held:
+            path = self.scratch / f"manifest-{len(self.files):06d}.parquet"
+            pl.concat(self.held, how="vertical_relaxed").write_parquet(path)
+            self.files.append(str(path))
+            self.held = []
 
     def publish(self, in_scope: list[str], scenarios_root: str | None, only: list[str] | None) -> bool:
         """Write the new version of the table; False (nothing written) when this ingest's rows
@@ -86,10 +112,12 @@ class ManifestSpool:
         if scenarios_root is not None:
             params["scenarios"] = scenarios_root
             replaced += " OR (kind = 'scenario' AND source_root = $scenarios)"
-        if not self.current and not self.files:
+        if not self.current and not self.files:  # nothing to merge: the rows held, sorted
+            rows = pl.concat([empty_frame(MANIFEST_COLUMNS), *self.held], how="vertical_relaxed")
             with self.warehouse.build_table(MANIFEST) as builder:
-                builder.write(empty_frame(MANIFEST_COLUMNS))
+                builder.write(rows.sort(ORDER))
             return True
+        self._spool()
         parts = []
         if self.current:
             params["current"] = self.warehouse.table_glob(MANIFEST)
@@ -97,7 +125,7 @@ class ManifestSpool:
                          f"WHERE NOT coalesce({replaced}, false)")
         if self.files:
             parts.append(f"SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true)")
-        query = f"SELECT * FROM ({' UNION ALL BY NAME '.join(parts)}) ORDER BY kind, source_root, path"
+        query = f"SELECT * FROM ({' UNION ALL BY NAME '.join(parts)}) ORDER BY {', '.join(ORDER)}"
         used = {name: value for name, value in params.items() if f"${name}" in query}
         with self.warehouse.build_table(MANIFEST) as builder:
             builder.copy(self.connection, query, params=used)

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import orjson
-import pyarrow as pa
 
-from ..frames import arrow_type
+from ..frames import arrow, arrow_type
 from ..lifetime import pdeathsig_setter, usable_cores
 from .contract import TOO_LARGE, UNREADABLE
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
 
+pa = arrow()  # settled in this process, before any worker forks from it
 ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
 BATCH = 2000
 PARALLEL_FROM = 4000  # fewer files than this are read in the calling process
