@@ -30,7 +30,8 @@ def main() -> int:
     scale = options.scale
     runs = [str(max(1000, int(40_000 * scale))), str(max(2000, int(100_000 * scale)))]
     forge_runs = max(500, int(42_000 * scale))
-    latency_json = Path(tempfile.mkdtemp(prefix="loopmeter-all-")) / "latency.json"
+    scratch = Path(tempfile.mkdtemp(prefix="loopmeter-all-"))
+    latency_json, statistics_json = scratch / "latency.json", scratch / "statistics.json"
     load = os.getloadavg()[0]
     steps = [
         ("forgeloop", "ForgeLoop ingest and aggregate",
@@ -43,6 +44,9 @@ def main() -> int:
          [str(ROOT / "tests" / "forge_oracle" / "benchmark.py"), "survival"]),
         ("latency", "Latency at the corpus's size: reports and ingest + aggregate against the import floor",
          [str(ROOT / "bench" / "latency.py"), "--rounds", "5", "--json", str(latency_json)]),
+        ("statistics", "Statistics: report confidence and compare beside the aggregate they build on",
+         [str(ROOT / "bench" / "statistics_bench.py"), "--runs", runs[1], "--compare-runs", str(max(2000, int(20_000 * scale))),
+          "--json", str(statistics_json)]),
     ]
     failed = 0
     printed: dict[str, list[str]] = {}
@@ -58,9 +62,11 @@ def main() -> int:
         failed |= process.returncode
     if options.markdown:
         latency = json.loads(latency_json.read_text()) if latency_json.exists() else {}
-        print("\n".join(markdown(printed, latency, options.scale, load)))
-    latency_json.unlink(missing_ok=True)
-    latency_json.parent.rmdir()
+        measured = json.loads(statistics_json.read_text()) if statistics_json.exists() else {}
+        print("\n".join(markdown(printed, latency, options.scale, load, measured)))
+    for written in (latency_json, statistics_json):
+        written.unlink(missing_ok=True)
+    scratch.rmdir()
     return failed
 
 
@@ -79,7 +85,7 @@ def row(what: str, ours: float | None, baseline: float | None, baseline_is: str,
     return f"| {what} | {seconds(ours)} | {seconds(baseline)}: {baseline_is} | {ratio(ours, baseline)} | {by} |"
 
 
-def markdown(printed: dict[str, list[str]], latency: dict, scale: float, load: float) -> list[str]:
+def markdown(printed: dict[str, list[str]], latency: dict, scale: float, load: float, measured: dict) -> list[str]:
     """The table of docs/performance.md: what a user waits for, loopmeter's time, the baseline's, the
     ratio, and the benchmark that measured it; the command and the machine above it."""
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -103,6 +109,8 @@ def markdown(printed: dict[str, list[str]], latency: dict, scale: float, load: f
                          "importing polars, DuckDB and pyarrow", latency_by))
     lines.append(row("`ingest forgeloop` + `aggregate`, the corpus, into an empty warehouse",
                      wall.get("ingest+aggregate"), port, "a per-run Python port of ForgeLoop's aggregator", latency_by))
+    lines.append(row("`ingest forgeloop --aggregate` (both in one process), the same", wall.get("ingest --aggregate"),
+                     port, "the same port", latency_by))
     lines.append(row("`run-all` (both in one process, and the HTML page), the same", wall.get("run-all"), port,
                      "the same port", latency_by))
     lines.append(row("`ingest forgeloop` again, the corpus unchanged", wall.get("ingest again"),
@@ -137,6 +145,17 @@ def markdown(printed: dict[str, list[str]], latency: dict, scale: float, load: f
                          f"the seed's harvest ({seed_processes:,} git processes)", survival_by))
     else:
         lines.append(row("`harvest survival`", None, None, "", survival_by))
+    timed = measured.get("rows", {})
+    statistics_by = "`bench/statistics_bench.py`"
+    if timed:
+        (confidence, confidence_peak, _), (aggregate, _, _) = timed["report confidence"], timed["aggregate"]
+        lines.append(row(f"`report confidence`, {measured['runs']:,} runs (peak {confidence_peak:,.0f} MiB)", confidence,
+                         aggregate, "`aggregate --full` of the same runs", statistics_by))
+        (compare, compare_peak, _), (both, _, _) = timed["compare"], timed["aggregate (2 sets)"]
+        lines.append(row(f"`compare` of two run sets of {measured['compare_runs']:,} runs (peak {compare_peak:,.0f} MiB)",
+                         compare, both, "`aggregate --full` of the two", statistics_by))
+    else:
+        lines.append(row("`report confidence`, `compare`", None, None, "", statistics_by))
     return lines
 
 

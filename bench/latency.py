@@ -8,6 +8,8 @@ Each measurement is a fresh process, start included, timed as a user waits for i
   report NAME       loopmeter report NAME on the corpus's aggregated warehouse, piped, and with --json
   ingest+aggregate  loopmeter ingest forgeloop of the corpus into an empty warehouse, then aggregate
                     (two processes: each part is printed too, and the total beside two floors)
+  ingest --aggregate  loopmeter ingest forgeloop --aggregate of the corpus into an empty warehouse: the
+                    same two steps in one process
   ingest again      loopmeter ingest forgeloop of the corpus again, nothing changed
   run-all           loopmeter run-all of the corpus into an empty warehouse: ingest, aggregate, the
                     catalog and the HTML page in one process
@@ -100,6 +102,7 @@ def items(corpus: Path, warehouse: Path, work: Path, checkouts: dict[str, Path])
                 command = [PYTHON, "-m", "pipeline", "report", name, *options, "--warehouse", str(warehouse)]
                 found[f"report {name}{' --json' if options else ''}{suffix}"] = (checkout, [command])
         found[f"ingest+aggregate{suffix}"] = (checkout, ingest_and_aggregate(corpus, work / f"fresh{label or '-here'}"))
+    found["ingest --aggregate"] = (ROOT, [[*ingest_and_aggregate(corpus, work / "in-one")[0], "--aggregate"]])
     found["ingest again"] = (ROOT, ingest_and_aggregate(corpus, warehouse)[:1])
     found["run-all"] = (ROOT, [[PYTHON, "-m", "pipeline", "run-all", str(corpus / "results"), "--scenarios",
                                 str(corpus / "scenarios"), "--warehouse", str(work / "run-all"), "--quiet"]])
@@ -140,7 +143,7 @@ def main() -> int:
         samples: dict[str, list[list[tuple[float, float]]]] = {name: [] for name in timed}
         for round_number in range(options.rounds + 1):  # the first round only warms the caches up
             for name, (cwd, commands) in timed.items():
-                if name.startswith(("ingest+aggregate", "run-all")):
+                if name.startswith(("ingest+aggregate", "ingest --aggregate", "run-all")):
                     shutil.rmtree(commands[0][commands[0].index("--warehouse") + 1], ignore_errors=True)
                 sample = measure(cwd, *commands, env=env)
                 if round_number:
@@ -188,6 +191,10 @@ def lines(median: dict[str, tuple[float, float]], rounds: int) -> list[str]:
         elif name.endswith("]"):
             label = "  " + PARTS[name[name.index("["):]]
             note = f"{wall / floor_wall:5.2f}x floor (cpu {cpu / floor_cpu:4.2f}x)"
+        elif name == "ingest --aggregate":
+            verdict = "ok" if wall < port_wall and wall < INGEST_AGGREGATE_TARGET else "MISSED"
+            note = (f"{wall / port_wall:5.2f}x port aggregate (cpu {cpu / port_cpu:4.2f}x), {wall / floor_wall:4.2f}x floor"
+                    f"  target < port and < {INGEST_AGGREGATE_TARGET} s {verdict}")
         elif name == "run-all":
             note = (f"{wall / port_wall:5.2f}x port aggregate (cpu {cpu / port_cpu:4.2f}x), {wall / floor_wall:4.2f}x floor"
                     f"  (one process: ingest, aggregate, catalog, HTML page)")

@@ -1,7 +1,7 @@
 """Benchmark: `report confidence` over many runs and `compare` of two large run sets, beside the
 ForgeLoop figures they build on, measured in the same run.
 
-    python bench/statistics_bench.py [--runs 100000] [--compare-runs 20000] [--keep DIR]
+    python bench/statistics_bench.py [--runs 100000] [--compare-runs 20000] [--keep DIR] [--json FILE]
 
 Generates (deterministically, kept in --keep or the temporary directory) `--runs` runs in run
 sets of 20 runs per scenario and mode, and two run sets of `--compare-runs` runs each; ingests
@@ -13,12 +13,15 @@ them; then times, each in a fresh process (start-up included):
   compare              loopmeter compare BASE CAND --json on the two large run sets
   aggregate (2 sets)   loopmeter aggregate --full of those two run sets (the baseline of compare)
 
-and prints wall time, CPU time, peak memory (max RSS) and the ratios to the baselines.
+and prints wall time, CPU time, peak memory (max RSS) and the ratios to the baselines
+(`--json FILE` writes them for `bench/all.py --markdown`).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,6 +52,7 @@ def main() -> int:
     parser.add_argument("--compare-runs", type=int, default=20_000, help="runs of each of the two compared run sets")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="where generated run sets are kept between runs")
+    parser.add_argument("--json", type=Path, help="also write the measurements here")
     options = parser.parse_args()
     keep = options.keep or Path(tempfile.gettempdir()) / "loopmeter-bench"
     loopmeter = [PYTHON, "-m", "pipeline"]
@@ -83,6 +87,9 @@ def main() -> int:
     print(f"  report confidence / aggregate   {confidence[0] / aggregate[0]:.2f}x wall, {confidence[2] / aggregate[2]:.2f}x cpu")
     compare, pair_aggregate = rows["compare"], rows["aggregate (2 sets)"]
     print(f"  compare / aggregate (2 sets)    {compare[0] / pair_aggregate[0]:.2f}x wall, {compare[2] / pair_aggregate[2]:.2f}x cpu")
+    if options.json is not None:  # (wall s, peak MiB, cpu s) per row
+        options.json.write_text(json.dumps({"runs": written, "compare_runs": pair_runs // 2, "rows": rows}, indent=1) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -114,3 +114,21 @@ def test_the_manifest_is_the_same_whether_it_was_held_in_memory_or_spooled(tmp_p
     rows = manifest_rows(held.root)
     assert len(rows) == 532 and rows == manifest_rows(spooled.root)
     assert [row[:3] for row in rows] == sorted(row[:3] for row in rows)  # kind, source, path
+
+
+def test_ingest_with_aggregate_writes_what_ingest_then_aggregate_write(corpus, tmp_path):
+    """`ingest forgeloop --aggregate`: the two steps in one process, the same documents and tables."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    arguments = ["ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios")]
+    together = json.loads(run_cli(*arguments, "--aggregate", "--json", warehouse=one).stdout)
+    run_cli(*arguments, "--quiet", warehouse=two)
+    apart = json.loads(run_cli("aggregate", "--json", warehouse=two).stdout)
+    assert [entry["runSetId"] for entry in together["aggregate"]["runSets"]] == [e["runSetId"] for e in apart["runSets"]]
+    assert together["accepted"] == 525
+    for path in sorted((two / "aggregate").rglob("*.json")):
+        assert (one / "aggregate" / path.relative_to(two / "aggregate")).read_bytes() == path.read_bytes()
+    query = "SELECT * FROM forgeloop_comparisons ORDER BY ALL"
+    assert run_cli("sql", query, "--format", "csv", warehouse=one).stdout == run_cli("sql", query, "--format", "csv",
+                                                                                     warehouse=two).stdout
+    text = run_cli(*arguments, "--aggregate", warehouse=one).stdout
+    assert "525 unchanged" in text and "2 unchanged since the last aggregate" in text

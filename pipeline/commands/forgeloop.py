@@ -33,7 +33,7 @@ def _names(run_sets: list[str]) -> str:
     "The run files are RESULTS/raw/<runSetId>/**/*.json. A file that has the size and modification time it had at the last ingest is not read again "
                     "(--full reads every one). A run file or scenario file larger than --max-file-mb is rejected "
                     "unread (ForgeLoop writes runs of about 2 KB and scenarios of about 1 KB).",
-    example="loopmeter ingest forgeloop results --scenarios scenarios",
+    example="loopmeter ingest forgeloop results --scenarios scenarios\nloopmeter ingest forgeloop results --scenarios scenarios --aggregate",
     codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def ingest_forgeloop_command(
@@ -43,6 +43,8 @@ def ingest_forgeloop_command(
     full: Annotated[bool, typer.Option("--full", "--reread", help="Read and judge every file again, whatever its size and "
                                        "modification time say: the tables a clean ingest would write.")] = False,
     run_set: Annotated[Optional[list[str]], typer.Option("--run-set", help="Only this run set folder (repeatable; default: all).")] = None,
+    then_aggregate: Annotated[bool, typer.Option("--aggregate", help="Then aggregate, in the same process: `loopmeter "
+                                                 "aggregate` with its defaults, the documents in <warehouse>/aggregate.")] = False,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
@@ -57,12 +59,17 @@ def ingest_forgeloop_command(
     from ..catalog import refresh_catalog
 
     store = open_warehouse(warehouse)
+    aggregated = None
     with store.lock(wait=wait, command="ingest forgeloop"):
         result = ingest_forgeloop(store, results, scenarios, max_file_bytes=max(1, int(max_file_mb * 1024 * 1024)),
                                   run_sets=run_set or None, full=full)
+        if then_aggregate and store.has_table("runs"):
+            from ..forgeloop.stage import aggregate
+
+            aggregated = aggregate(store, store.root / "aggregate")
         refresh_catalog(store)  # rebuilt only if the tables it shows changed
     if json:
-        print_json(result.as_dict(), 2)
+        print_json(result.as_dict() if aggregated is None else {**result.as_dict(), "aggregate": aggregated.as_dict()}, 2)
     else:
         print_rejections([f"rejected {path}: {field}: {reason}" for path, field, reason in result.rejections],
                          result.rejected, "ingest_manifest")
@@ -74,6 +81,8 @@ def ingest_forgeloop_command(
                if scenarios is not None else "")
             + f" -> {store.root}"
         )
+        if aggregated is not None:
+            print_aggregated(aggregated, store.root / "aggregate")
     if result.rejected:
         if not json:
             seen = result.seen + result.scenarios + result.scenarios_rejected
@@ -110,7 +119,6 @@ def aggregate_command(
         refuse_inside_warehouse("--out", out, store.root, inside_aggregate, AGGREGATE_HINT)
     from ..catalog import refresh_catalog
     from ..forgeloop.stage import aggregate, check, compute, publish
-    from ..tables_text import print_fitted
 
     destination = out or store.root / "aggregate"
     if run_set is not None:
@@ -125,7 +133,15 @@ def aggregate_command(
             refresh_catalog(store)
     if json:
         print_json(result.as_dict(), 2)
-        return Exit.OK
+    else:
+        print_aggregated(result, destination)
+    return Exit.OK
+
+
+def print_aggregated(result, destination: Path) -> None:
+    """What an aggregate computed, for people: a line per run set (the first few), and what it left."""
+    from ..tables_text import print_fitted
+
     unknown = result.unknown_scenarios_note()
     if unknown:
         note(unknown)
@@ -142,7 +158,6 @@ def aggregate_command(
         computed = len(result.documents)
         print_fitted(f"{computed} run set{'' if computed == 1 else 's'} computed, {len(plan.kept)} unchanged since the last aggregate"
               f"{removed} -> {destination} (--full computes all again)")
-    return Exit.OK
 
 
 AGGREGATE_HINT = "inside it, documents go under its aggregate/ folder (the default); or write them outside it"
