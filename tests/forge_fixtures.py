@@ -113,6 +113,19 @@ def event(rid: str, kind: str, ts: float, run: str | None = "r1", task: str | No
     return dict(rid=rid, kind=kind, src="forge", ts=ts, run=run, task=task, repo=repo, mode="parallel", data=data or {})
 
 
+def one_task_integration(start: float, base: str, reviewed: str, candidate: str, repo: str = "r") -> list[dict]:
+    """The events of one task (t1) of repository `repo`: its attempt passed with `reviewed` on `base`
+    (at start - 50), merged (start + 50), and brought into main by the integration `candidate` (start + 250)."""
+    return [
+        event("e1", "attempt", start - 50, task="t1", repo=repo,
+              data={"n": 1, "dwarf": "sonnet", "status": "passed", "reviewed_commit": reviewed, "base_ref": base}),
+        event("e2", "event", start + 50, task="t1", repo=repo,
+              data={"name": "merge", "status": "MERGED", "commit": reviewed, "integration": candidate}),
+        event("e3", "event", start + 250, repo=repo,
+              data={"name": "integrate_advanced", "branch": "main", "parent": base, "candidate": candidate, "target": "main"}),
+    ]
+
+
 def decision(id_: str, at: float, tier: str, default: str, alternative: str, chosen: str, propensity: float | None) -> dict:
     made = dict(decision=id_, at=at, tier=tier, default=default, candidates=[default, alternative], chosen=chosen)
     if propensity is not None:

@@ -242,7 +242,7 @@ def _one_task(tmp_path: Path, task_change, after=None, index=None) -> dict:
     """A repository (a `samples.RepoBuilder`, handed to the callbacks) where one task (run1/t1) changes
     files (`task_change(repo)`, `git add -A`, then `index(repo)` for what only the index holds, committed)
     and is merged --no-ff into main, `after(repo)` committed a day later; the task's outcome at 14 days."""
-    from forge_fixtures import event
+    from forge_fixtures import one_task_integration
 
     repo = samples.RepoBuilder(tmp_path / "r")
     (repo.path / "f.txt").write_text("a\nb\n")
@@ -262,14 +262,7 @@ def _one_task(tmp_path: Path, task_change, after=None, index=None) -> dict:
     if after is not None:
         after(repo)
         repo.git("commit", "-qm", "after", ts=BASE_TS + 86_400)
-    events = [
-        event("e1", "attempt", BASE_TS - 50, task="t1", repo="r",
-              data={"n": 1, "dwarf": "sonnet", "status": "passed", "reviewed_commit": reviewed, "base_ref": base}),
-        event("e2", "event", BASE_TS + 50, task="t1", repo="r",
-              data={"name": "merge", "status": "MERGED", "commit": reviewed, "integration": candidate}),
-        event("e3", "event", BASE_TS + 250, repo="r",
-              data={"name": "integrate_advanced", "branch": "main", "parent": base, "candidate": candidate, "target": "main"}),
-    ]
+    events = one_task_integration(BASE_TS, base, reviewed, candidate)
     store = samples.write_sqlite(tmp_path / "dataset.sqlite", [("r", str(repo.path))], events)
     warehouse = Warehouse(tmp_path / "warehouse")
     ingest_forge(warehouse, store)

@@ -244,7 +244,7 @@ def test_names_git_would_quote_are_followed_between_horizons(tmp_path):
     """Files named with a byte that is not UTF-8, a tab and a control character: a task adds three
     lines to each, a commit on day 3 rewrites one line of each. At 1 day all nine lines survive, at
     14 days six: the later horizon's blame is not taken for the earlier one's, whose path changed."""
-    from forge_fixtures import event
+    from forge_fixtures import one_task_integration
     from pipeline.forge import samples
     from pipeline.forge.ingest import ingest_forge
     from pipeline.warehouse import Warehouse
@@ -273,14 +273,7 @@ def test_names_git_would_quote_are_followed_between_horizons(tmp_path):
     candidate = repo.git("rev-parse", "HEAD")
     write({name: [b"a", b"b", b"x1 rewritten", b"x2", b"x3"] for name in names})
     repo.git("commit", "-qam", "rewrite", ts=start + 3 * DAY)
-    events = [
-        event("e1", "attempt", start - 50, task="t1", repo="r",
-              data={"n": 1, "dwarf": "sonnet", "status": "passed", "reviewed_commit": reviewed, "base_ref": base}),
-        event("e2", "event", start + 50, task="t1", repo="r",
-              data={"name": "merge", "status": "MERGED", "commit": reviewed, "integration": candidate}),
-        event("e3", "event", start + 250, repo="r",
-              data={"name": "integrate_advanced", "branch": "main", "parent": base, "candidate": candidate, "target": "main"}),
-    ]
+    events = one_task_integration(start, base, reviewed, candidate)
     store = samples.write_sqlite(tmp_path / "dataset.sqlite", [("r", str(repo.path))], events)
     warehouse = Warehouse(tmp_path / "warehouse")
     ingest_forge(warehouse, store)
