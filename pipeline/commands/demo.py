@@ -58,7 +58,8 @@ def _show(outcome, store, data: Path | None) -> None:
     if outcome.forgeloop is not None:
         console.print(f"aggregates:   {outcome.aggregate}")
     console.print(f"HTML report:  {outcome.report}  (open it in a browser)")
-    console.print("next: loopmeter report summary | outliers | tail | regression | routing | survival   (--json for JSON)")
+    console.print("next: loopmeter report summary | outliers | tail | regression | confidence   (--json for JSON)\n"
+                  "      loopmeter report routing | srm | survival;  loopmeter compare RUN_SET RUN_SET")
 
 
 @app.command("demo", **command_help(
