@@ -58,8 +58,9 @@ def _show(outcome, store, data: Path | None) -> None:
     if outcome.forgeloop is not None:
         console.print(f"aggregates:   {outcome.aggregate}")
     console.print(f"HTML report:  {outcome.report}  (open it in a browser)")
-    console.print("next: loopmeter report summary | outliers | tail | regression | confidence   (--json for JSON)\n"
-                  "      loopmeter report routing | srm | survival;  loopmeter compare RUN_SET RUN_SET")
+    console.print("next: loopmeter report summary | outliers | tail | regression | confidence\n"
+                  "      loopmeter report routing | srm | survival\n"
+                  "      loopmeter compare RUN_SET RUN_SET   (each with --json for JSON)")
 
 
 @app.command("demo", **command_help(
