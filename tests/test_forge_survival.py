@@ -181,6 +181,29 @@ def test_a_corrupt_repository_is_a_git_error_never_nothing_survived(tmp_path):
     assert {(o["run"], o["task"]) for o in again.outcomes} == failed and again.counts["already"] == 3
 
 
+def obvious_survival(warehouse) -> dict:
+    """The survival join row by row: outcome -> attempt naming its reviewed commit -> dwarf dispatch and task tier;
+    (model, tier, horizon) -> [tasks, lines added, lines surviving, reverted, lost]."""
+    attempts = {r["reviewed_commit"]: r for r in warehouse.read(t.ATTEMPTS).iter_rows(named=True) if r["reviewed_commit"]}
+    dispatches = {(r["run"], r["task"], r["attempt"]): r for r in warehouse.read(t.DISPATCHES).iter_rows(named=True)
+                  if r["role"] == "dwarf"}
+    tiers = {(r["run"], r["task"]): r["tier"] for r in warehouse.read(t.TASKS).iter_rows(named=True)}
+    expected = defaultdict(lambda: [0, 0, 0, 0, 0])
+    for o in warehouse.read(t.OUTCOMES).iter_rows(named=True):
+        attempt = attempts[o["reviewed"]]
+        dispatch = dispatches[(attempt["run"], attempt["task"], attempt["attempt"])]
+        cell = expected[(f"{dispatch['model']}:{dispatch['effort']}", tiers[(attempt["run"], attempt["task"])],
+                         o["horizon_days"])]
+        if o["status"] == "lost":
+            cell[4] += 1
+            continue
+        cell[0] += 1
+        cell[1] += o["added"]
+        cell[2] += o["surviving"]
+        cell[3] += bool(o["reverted_by"])
+    return dict(expected)
+
+
 def test_survival_join_per_model_and_tier(tmp_path):
     sample, store, warehouse = build(tmp_path)
     assert cli("harvest", "survival", "--include-temp", "--now", str(sample.now), warehouse=warehouse.root).exit_code == 0
@@ -192,25 +215,8 @@ def test_survival_join_per_model_and_tier(tmp_path):
     assert sum(g["lines_surviving"] for g in groups) == 4 + 4 + 10 + 4 + 0
     assert sum(g["reverted"] for g in groups) == 1 and sum(g["unmatched"] for g in groups) == 0
     # the obvious join, row by row: outcome -> attempt naming its reviewed commit -> dwarf dispatch, task tier
-    attempts = {r["reviewed_commit"]: r for r in warehouse.read(t.ATTEMPTS).iter_rows(named=True) if r["reviewed_commit"]}
-    dispatches = {(r["run"], r["task"], r["attempt"]): r for r in warehouse.read(t.DISPATCHES).iter_rows(named=True)
-                  if r["role"] == "dwarf"}
-    tiers = {(r["run"], r["task"]): r["tier"] for r in warehouse.read(t.TASKS).iter_rows(named=True)}
-    expected = defaultdict(lambda: [0, 0, 0, 0, 0])
-    for o in warehouse.read(t.OUTCOMES).iter_rows(named=True):
-        attempt = attempts[o["reviewed"]]
-        dispatch = dispatches[(attempt["run"], attempt["task"], attempt["attempt"])]
-        key = (f"{dispatch['model']}:{dispatch['effort']}", tiers[(attempt["run"], attempt["task"])], 14)
-        cell = expected[key]
-        if o["status"] == "lost":
-            cell[4] += 1
-            continue
-        cell[0] += 1
-        cell[1] += o["added"]
-        cell[2] += o["surviving"]
-        cell[3] += bool(o["reverted_by"])
     assert {(g["model"], g["tier"], g["horizon_days"]): [g["tasks"], g["lines_added"], g["lines_surviving"],
-                                                         g["reverted"], g["lost"]] for g in groups} == dict(expected)
+                                                         g["reverted"], g["lost"]] for g in groups} == obvious_survival(warehouse)
     for g in groups:
         if g["tasks"]:
             assert g["revert_rate"] == g["reverted"] / g["tasks"]

@@ -17,7 +17,7 @@ from pipeline.forge import tables as t
 from pipeline.forge.git import Git
 from pipeline.forge.measure import History, Job, blame_classes
 from pipeline.forge.survival import harvest, harvest_horizons, outcome_rid
-from test_forge_survival import build
+from test_forge_survival import build, obvious_survival
 
 DAY = 86400
 
@@ -197,29 +197,6 @@ def test_a_horizon_out_of_range_is_a_usage_error(tmp_path, value):
 
 
 # ---- the report ----------------------------------------------------------------------------------
-
-def obvious_survival(warehouse) -> dict:
-    """The survival join row by row: outcome -> attempt naming its reviewed commit -> dwarf dispatch and task tier;
-    (model, tier, horizon) -> [tasks, lines added, lines surviving, reverted, lost]."""
-    attempts = {r["reviewed_commit"]: r for r in warehouse.read(t.ATTEMPTS).iter_rows(named=True) if r["reviewed_commit"]}
-    dispatches = {(r["run"], r["task"], r["attempt"]): r for r in warehouse.read(t.DISPATCHES).iter_rows(named=True)
-                  if r["role"] == "dwarf"}
-    tiers = {(r["run"], r["task"]): r["tier"] for r in warehouse.read(t.TASKS).iter_rows(named=True)}
-    expected = defaultdict(lambda: [0, 0, 0, 0, 0])
-    for o in warehouse.read(t.OUTCOMES).iter_rows(named=True):
-        attempt = attempts[o["reviewed"]]
-        dispatch = dispatches[(attempt["run"], attempt["task"], attempt["attempt"])]
-        cell = expected[(f"{dispatch['model']}:{dispatch['effort']}", tiers[(attempt["run"], attempt["task"])],
-                         o["horizon_days"])]
-        if o["status"] == "lost":
-            cell[4] += 1
-            continue
-        cell[0] += 1
-        cell[1] += o["added"]
-        cell[2] += o["surviving"]
-        cell[3] += bool(o["reverted_by"])
-    return dict(expected)
-
 
 def test_report_survival_has_rows_per_horizon(tmp_path):
     sample, _, warehouse = build(tmp_path)
