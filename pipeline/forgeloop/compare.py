@@ -19,7 +19,7 @@ import polars as pl
 from .. import intervals
 from ..errors import LoopmeterError
 from ..numbers import js_round4
-from .confidence import Settings
+from .confidence import Settings, sorted_samples
 from .contract import MODES
 from .ingest import RUNS
 from .stats import metric_statistics, rounded
@@ -76,14 +76,10 @@ def compare_run_sets(warehouse: Warehouse, baseline: str, candidate: str, margin
     names = [column for _, column in METRICS]
     medians = rounded(metric_statistics(runs, KEY, names)).select(*KEY, "metric", "p50").collect()
     median = {(run_set, scenario, mode, metric): p50 for run_set, scenario, mode, metric, p50 in medians.iter_rows()}
-    long = pl.concat([
+    samples = sorted_samples(pl.concat([
         runs.select(*KEY, pl.lit(column).alias("metric"), pl.col(column).cast(pl.Float64).alias("value"))
         for column in names
-    ]).filter(pl.col("value").is_finite()).sort([*KEY, "metric", "value"])
-    sizes = long.group_by([*KEY, "metric"], maintain_order=True).len()
-    values = long["value"].to_numpy()
-    ends = np.cumsum(sizes["len"].to_numpy())
-    samples = {key: values[end - size:end] for key, size, end in zip(sizes.drop("len").iter_rows(), sizes["len"], ends)}
+    ]), [*KEY, "metric"])
     scenarios = sorted(set(runs["scenario_id"].unique().to_list()))
     rows = []
     for scenario in scenarios:

@@ -13,7 +13,6 @@ INCONCLUSIVE, with the repeats that would settle it if the spread stayed as meas
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ import polars as pl
 
 from .. import intervals
 from ..numbers import js_round4
-from ..sql import query_text, run_query
+from ..sql import run_query
 from .analysis import MODE, compare
 from .contract import LIGHT_OBJECTIVES
 from .ingest import RUNS
@@ -70,10 +69,9 @@ def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame,
     files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
     if not files:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
-    words = set(re.findall(r"\w+", " ".join(query_text(name) for name in QUERIES)))
-    from ..layout import declared
+    from .stage import columns_used
 
-    runs = warehouse.read_files(RUNS, files, [name for name, _ in declared(RUNS) if name in words])
+    runs = warehouse.read_files(RUNS, files, columns_used(QUERIES))
     connection = duckdb.connect()
     try:
         connection.register("runs", runs.to_arrow(compat_level=pl.CompatLevel.newest()))
@@ -82,17 +80,22 @@ def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame,
         connection.close()
 
 
+def sorted_samples(long: pl.DataFrame, by: list[str]) -> dict[tuple, np.ndarray]:
+    """The finite `value`s of each group of `long` (by the columns `by`), sorted: group key -> values."""
+    ordered = long.filter(pl.col("value").is_finite()).sort([*by, "value"])
+    sizes = ordered.group_by(by, maintain_order=True).len()
+    values = ordered["value"].to_numpy()
+    ends = np.cumsum(sizes["len"].to_numpy())
+    return {key: values[end - size:end] for key, size, end in zip(sizes.drop("len").iter_rows(), sizes["len"], ends)}
+
+
 def _samples(pairs: pl.DataFrame) -> dict[tuple, np.ndarray]:
     """(run set, scenario, mode, sample) -> the sample's values, sorted: each sample column where
     its pair counts (token or time pair), finite."""
-    long = pl.concat([
+    return sorted_samples(pl.concat([
         pairs.filter(pl.col(flag)).select(*MODE, pl.lit(name).alias("sample"), pl.col(name).cast(pl.Float64).alias("value"))
         for name, flag in SAMPLE_OF.items()
-    ]).filter(pl.col("value").is_finite()).sort([*MODE, "sample", "value"])
-    sizes = long.group_by([*MODE, "sample"], maintain_order=True).len()
-    values = long["value"].to_numpy()
-    ends = np.cumsum(sizes["len"].to_numpy())
-    return {key: values[end - size:end] for key, size, end in zip(sizes.drop("len").iter_rows(), sizes["len"], ends)}
+    ]), [*MODE, "sample"])
 
 
 def _draws(samples: dict, key: tuple, names: tuple[str, ...], fraction: float,

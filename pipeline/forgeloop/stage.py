@@ -78,7 +78,7 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     if not files:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
     # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
-    runs = warehouse.read_files(RUNS, files, _columns_used()).rechunk()
+    runs = warehouse.read_files(RUNS, files, columns_used()).rechunk()
     connection = duckdb.connect()
     side = connection.cursor()  # a second session, for queries run beside the statistics
     try:
@@ -99,9 +99,9 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     return result
 
 
-def _columns_used() -> list[str]:
-    """The columns of `runs` the analysis queries name."""
-    words = set(re.findall(r"\w+", " ".join(query_text(name) for name in QUERIES)))  # one scan, not one per column
+def columns_used(queries: tuple[str, ...] = QUERIES) -> list[str]:
+    """The columns of `runs` the named queries (the analysis's by default) name."""
+    words = set(re.findall(r"\w+", " ".join(query_text(name) for name in queries)))  # one scan, not one per column
     return [name for name, _ in declared(RUNS) if name in words]
 
 
