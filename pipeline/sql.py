@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import queries_dir
 from .errors import Exit, LoopmeterError
+from .frames import from_duckdb
 
 if TYPE_CHECKING:
     import duckdb
@@ -154,4 +155,4 @@ def run_query(connection: "duckdb.DuckDBPyConnection", name: str, **parameters: 
     """Run queries/<name>.sql with its $parameters (the stages' own calls: missing ones are NULL); return polars."""
     text = query_text(name)
     wanted = {key: parameters.get(key) for key in query_parameters(text)}
-    return connection.sql(text, params=wanted).pl()
+    return from_duckdb(connection.sql(text, params=wanted))

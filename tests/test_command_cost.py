@@ -1,5 +1,5 @@
 """What `ingest forgeloop` and `aggregate` spend besides their work: the packages they load (never
-pandas, which pyarrow would import where it is installed), the catalog statements a rebuild runs
+pandas or numpy, which pyarrow would import where they are installed), the catalog statements a rebuild runs
 (the views of the tables still present are kept), the manifest written without a DuckDB session
 when it fits in memory. Seen from outside: `python -X importtime`, the catalog file, the tables."""
 from __future__ import annotations
@@ -7,11 +7,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from pipeline.catalog import table_docs
 
 QUALITY = "codex-quality-repeat5-20260831"
@@ -40,7 +42,25 @@ def test_ingest_aggregate_and_a_report_load_no_pandas_where_it_is_installed(tmp_
     assert "pyarrow.parquet" in loaded_modules(aggregate.stderr)
     for name, result in (("ingest", ingest), ("aggregate", aggregate), ("report", report)):
         assert not pandas_loaded(result.stderr), name
+        assert "numpy" not in loaded_modules(result.stderr), name
     assert json.loads(report.stdout)["runSets"][0]["runSetId"] == QUALITY
+
+
+def test_the_commands_that_draw_with_numpy_load_it_and_a_program_importing_loopmeter_keeps_pyarrows_numpy(tmp_path, corpus):
+    assert importlib.util.find_spec("numpy") is not None
+    warehouse = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--aggregate",
+            warehouse=warehouse)
+    confidence = run_cli("report", "confidence", "--json", warehouse=warehouse, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert {"numpy", "pyarrow"} <= loaded_modules(confidence.stderr)
+    assert json.loads(confidence.stdout)["rows"]
+    # the command's own process loads pyarrow without numpy; a program using loopmeter's modules does not
+    program = ("import sys; from pipeline.warehouse import Warehouse; from pipeline.forgeloop.stage import aggregate; "
+               "import numpy, pyarrow; w = Warehouse(sys.argv[1]); print(w.read('forgeloop_mode_runs').height, "
+               "pyarrow.array(numpy.arange(3)).to_pylist())")
+    done = subprocess.run([sys.executable, "-c", program, str(warehouse)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(" ", 1)[1].strip() == "[0, 1, 2]"
 
 
 def catalog_content(database: Path) -> dict:

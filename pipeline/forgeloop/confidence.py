@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from .. import intervals
+from ..frames import Scannable
 from ..numbers import js_round4
 from ..sql import run_query
 from .analysis import MODE, compare
@@ -74,7 +75,7 @@ def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame,
     runs = warehouse.read_files(RUNS, files, columns_used(QUERIES))
     connection = duckdb.connect()
     try:
-        connection.register("runs", runs.to_arrow(compat_level=pl.CompatLevel.newest()))
+        connection.register("runs", Scannable(runs))
         return run_query(connection, "forgeloop_pairs"), run_query(connection, "forgeloop_mode_runs")
     finally:
         connection.close()

@@ -12,6 +12,7 @@ import polars as pl
 from .. import collector, folders
 from ..config import file_in_the_way
 from ..errors import LoopmeterError
+from ..frames import Scannable
 from ..jsjson import dumps_bytes
 from ..layout import declared
 from ..lifetime import thread_pool
@@ -83,9 +84,8 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     side = connection.cursor()  # a second session, for queries run beside the statistics
     try:
         # read once; every query scans it in memory (string views and all: no conversion)
-        table = runs.to_arrow(compat_level=pl.CompatLevel.newest())
         for session in (connection, side):
-            session.register("runs", table)
+            session.register("runs", Scannable(runs))
         analysis = analyse(connection, run_set, side)
     finally:
         side.close()
