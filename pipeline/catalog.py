@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from . import SCHEMA_VERSION, __version__
 from .errors import LoopmeterError
 from .faults import checkpoint
+from .sql import session
 from .warehouse import DATABASE, REBUILDING, Warehouse, atomic_write_text
 
 if TYPE_CHECKING:
@@ -178,11 +179,10 @@ def _write(warehouse: Warehouse, target: Path, names: list[str], docs: dict, kep
     """loopmeter.duckdb for the tables `names`, built aside and renamed into place: from nothing, or
     (`kept`) from a copy of the current file (`recorded` says what it was built for), its views of
     the tables in `kept` left as they are."""
-    import duckdb
-
     temporary = warehouse.root / f".{DATABASE}.{secrets.token_hex(4)}.tmp"
     wal = Path(str(temporary) + ".wal")
-    connection = duckdb.connect()
+    connection = session()
+    attached = False
     try:
         if kept is not None:
             identity = _file_identity(target)
@@ -192,11 +192,13 @@ def _write(warehouse: Warehouse, target: Path, names: list[str], docs: dict, kep
                 kept = None
         dropped = [name for name in (recorded or {}).get("tables", []) if name not in names] if kept is not None else []
         connection.execute(f"ATTACH {_quote(str(temporary))} AS {NAME} (STORAGE_VERSION {_quote(STORAGE_VERSION)})")
+        attached = True
         connection.execute(f"USE {NAME}")
         define_views(connection, _located(warehouse), [name for name in names if name not in (kept or ())], docs, dropped)
         connection.execute(f"CHECKPOINT {NAME}")
         connection.execute("USE memory")
         connection.execute(f"DETACH {NAME}")
+        attached = False
         connection.close()
         checkpoint("before-publish:catalog")
         os.replace(temporary, target)
@@ -204,11 +206,25 @@ def _write(warehouse: Warehouse, target: Path, names: list[str], docs: dict, kep
         # crashed or still holds it): DuckDB would refuse the new file with it ("WAL does not match").
         Path(str(target) + ".wal").unlink(missing_ok=True)
     except BaseException:
-        connection.close()
+        connection.close()  # its transaction, if one is open, rolled back
+        if attached:  # the database outlives the session: nothing of this build stays attached to it
+            _detach()
         temporary.unlink(missing_ok=True)
         raise
     finally:
         wal.unlink(missing_ok=True)
+
+
+def _detach() -> None:
+    import duckdb
+
+    cleanup = session()
+    try:
+        cleanup.execute(f"DETACH DATABASE IF EXISTS {NAME}")
+    except duckdb.Error:
+        pass
+    finally:
+        cleanup.close()
 
 
 def _located(warehouse: Warehouse) -> Warehouse:

@@ -23,7 +23,7 @@ import polars as pl
 from .. import intervals
 from ..frames import Scannable
 from ..numbers import js_round4
-from ..sql import run_query
+from ..sql import run_query, session
 from .analysis import MODE, compare
 from .contract import LIGHT_OBJECTIVES
 from .ingest import RUNS
@@ -62,8 +62,6 @@ class Settings:
 
 def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The comparable pairs and the per-mode counts of the run set (or of all), from `runs`."""
-    import duckdb
-
     from ..errors import LoopmeterError
 
     wanted = [run_set] if run_set is not None else warehouse.partitions(RUNS, "run_set_id")
@@ -73,7 +71,7 @@ def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame,
     from .stage import columns_used
 
     runs = warehouse.read_files(RUNS, files, columns_used(QUERIES))
-    connection = duckdb.connect()
+    connection = session()
     try:
         connection.register("runs", Scannable(runs))
         return run_query(connection, "forgeloop_pairs"), run_query(connection, "forgeloop_mode_runs")

@@ -6,7 +6,6 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from .. import collector, folders
@@ -16,7 +15,7 @@ from ..frames import Scannable
 from ..jsjson import dumps_bytes
 from ..layout import declared
 from ..lifetime import thread_pool
-from ..sql import query_text
+from ..sql import query_text, session
 from ..warehouse import Warehouse
 from .aggregate import RunSetDocuments, build_documents, iter_documents
 from . import incremental
@@ -80,12 +79,12 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
     # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
     runs = warehouse.read_files(RUNS, files, columns_used()).rechunk()
-    connection = duckdb.connect()
-    side = connection.cursor()  # a second session, for queries run beside the statistics
+    connection = session()
+    side = session()  # a second one, for queries run beside the statistics
     try:
         # read once; every query scans it in memory (string views and all: no conversion)
-        for session in (connection, side):
-            session.register("runs", Scannable(runs))
+        for each in (connection, side):
+            each.register("runs", Scannable(runs))
         analysis = analyse(connection, run_set, side)
     finally:
         side.close()
