@@ -23,7 +23,7 @@ import polars as pl
 from .. import intervals
 from ..frames import Scannable
 from ..numbers import js_round4
-from ..sql import run_query, session
+from ..sql import release, run_query, session
 from .analysis import MODE, compare
 from .contract import LIGHT_OBJECTIVES
 from .ingest import RUNS
@@ -68,7 +68,7 @@ def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame,
     files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
     if not files:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
-    from .stage import columns_used
+    from .stage import LARGE_ANALYSIS, columns_used
 
     runs = warehouse.read_files(RUNS, files, columns_used(QUERIES))
     connection = session()
@@ -77,6 +77,8 @@ def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame,
         return run_query(connection, "forgeloop_pairs"), run_query(connection, "forgeloop_mode_runs")
     finally:
         connection.close()
+        if runs.estimated_size() > LARGE_ANALYSIS:
+            release()
 
 
 def sorted_samples(long: pl.DataFrame, by: list[str]) -> dict[tuple, np.ndarray]:

@@ -15,7 +15,7 @@ from ..frames import Scannable
 from ..jsjson import dumps_bytes
 from ..layout import declared
 from ..lifetime import thread_pool
-from ..sql import query_text, session
+from ..sql import query_text, release, session
 from ..warehouse import Warehouse
 from .aggregate import RunSetDocuments, build_documents, iter_documents
 from . import incremental
@@ -23,6 +23,11 @@ from .analysis import QUERIES, Analysis, analyse
 from .contract import TIERS
 from .ingest import RUNS
 from .stored import expected_profiles
+
+
+# runs (bytes in memory) whose analysis leaves the process's DuckDB database holding memory worth
+# more than opening another: about 10,000 runs
+LARGE_ANALYSIS = 4 * 2**20
 
 
 @dataclass
@@ -89,6 +94,8 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     finally:
         side.close()
         connection.close()
+        if runs.estimated_size() > LARGE_ANALYSIS:
+            release()
     profiles = expected_profiles(warehouse) if profiles is None else profiles
     result = Aggregated(analysis, [], tier=tier, profiles=profiles, identities=identities)
     if rendered:  # built while the documents before are written
