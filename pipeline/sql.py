@@ -172,8 +172,8 @@ def session() -> "duckdb.DuckDBPyConnection":
 
 def release() -> None:
     """Close this process's database, its sessions closed already: after a large analysis, the
-    memory DuckDB keeps for reuse (100 MB and more at 100,000 runs) goes with it. The next
-    `session()` opens another."""
+    memory DuckDB keeps for reuse (100 MB and more at 100,000 runs) goes with it. The following
+    call of `session()` opens another."""
     global _database
     with _opening:
         if _database is not None:

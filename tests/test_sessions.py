@@ -41,5 +41,5 @@ def test_a_large_analysis_closes_the_database_a_small_one_keeps_it(fresh_databas
     monkeypatch.setattr(stage, "LARGE_ANALYSIS", 0)
     stage.compute(warehouse)
     assert sql._database is None
-    with sql.session() as again:  # and the next session opens another
+    with sql.session() as again:  # and a session after it opens another database
         assert again.execute("SELECT 42").fetchall() == [(42,)]
