@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from . import SCHEMA_VERSION, __version__
 from .errors import LoopmeterError
 from .faults import checkpoint
-from .sql import session
+from .sql import holding, session
 from .warehouse import DATABASE, REBUILDING, Warehouse, atomic_write_text
 
 if TYPE_CHECKING:
@@ -179,6 +179,12 @@ def _write(warehouse: Warehouse, target: Path, names: list[str], docs: dict, kep
     """loopmeter.duckdb for the tables `names`, built aside and renamed into place: from nothing, or
     (`kept`) from a copy of the current file (`recorded` says what it was built for), its views of
     the tables in `kept` left as they are."""
+    with holding():  # built beside an aggregate (`ingest forgeloop --aggregate`): not closed under it
+        _build(warehouse, target, names, docs, kept, recorded)
+
+
+def _build(warehouse: Warehouse, target: Path, names: list[str], docs: dict, kept: list[str] | None,
+           recorded: dict | None) -> None:
     temporary = warehouse.root / f".{DATABASE}.{secrets.token_hex(4)}.tmp"
     wal = Path(str(temporary) + ".wal")
     connection = session()

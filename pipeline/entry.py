@@ -43,6 +43,9 @@ class _WithoutNumpy:
     def __init__(self, loader) -> None:
         self.loader = loader
 
+    def __getattr__(self, name: str):  # the rest of the loader's interface (resources, file names)
+        return getattr(self.loader, name)
+
     def create_module(self, spec):
         return self.loader.create_module(spec)
 

@@ -43,3 +43,28 @@ def test_a_large_analysis_closes_the_database_a_small_one_keeps_it(fresh_databas
     assert sql._database is None
     with sql.session() as again:  # and a session after it opens another database
         assert again.execute("SELECT 42").fetchall() == [(42,)]
+
+
+def test_a_release_waits_for_the_blocks_holding_the_database(fresh_database):
+    import threading
+
+    inside, released = threading.Event(), threading.Event()
+    seen = []
+
+    def build():  # as the catalog built beside an aggregate
+        with sql.holding():
+            work = sql.session()
+            inside.set()
+            released.wait(timeout=60)
+            seen.append(work.execute("SELECT 1 + 1").fetchall())  # still open after the release
+            work.close()
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    assert inside.wait(timeout=60)
+    sql.release()
+    assert sql._database is not None
+    released.set()
+    thread.join(timeout=60)
+    assert seen == [[(2,)]]
+    assert sql._database is None  # closed as the block ended

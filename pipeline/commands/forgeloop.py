@@ -65,8 +65,15 @@ def ingest_forgeloop_command(
                                   run_sets=run_set or None, full=full)
         if then_aggregate and store.has_table("runs"):
             from ..forgeloop.stage import aggregate
+            from ..lifetime import thread_pool
+            from ..warehouse import Warehouse
 
-            aggregated = aggregate(store, store.root / "aggregate")
+            # the catalog of the tables the ingest published is built while the aggregate computes
+            # (DuckDB works outside the interpreter lock); the refresh after it keeps those views
+            with thread_pool(1) as pool:
+                early = pool.submit(refresh_catalog, Warehouse(store.root))  # not the aggregate's publishing
+                aggregated = aggregate(store, store.root / "aggregate")
+                early.result()
         refresh_catalog(store)  # rebuilt only if the tables it shows changed
     if json:
         print_json(result.as_dict() if aggregated is None else {**result.as_dict(), "aggregate": aggregated.as_dict()}, 2)
