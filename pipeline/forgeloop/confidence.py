@@ -21,12 +21,10 @@ import numpy as np
 import polars as pl
 
 from .. import intervals
-from ..frames import Scannable
 from ..numbers import js_round4
-from ..sql import release, run_query, session
+from ..sql import run_query
 from .analysis import MODE, compare
 from .contract import LIGHT_OBJECTIVES
-from .ingest import RUNS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -62,23 +60,10 @@ class Settings:
 
 def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The comparable pairs and the per-mode counts of the run set (or of all), from `runs`."""
-    from ..errors import LoopmeterError
+    from .stage import columns_used, runs_in_duckdb
 
-    wanted = [run_set] if run_set is not None else warehouse.partitions(RUNS, "run_set_id")
-    files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
-    if not files:
-        raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
-    from .stage import LARGE_ANALYSIS, columns_used
-
-    runs = warehouse.read_files(RUNS, files, columns_used(QUERIES))
-    connection = session()
-    try:
-        connection.register("runs", Scannable(runs))
+    with runs_in_duckdb(warehouse, columns_used(QUERIES), run_set) as (connection,):
         return run_query(connection, "forgeloop_pairs"), run_query(connection, "forgeloop_mode_runs")
-    finally:
-        connection.close()
-        if runs.estimated_size() > LARGE_ANALYSIS:
-            release()
 
 
 def sorted_samples(long: pl.DataFrame, by: list[str]) -> dict[tuple, np.ndarray]:

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -23,6 +25,9 @@ from .analysis import QUERIES, Analysis, analyse
 from .contract import TIERS
 from .ingest import RUNS
 from .stored import expected_profiles
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 # runs (bytes in memory) whose analysis leaves the process's DuckDB database holding memory worth
@@ -78,24 +83,9 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     them as it writes them, `publish` too)."""
     check(warehouse, tier)
     identities = incremental.run_set_identities(warehouse) if run_set is None and run_sets is None else {}
-    wanted = [run_set] if run_set is not None else run_sets if run_sets is not None else warehouse.partitions(RUNS, "run_set_id")
-    files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
-    if not files:
-        raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
-    # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
-    runs = warehouse.read_files(RUNS, files, columns_used()).rechunk()
-    connection = session()
-    side = session()  # a second one, for queries run beside the statistics
-    try:
-        # read once; every query scans it in memory (string views and all: no conversion)
-        for each in (connection, side):
-            each.register("runs", Scannable(runs))
+    # a second session, for queries run beside the statistics
+    with runs_in_duckdb(warehouse, columns_used(), run_set, run_sets, sessions=2) as (connection, side):
         analysis = analyse(connection, run_set, side)
-    finally:
-        side.close()
-        connection.close()
-        if runs.estimated_size() > LARGE_ANALYSIS:
-            release()
     profiles = expected_profiles(warehouse) if profiles is None else profiles
     result = Aggregated(analysis, [], tier=tier, profiles=profiles, identities=identities)
     if rendered:  # built while the documents before are written
@@ -103,6 +93,30 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     else:
         result.documents = build_documents(analysis, profiles, tier)
     return result
+
+
+@contextmanager
+def runs_in_duckdb(warehouse: Warehouse, columns: list[str], run_set: str | None = None,
+                   run_sets: Collection[str] | None = None, sessions: int = 1) -> Iterator[list["duckdb.DuckDBPyConnection"]]:
+    """`sessions` sessions of the process's DuckDB database, each with `runs` registered: the
+    `columns` of the runs of one run set, of `run_sets`, or of all, read once. After a read of
+    more than LARGE_ANALYSIS the database is released with them."""
+    wanted = [run_set] if run_set is not None else run_sets if run_sets is not None else warehouse.partitions(RUNS, "run_set_id")
+    files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
+    if not files:
+        raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
+    # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
+    runs = warehouse.read_files(RUNS, files, columns).rechunk()
+    opened = [session() for _ in range(sessions)]
+    try:
+        for each in opened:  # every query scans it in memory (string views and all: no conversion)
+            each.register("runs", Scannable(runs))
+        yield opened
+    finally:
+        for each in opened:
+            each.close()
+        if runs.estimated_size() > LARGE_ANALYSIS:
+            release()
 
 
 def columns_used(queries: tuple[str, ...] = QUERIES) -> list[str]:
