@@ -33,7 +33,7 @@ CHUNK = 42_000  # routed runs generated at a time (a chunk's events are held in 
 
 def forge_store(directory: Path, runs: int) -> tuple[Path, int]:
     """A SQLite store of `runs` routed runs, written a chunk at a time (run ids and rids carry the chunk)."""
-    from pipeline.forge import samples
+    from loopmeter.forge import samples
 
     store = directory / "dataset.sqlite"
     marker = directory / "events.txt"
@@ -70,7 +70,7 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=Path(tempfile.gettempdir()) / "loopmeter-capacity")
     parser.add_argument("--only", choices=("forgeloop", "forge"))
     options = parser.parse_args()
-    loopmeter = [PYTHON, "-m", "pipeline"]
+    loopmeter = [PYTHON, "-m", "loopmeter"]
     rows = []
     work = Path(tempfile.mkdtemp(prefix="loopmeter-capacity-", dir=options.keep.parent))
     try:

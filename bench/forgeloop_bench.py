@@ -69,7 +69,7 @@ def measure(command: list[str], repeat: int) -> tuple[float, float, float]:
 
 def generate(directory: Path, runs: int) -> int:
     sys.path.insert(0, str(ROOT))
-    from pipeline.forgeloop.samples import scaled_plans, write_results
+    from loopmeter.forgeloop.samples import scaled_plans, write_results
 
     marker = directory / "runs.txt"
     if marker.exists():
@@ -85,7 +85,7 @@ def bench(runs: int, repeat: int, keep: Path | None) -> dict:
     written = generate(data, runs)
     work = Path(tempfile.mkdtemp(prefix="loopmeter-bench-"))
     try:
-        loopmeter = [PYTHON, "-m", "pipeline"]
+        loopmeter = [PYTHON, "-m", "loopmeter"]
         results = {"runs": written}
         # one untimed pass first, so every measurement finds the files in the page cache alike
         subprocess.run([PYTHON, "-c", READ_AND_PARSE, str(data / "raw")], capture_output=True, check=True)
@@ -121,7 +121,7 @@ def bench(runs: int, repeat: int, keep: Path | None) -> dict:
 
 def _one_more_run_set(loopmeter: list[str], warehouse: Path, work: Path, attempt: int) -> tuple[tuple, tuple]:
     """Time the ingest of one new run set (360 runs) into the warehouse, then the aggregate that follows."""
-    from pipeline.forgeloop.samples import SCENARIOS, RunSetPlan, write_results
+    from loopmeter.forgeloop.samples import SCENARIOS, RunSetPlan, write_results
 
     extra = work / f"extra-{attempt}"
     write_results(extra, [RunSetPlan(f"added-{attempt}", 20, "2", tuple(SCENARIOS))], seed=100 + attempt)

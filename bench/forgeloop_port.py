@@ -496,7 +496,7 @@ REPORTS = {"outliers": report_outliers, "tail": report_tail, "summary": report_s
 
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from pipeline.jsjson import dumps  # the same JSON text writer, so outputs compare byte for byte
+    from loopmeter.jsjson import dumps  # the same JSON text writer, so outputs compare byte for byte
 
     results, scenarios, out = Path(argv[0]), Path(argv[1]), Path(argv[2])
     tier = argv[argv.index("--tier") + 1] if "--tier" in argv else None

@@ -22,7 +22,7 @@ from statistics import NormalDist
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pipeline import intervals  # noqa: E402
+from loopmeter import intervals  # noqa: E402
 
 LEVEL = 0.95
 NORMAL = NormalDist()

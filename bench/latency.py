@@ -69,7 +69,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 import forgeloop_port as port
-from pipeline.jsjson import dumps
+from loopmeter.jsjson import dumps
 print(dumps(port.REPORTS["tail"](port.read_run_sets(Path(sys.argv[2])), port.read_profiles(Path(sys.argv[3]))), 2))
 """
 
@@ -84,7 +84,7 @@ def measure(cwd: Path, *commands: list[str], env: dict[str, str]) -> list[tuple[
 
 
 def ingest_and_aggregate(corpus: Path, warehouse: Path) -> list[list[str]]:
-    loopmeter = [PYTHON, "-m", "pipeline"]
+    loopmeter = [PYTHON, "-m", "loopmeter"]
     return [
         [*loopmeter, "ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"),
          "--warehouse", str(warehouse), "--quiet"],
@@ -99,12 +99,12 @@ def items(corpus: Path, warehouse: Path, work: Path, checkouts: dict[str, Path])
         suffix = "" if label == "" else f" ({label})"
         for name in REPORTS:
             for options in ([], ["--json"]):
-                command = [PYTHON, "-m", "pipeline", "report", name, *options, "--warehouse", str(warehouse)]
+                command = [PYTHON, "-m", "loopmeter", "report", name, *options, "--warehouse", str(warehouse)]
                 found[f"report {name}{' --json' if options else ''}{suffix}"] = (checkout, [command])
         found[f"ingest+aggregate{suffix}"] = (checkout, ingest_and_aggregate(corpus, work / f"fresh{label or '-here'}"))
     found["ingest --aggregate"] = (ROOT, [[*ingest_and_aggregate(corpus, work / "in-one")[0], "--aggregate"]])
     found["ingest again"] = (ROOT, ingest_and_aggregate(corpus, warehouse)[:1])
-    found["run-all"] = (ROOT, [[PYTHON, "-m", "pipeline", "run-all", str(corpus / "results"), "--scenarios",
+    found["run-all"] = (ROOT, [[PYTHON, "-m", "loopmeter", "run-all", str(corpus / "results"), "--scenarios",
                                 str(corpus / "scenarios"), "--warehouse", str(work / "run-all"), "--quiet"]])
     found["port aggregate"] = (ROOT, [[PYTHON, str(ROOT / "bench" / "forgeloop_port.py"), str(corpus / "results"),
                                        str(corpus / "scenarios"), str(work / "port")]])

@@ -33,8 +33,8 @@ from forgeloop_bench import PYTHON, ROOT, generate, measure  # noqa: E402
 
 def _large_pair(directory: Path, runs: int) -> int:
     sys.path.insert(0, str(ROOT))
-    from pipeline.forgeloop.contract import MODES
-    from pipeline.forgeloop.samples import SCENARIOS, RunSetPlan, write_results
+    from loopmeter.forgeloop.contract import MODES
+    from loopmeter.forgeloop.samples import SCENARIOS, RunSetPlan, write_results
 
     marker = directory / "runs.txt"
     if marker.exists():
@@ -55,7 +55,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     options = parser.parse_args()
     keep = options.keep or Path(tempfile.gettempdir()) / "loopmeter-bench"
-    loopmeter = [PYTHON, "-m", "pipeline"]
+    loopmeter = [PYTHON, "-m", "loopmeter"]
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="loopmeter-bench-statistics-"))
 

@@ -20,11 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.forge import samples  # noqa: E402
-from pipeline.forge.git import Git  # noqa: E402
-from pipeline.forge.ingest import ingest_forge  # noqa: E402
-from pipeline.forge.survival import harvest, harvest_horizons  # noqa: E402
-from pipeline.warehouse import Warehouse  # noqa: E402
+from loopmeter.forge import samples  # noqa: E402
+from loopmeter.forge.git import Git  # noqa: E402
+from loopmeter.forge.ingest import ingest_forge  # noqa: E402
+from loopmeter.forge.survival import harvest, harvest_horizons  # noqa: E402
+from loopmeter.warehouse import Warehouse  # noqa: E402
 
 
 class Blames:

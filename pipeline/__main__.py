@@ -1,4 +1,4 @@
-"""`python -m pipeline` is the `loopmeter` command."""
-from pipeline.entry import main
+"""`python -m loopmeter` is the `loopmeter` command."""
+from loopmeter.entry import main
 
 main()

@@ -55,7 +55,7 @@ def table_docs() -> dict[str, tuple[str, list[Column]]]:
     from .forgeloop.tables import FORGELOOP_TABLES
 
     docs = dict(FORGELOOP_TABLES)
-    if find_spec("pipeline.forge.tables") is not None:  # the Forge area is being built beside this
+    if find_spec("loopmeter.forge.tables") is not None:  # the Forge area is being built beside this
         from .forge.tables import FORGE_TABLES
 
         docs.update(FORGE_TABLES)

@@ -252,7 +252,7 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
 def _summaries() -> dict[str, tuple[str, ...]]:
     from importlib.util import find_spec
 
-    if find_spec("pipeline.forge.derive") is None:
+    if find_spec("loopmeter.forge.derive") is None:
         return {}
     from .forge.derive import SUMMARIES
 

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 import forge_oracle
 from forge_oracle import export as oracle_export
 from forge_oracle import routing as oracle_routing
-from pipeline.cli import app
-from pipeline.forge import samples
-from pipeline.forge.ingest import ingest_forge
-from pipeline.warehouse import Warehouse
+from loopmeter.cli import app
+from loopmeter.forge import samples
+from loopmeter.forge.ingest import ingest_forge
+from loopmeter.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,7 @@ def cli(*args: str, warehouse: Path | None = None):
 
 def run_user(*args: str, warehouse: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`loopmeter ARGS` in a fresh process, as a user runs it."""
-    command = [sys.executable, "-m", "pipeline", *args] + (["--warehouse", str(warehouse)] if warehouse else [])
+    command = [sys.executable, "-m", "loopmeter", *args] + (["--warehouse", str(warehouse)] if warehouse else [])
     return subprocess.run(command, capture_output=True, text=True, cwd=cwd or ROOT)
 
 

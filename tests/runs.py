@@ -5,7 +5,7 @@ import copy
 import json
 from pathlib import Path
 
-from pipeline.forgeloop.contract import CONTEXT_ITEMS, QUALITY_SCORES
+from loopmeter.forgeloop.contract import CONTEXT_ITEMS, QUALITY_SCORES
 
 REQUESTED = {"direct": None, "forgeloopBalanced": "balanced", "forgeloopAdaptive": "auto"}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.warehouse import Warehouse
+from loopmeter.warehouse import Warehouse
 
 # A DuckDB client as a notebook or BI tool is one: the file opened with the options given, every
 # view counted, the comments read. A view that fails is reported with its error.
@@ -242,7 +242,7 @@ def test_nothing_is_imported_or_written_when_the_catalog_is_current(settled, tmp
     no DuckDB import, nothing written. A moved one is rebuilt (DuckDB imported)."""
     source, _ = settled
     warehouse = copy_of(source, tmp_path / "warehouse")
-    probe = ("import sys; from pathlib import Path; from pipeline.commands.common import open_warehouse; "
+    probe = ("import sys; from pathlib import Path; from loopmeter.commands.common import open_warehouse; "
              "open_warehouse(Path(sys.argv[1])); print('duckdb' in sys.modules)")
     moved = subprocess.run([sys.executable, "-c", probe, str(warehouse)], capture_output=True, text=True, check=True)
     assert moved.stdout.strip() == "True" and recorded_root(warehouse) == str(warehouse)

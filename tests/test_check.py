@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from forge_fixtures import run_user
-from pipeline.forge import samples
-from pipeline.forge.ingest import ingest_forge
-from pipeline.warehouse import Warehouse
+from loopmeter.forge import samples
+from loopmeter.forge.ingest import ingest_forge
+from loopmeter.warehouse import Warehouse
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from conftest import ROOT, imported_packages, run_cli
 
 def test_help_does_not_import_the_heavy_libraries():
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "pipeline", "--help"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-X", "importtime", "-m", "loopmeter", "--help"], capture_output=True, text=True, cwd=ROOT
     )
     assert result.returncode == 0 and "ingest" in result.stdout
     imported = imported_packages(result.stderr)
@@ -20,7 +20,7 @@ def test_help_does_not_import_the_heavy_libraries():
 
 def test_argument_errors_exit_2_without_heavy_imports():
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "pipeline", "aggregate", "--no-such-option"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-X", "importtime", "-m", "loopmeter", "aggregate", "--no-such-option"], capture_output=True, text=True, cwd=ROOT
     )
     assert result.returncode == 2
     assert "No such option" in result.stderr

@@ -207,7 +207,7 @@ def test_harvest_now_must_be_a_finite_time(demo_warehouse, value):
 ], ids=["summary", "routing-json", "sql-table", "sql-csv"])
 def test_a_reader_that_leaves_ends_the_command_quietly(warehouse, args):
     """`loopmeter ... | head`: exit 141 (128 + SIGPIPE, as any Unix tool the signal ends), not a word."""
-    process = subprocess.Popen([sys.executable, "-m", "pipeline", *args, "--warehouse", str(warehouse)],
+    process = subprocess.Popen([sys.executable, "-m", "loopmeter", *args, "--warehouse", str(warehouse)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     process.stdout.close()  # the reader has gone before the first line is written
     stderr = process.stderr.read().decode()
@@ -231,14 +231,14 @@ def test_report_html_on_a_warehouse_without_data_is_an_error(tmp_path):
 
 INTERRUPT = '''
 import os, signal, sys
-import pipeline.warehouse as warehouse
+import loopmeter.warehouse as warehouse
 point = sys.argv.pop(1)
 def checkpoint(name):
     if name == point:
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, at this point of the publishing
 warehouse.checkpoint = checkpoint
 sys.argv[0] = "loopmeter"
-from pipeline.cli import main
+from loopmeter.cli import main
 main()
 '''
 
@@ -289,10 +289,10 @@ def _first_swapped(tmp_path: Path, store: str) -> str:
 TRACE = '''
 import sys
 import time
-import pipeline.warehouse as warehouse
+import loopmeter.warehouse as warehouse
 warehouse.checkpoint = lambda name: print(name, file=sys.stderr)
 sys.argv[0] = "loopmeter"
-from pipeline.cli import main
+from loopmeter.cli import main
 main()
 '''
 
@@ -309,11 +309,11 @@ def test_an_interrupted_forgeloop_ingest_says_so_too(tmp_path):
 def test_ctrl_c_at_any_moment_of_the_start_is_one_line_never_a_traceback(tmp_path):
     """Ctrl-C while the command's modules load (before any command ran) ends it with one line
     and exit 130; after the command ended, nothing. No traceback from loopmeter's modules or
-    the libraries they load. (Before `pipeline.entry` runs, in the interpreter's own start and
+    the libraries they load. (Before `loopmeter.entry` runs, in the interpreter's own start and
     runpy's, 20 to 40 ms, Python answers as it does.)"""
     early = 0
     for delay in [0.01 * step for step in range(2, 22)]:
-        process = subprocess.Popen([sys.executable, "-m", "pipeline", "--help"], stdout=subprocess.DEVNULL,
+        process = subprocess.Popen([sys.executable, "-m", "loopmeter", "--help"], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, text=True, cwd=ROOT)
         time.sleep(delay)
         process.send_signal(signal.SIGINT)
@@ -331,8 +331,8 @@ def test_ctrl_c_at_any_moment_of_the_start_is_one_line_never_a_traceback(tmp_pat
 
 STUCK_THREAD = '''
 import os, signal, sys, threading
-import pipeline.warehouse as warehouse
-from pipeline.lifetime import usable_cores
+import loopmeter.warehouse as warehouse
+from loopmeter.lifetime import usable_cores
 write_file = warehouse.Warehouse._write_file
 # Ctrl-C once every writing thread is stuck for ever (the four partitions keep them all busy)
 every_thread = threading.Barrier(min(usable_cores(), 4), action=lambda: os.kill(os.getpid(), signal.SIGINT))
@@ -343,7 +343,7 @@ def stuck(self, frame, path, table):
     return write_file(self, frame, path, table)
 warehouse.Warehouse._write_file = stuck
 sys.argv[0] = "loopmeter"
-from pipeline.cli import main
+from loopmeter.cli import main
 main()
 '''
 
@@ -382,7 +382,7 @@ def test_a_store_path_that_is_not_utf8(tmp_path, sample):
     ["sql", "select 1", "--format", "xml"],
 ])
 def test_usage_errors_do_not_import_the_heavy_libraries(args, tmp_path):
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "pipeline", *args, "--warehouse", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "loopmeter", *args, "--warehouse", str(tmp_path)],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2, result.stderr
     assert imported_packages(result.stderr).isdisjoint({"polars", "duckdb", "pyarrow"})
@@ -395,7 +395,7 @@ def test_a_duckdb_query_stopped_by_ctrl_c_is_an_interruption_not_an_error():
 
     import duckdb
 
-    from pipeline.errors import is_interruption
+    from loopmeter.errors import is_interruption
 
     connection = duckdb.connect()
     raised: list[BaseException] = []

@@ -16,14 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import ROOT, run_cli
-from pipeline.warehouse import Warehouse
+from loopmeter.warehouse import Warehouse
 
 
 def _command_paths() -> list[str]:
     from typer.core import TyperGroup
     from typer.main import get_command
 
-    from pipeline.cli import app
+    from loopmeter.cli import app
 
     paths, todo = [], [((), get_command(app))]
     while todo:
@@ -157,7 +157,7 @@ def _wait_for_line(process: subprocess.Popen, wanted: str, timeout: float = 120)
 
 def _start(*args: str, cwd: Path = ROOT) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "loopmeter", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=cwd, env=env)
 
 

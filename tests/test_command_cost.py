@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from conftest import ROOT, run_cli
-from pipeline.catalog import table_docs
+from loopmeter.catalog import table_docs
 
 QUALITY = "codex-quality-repeat5-20260831"
 
@@ -55,7 +55,7 @@ def test_the_commands_that_draw_with_numpy_load_it_and_a_program_importing_loopm
     assert {"numpy", "pyarrow"} <= loaded_modules(confidence.stderr)
     assert json.loads(confidence.stdout)["rows"]
     # the command's own process loads pyarrow without numpy; a program using loopmeter's modules does not
-    program = ("import sys; from pipeline.warehouse import Warehouse; from pipeline.forgeloop.stage import aggregate; "
+    program = ("import sys; from loopmeter.warehouse import Warehouse; from loopmeter.forgeloop.stage import aggregate; "
                "import numpy, pyarrow; w = Warehouse(sys.argv[1]); print(w.read('forgeloop_mode_runs').height, "
                "pyarrow.array(numpy.arange(3)).to_pylist())")
     done = subprocess.run([sys.executable, "-c", program, str(warehouse)], capture_output=True, text=True, cwd=ROOT)
@@ -120,9 +120,9 @@ def manifest_rows(warehouse: Path) -> list[tuple]:
 
 
 def test_the_manifest_is_the_same_whether_it_was_held_in_memory_or_spooled(tmp_path, corpus, monkeypatch):
-    from pipeline.forgeloop import manifest
-    from pipeline.forgeloop.ingest import ingest_forgeloop
-    from pipeline.warehouse import Warehouse
+    from loopmeter.forgeloop import manifest
+    from loopmeter.forgeloop.ingest import ingest_forgeloop
+    from loopmeter.warehouse import Warehouse
 
     held = Warehouse(tmp_path / "held")
     with held.lock():

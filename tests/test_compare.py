@@ -10,9 +10,9 @@ import pytest
 from scipy import stats
 
 from conftest import run_cli
-from pipeline import intervals
-from pipeline.forgeloop.compare import _ratio_interval, verdict
-from pipeline.forgeloop.confidence import Settings
+from loopmeter import intervals
+from loopmeter.forgeloop.compare import _ratio_interval, verdict
+from loopmeter.forgeloop.confidence import Settings
 from runs import run, write_tree
 
 FACTORS = {"direct": 1.0, "forgeloopBalanced": 0.7, "forgeloopAdaptive": 1.3}  # candidate tokens / baseline tokens

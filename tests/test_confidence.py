@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from pipeline.forgeloop.confidence import Settings, confidence_report
-from pipeline.warehouse import Warehouse
+from loopmeter.forgeloop.confidence import Settings, confidence_report
+from loopmeter.warehouse import Warehouse
 from runs import run, write_tree
 
 CORPUS_FIGURES = {  # statistic -> (comparison key, field) of ForgeLoop's aggregate document

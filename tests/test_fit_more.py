@@ -115,7 +115,7 @@ def test_forge_reports_on_a_terminal(demo_warehouse, forge_piped):
 
 
 def test_the_fitted_routing_keeps_each_value_under_its_header():
-    from pipeline.forge.reports import routing_text
+    from loopmeter.forge.reports import routing_text
 
     arm = dict(spec="gpt-6.1-sol:medium:codex", assigned=60, first_pass=0.64, n_eff=45.0, not_followed=4,
                no_outcome=15, runtime_min=14.2)
@@ -224,7 +224,7 @@ def test_summary_lines_on_a_terminal(demo_warehouse, tmp_path):
 
 
 def test_a_word_wider_than_the_line_has_a_line_to_itself():
-    from pipeline.tables_text import fit_line, hanging, wrap_words
+    from loopmeter.tables_text import fit_line, hanging, wrap_words
 
     path = "/a/very/long/path/that/no/line/holds"
     assert wrap_words(f"12 run files -> {path}", 20) == ["12 run files ->", path]

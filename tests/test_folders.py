@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import folders
+from loopmeter import folders
 
 
 def contents(folder: Path) -> dict[str, bytes | str]:

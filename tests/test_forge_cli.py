@@ -7,7 +7,7 @@ import re
 import pytest
 
 from forge_fixtures import ROOT, run_user, seed_json, seed_routing
-from pipeline.forge import samples
+from loopmeter.forge import samples
 
 
 @pytest.fixture(scope="module")

@@ -31,10 +31,10 @@ import pytest
 
 from conftest import file_powers_dropper
 from forge_fixtures import ROOT
-from pipeline.forge import samples
-from pipeline.forge import tables as t
-from pipeline.forge.store import MAX_RECORD_BYTES
-from pipeline.warehouse import Warehouse
+from loopmeter.forge import samples
+from loopmeter.forge import tables as t
+from loopmeter.forge.store import MAX_RECORD_BYTES
+from loopmeter.warehouse import Warehouse
 
 MIB = 1024 * 1024
 REPOS = [("api", "/nowhere/api"), ("web", "/nowhere/web"), ("cli", "/nowhere/cli")]
@@ -46,7 +46,7 @@ def loopmeter(*args: str, timeout: float = 120, prefix: tuple[str, ...] = (), sh
     """`loopmeter ARGS` in a fresh process (under `prefix`; or as a bash command line `shell`, whose
     `LOOPMETER` stands for the program; `preexec`: run in the child before the exec); `measure`: under
     /usr/bin/time -v."""
-    program = [sys.executable, "-m", "pipeline"]
+    program = [sys.executable, "-m", "loopmeter"]
     if shell is not None:
         command = ["bash", "-c", shell.replace("LOOPMETER", " ".join(program))]
     else:
@@ -328,7 +328,7 @@ def test_events_or_repos_that_are_not_tables_are_refused(tmp_path, table, defini
 # ---- Ctrl-C -------------------------------------------------------------------------------
 
 def start(store: Path, warehouse: Path, *options: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "forge", str(store), "--warehouse",
+    return subprocess.Popen([sys.executable, "-m", "loopmeter", "ingest", "forge", str(store), "--warehouse",
                              str(warehouse), "-q", *options], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 

@@ -10,12 +10,12 @@ import polars as pl
 import pytest
 
 from forge_fixtures import cli, event, run_user, write_store
-from pipeline.forge import samples
-from pipeline.forge import store as store_module
-from pipeline.forge import tables as t
-from pipeline.forge.ingest import ingest_forge
-from pipeline.frames import polars_dtype
-from pipeline.warehouse import Warehouse
+from loopmeter.forge import samples
+from loopmeter.forge import store as store_module
+from loopmeter.forge import tables as t
+from loopmeter.forge.ingest import ingest_forge
+from loopmeter.frames import polars_dtype
+from loopmeter.warehouse import Warehouse
 
 
 def digest(path) -> str:
@@ -480,7 +480,7 @@ def test_a_second_writer_waits_or_leaves(sample, tmp_path):
 
 
 def test_help_does_not_import_the_heavy_libraries():
-    code = ("import sys; from pipeline.cli import app; import pipeline.commands.forge; "
+    code = ("import sys; from loopmeter.cli import app; import loopmeter.commands.forge; "
             "print(sorted(m for m in ('polars', 'duckdb', 'pyarrow') if m in sys.modules))")
     import subprocess
     import sys

@@ -16,13 +16,13 @@ import pytest
 
 from forge_fixtures import cli, event
 from runs import run as forgeloop_run
-from pipeline.forge import samples
-from pipeline.forge import store as store_module
-from pipeline.forge import tables as t
-from pipeline.forge.ingest import IngestResult, ingest_forge
-from pipeline.forge.store import StoreError, detect_format
-from pipeline.frames import polars_dtype
-from pipeline.warehouse import Warehouse
+from loopmeter.forge import samples
+from loopmeter.forge import store as store_module
+from loopmeter.forge import tables as t
+from loopmeter.forge.ingest import IngestResult, ingest_forge
+from loopmeter.forge.store import StoreError, detect_format
+from loopmeter.frames import polars_dtype
+from loopmeter.warehouse import Warehouse
 
 MIB = store_module.HEAD_BYTES
 

@@ -12,10 +12,10 @@ import sqlite3
 import pytest
 
 from forge_fixtures import cli
-from pipeline.forge import store as store_module
-from pipeline.forge import tables as t
-from pipeline.forge.ingest import ingest_forge
-from pipeline.warehouse import Warehouse
+from loopmeter.forge import store as store_module
+from loopmeter.forge import tables as t
+from loopmeter.forge.ingest import ingest_forge
+from loopmeter.warehouse import Warehouse
 
 TYPED_REPOS = "CREATE TABLE repos(repo TEXT PRIMARY KEY, path TEXT)"
 UNTYPED_REPOS = "CREATE TABLE repos(repo, path)"  # no affinity, no key: what a hand-made store may hold

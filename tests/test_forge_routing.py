@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from forge_fixtures import cli, decision, event, ingested, seed_json, seed_routing, write_store
 from forge_oracle import routing as oracle_routing
-from pipeline.forge import derive, routing, samples
-from pipeline.forge import tables as t
-from pipeline.forge.reports import routing_document, routing_scope
-from pipeline.warehouse import Warehouse
+from loopmeter.forge import derive, routing, samples
+from loopmeter.forge import tables as t
+from loopmeter.forge.reports import routing_document, routing_scope
+from loopmeter.warehouse import Warehouse
 
 
 # ---- a store small enough to compute by hand -----------------------------------------------

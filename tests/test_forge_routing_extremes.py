@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from forge_fixtures import cli, decision, event, ingested, seed_routing, write_store
 from forge_oracle import routing as oracle_routing
-from pipeline.forge import routing
-from pipeline.forge import tables as t
-from pipeline.forge.reports import routing_json, routing_text
+from loopmeter.forge import routing
+from loopmeter.forge import tables as t
+from loopmeter.forge.reports import routing_json, routing_text
 from test_forge_routing import assignments_frame
 
 TINY = 5e-324  # the smallest subnormal double: 1 / TINY is inf

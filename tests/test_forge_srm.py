@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from conftest import run_cli
 from forge_fixtures import cli, decision, event, ingested, seed_json, seed_routing, write_store
-from pipeline.forge import samples, srm
-from pipeline.forge import tables as t
-from pipeline.forge.reports import routing_document, routing_text
-from pipeline.forge.routing import Scope
+from loopmeter.forge import samples, srm
+from loopmeter.forge import tables as t
+from loopmeter.forge.reports import routing_document, routing_text
+from loopmeter.forge.routing import Scope
 
 PAIRS = {"low": ("flash", "sonnet"), "medium": ("sonnet", "flash"), "high": ("opus", "sol")}
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from forge_fixtures import cli, retarget, seed_harvest, tree_fingerprint
-from pipeline.forge import samples
-from pipeline.forge import tables as t
-from pipeline.forge.ingest import ingest_forge
-from pipeline.forge.survival import harvest, outcome_rid, record
-from pipeline.warehouse import Warehouse
+from loopmeter.forge import samples
+from loopmeter.forge import tables as t
+from loopmeter.forge.ingest import ingest_forge
+from loopmeter.forge.survival import harvest, outcome_rid, record
+from loopmeter.warehouse import Warehouse
 
 
 def build(root: Path, **options):

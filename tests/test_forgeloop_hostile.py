@@ -17,11 +17,11 @@ import polars as pl
 import pytest
 
 from conftest import ROOT, run_cli
-from pipeline.forgeloop.ingest import ingest_forgeloop
-from pipeline.forgeloop.reader import PARALLEL_FROM
-from pipeline.forgeloop.samples import scaled_plans, write_results
-from pipeline.lifetime import usable_cores
-from pipeline.warehouse import Warehouse
+from loopmeter.forgeloop.ingest import ingest_forgeloop
+from loopmeter.forgeloop.reader import PARALLEL_FROM
+from loopmeter.forgeloop.samples import scaled_plans, write_results
+from loopmeter.lifetime import usable_cores
+from loopmeter.warehouse import Warehouse
 from runs import run, write_tree
 
 RANGE_RULE = "must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z once in UTC"
@@ -97,7 +97,7 @@ def test_a_sparse_huge_scenario_file_is_rejected_unread_and_the_rest_stored(tmp_
     huge = scenarios / "api-feature.json"
     with open(huge, "r+b") as handle:
         handle.truncate(size)  # sparse: its size, none of its blocks
-    command = [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(results), "--scenarios", str(scenarios),
+    command = [sys.executable, "-m", "loopmeter", "ingest", "forgeloop", str(results), "--scenarios", str(scenarios),
                "--warehouse", str(tmp_path / "w")]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = process.communicate(timeout=300)
@@ -264,7 +264,7 @@ def test_ctrl_c_at_a_stage_is_answered_within_a_second_with_exit_130_and_one_lin
         warehouse = tmp_path / f"w{attempt}"
         errors = tmp_path / f"stderr{attempt}"
         holder = Warehouse(warehouse)
-        command = [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(many), "--wait", "--warehouse", str(warehouse)]
+        command = [sys.executable, "-m", "loopmeter", "ingest", "forgeloop", str(many), "--wait", "--warehouse", str(warehouse)]
         locking = holder.lock(command="a test") if stage == "waiting for the lock" else None
         if locking is not None:
             locking.__enter__()

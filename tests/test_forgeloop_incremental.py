@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from pipeline.forgeloop.incremental import TABLES
-from pipeline.forgeloop.ingest import ingest_forgeloop
-from pipeline.forgeloop.samples import RunSetPlan, write_results
-from pipeline.forgeloop.stage import aggregate
-from pipeline.warehouse import Warehouse
+from loopmeter.forgeloop.incremental import TABLES
+from loopmeter.forgeloop.ingest import ingest_forgeloop
+from loopmeter.forgeloop.samples import RunSetPlan, write_results
+from loopmeter.forgeloop.stage import aggregate
+from loopmeter.warehouse import Warehouse
 
 PLANS = [RunSetPlan(f"rs-{index}", 4, "1" if index == 2 else "2", ("api-feature", "small-bug-fix")) for index in range(4)]
 

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import ROOT, imported_packages, run_as_a_user, run_cli
-from pipeline.forgeloop.ingest import ingest_forgeloop
-from pipeline.forgeloop.reader import ToRead, read_batch
-from pipeline.warehouse import Warehouse
+from loopmeter.forgeloop.ingest import ingest_forgeloop
+from loopmeter.forgeloop.reader import ToRead, read_batch
+from loopmeter.warehouse import Warehouse
 from runs import DELETE, context, edited, run, write_tree
 
 GOOD = run()
@@ -347,7 +347,7 @@ def test_unchanged_tree_is_answered_from_the_last_ingest_without_the_dataframe_s
     results = write_tree(tmp_path / "results", [GOOD, run(index=2, tokens=2000), edited(run(index=3), "usage.totalTokens", -1)],
                          scenarios={"small-bug-fix": "light"})
     scenarios = results / "scenarios"
-    command = [sys.executable, "-X", "importtime", "-m", "pipeline", "ingest", "forgeloop", str(results),
+    command = [sys.executable, "-X", "importtime", "-m", "loopmeter", "ingest", "forgeloop", str(results),
                "--scenarios", str(scenarios), "--warehouse", str(warehouse)]
     first = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     assert first.returncode == 3 and "3 run files: 2 accepted, 0 unchanged, 1 rejected" in first.stdout, first.stdout + first.stderr
@@ -376,7 +376,7 @@ def test_unchanged_tree_is_answered_from_the_last_ingest_without_the_dataframe_s
 
 
 def test_only_changed_run_set_folders_are_ingested_again_and_the_answer_covers_the_tree(tmp_path):
-    from pipeline.forgeloop.ingest import TreeState
+    from loopmeter.forgeloop.ingest import TreeState
 
     results = write_tree(tmp_path / "results", [GOOD, run(index=2, tokens=2000), run(run_set="rs-two", tokens=3000),
                                                 edited(run(run_set="rs-three"), "usage.totalTokens", -1)])
@@ -439,7 +439,7 @@ def test_a_file_that_could_not_be_read_is_read_again_once_it_can_be(tmp_path):
     locked = [results / "raw" / "rs-test" / "small-bug-fix" / "direct" / "run-002.json", results / "scenarios" / "api-feature.json"]
     for path in locked:
         path.chmod(0o000)
-    command = [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"),
+    command = [sys.executable, "-m", "loopmeter", "ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"),
                "--json", "--warehouse", str(tmp_path / "w")]
     first = run_as_a_user(command)
     assert first.returncode == 3, first.stderr

@@ -7,7 +7,7 @@ import forgeloop_port as port
 import pytest
 
 from conftest import run_cli
-from pipeline.jsjson import dumps
+from loopmeter.jsjson import dumps
 
 RUN_SETS = {"codex-quality-repeat5-20260831": None, "codex-tail-repeat20-20260831": "tail"}
 
@@ -76,7 +76,7 @@ def test_unknown_run_set_is_an_error(corpus_warehouse):
 
 
 def test_aggregating_one_run_set_keeps_the_others_tables(corpus_warehouse, tmp_path):
-    from pipeline.warehouse import Warehouse
+    from loopmeter.warehouse import Warehouse
 
     run_cli("aggregate", "--out", str(tmp_path / "all"), "--quiet", warehouse=corpus_warehouse)
     run_cli("aggregate", "--run-set", "codex-quality-repeat5-20260831", "--out", str(tmp_path / "one"), "--quiet", warehouse=corpus_warehouse)

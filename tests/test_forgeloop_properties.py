@@ -10,16 +10,16 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.forgeloop.aggregate import build_documents
-from pipeline.forgeloop.contract import CONTEXT_ITEMS, MODES, RUNAWAY_SIGNALS
-from pipeline.forgeloop.fragments import js_number_text as js_number_text_expr
-from pipeline.forgeloop.fragments import plain_number
-from pipeline.forgeloop.ingest import ingest_forgeloop
-from pipeline.forgeloop.stage import compute
-from pipeline.forgeloop.stats import robust_statistics, rounded, statistics
-from pipeline.jsjson import dumps, dumps_bytes, js_number_text
-from pipeline.numbers import js_round4, js_round4_expr
-from pipeline.warehouse import Warehouse
+from loopmeter.forgeloop.aggregate import build_documents
+from loopmeter.forgeloop.contract import CONTEXT_ITEMS, MODES, RUNAWAY_SIGNALS
+from loopmeter.forgeloop.fragments import js_number_text as js_number_text_expr
+from loopmeter.forgeloop.fragments import plain_number
+from loopmeter.forgeloop.ingest import ingest_forgeloop
+from loopmeter.forgeloop.stage import compute
+from loopmeter.forgeloop.stats import robust_statistics, rounded, statistics
+from loopmeter.jsjson import dumps, dumps_bytes, js_number_text
+from loopmeter.numbers import js_round4, js_round4_expr
+from loopmeter.warehouse import Warehouse
 from runs import run, write_tree
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
@@ -184,7 +184,7 @@ def test_fast_json_text_equals_the_reference_encoder(value):
     """dumps() uses orjson where it prints what JSON.stringify prints; the slow encoder is the reference."""
     from copy import deepcopy
 
-    from pipeline.jsjson import _encode, dumps_bytes
+    from loopmeter.jsjson import _encode, dumps_bytes
 
     for indent in (None, 2):
         parts: list[str] = []

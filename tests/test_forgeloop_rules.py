@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.forgeloop.ingest import ingest_forgeloop
-from pipeline.forgeloop.stage import compute
-from pipeline.warehouse import Warehouse
+from loopmeter.forgeloop.ingest import ingest_forgeloop
+from loopmeter.forgeloop.stage import compute
+from loopmeter.warehouse import Warehouse
 from runs import context, quality, run, write_tree
 
 SCENARIO = "small-bug-fix"
@@ -260,8 +260,8 @@ def test_written_documents_take_the_slow_path_where_polars_would_print_an_expone
     """`aggregate` writes statistic blocks and pairedRuns rendered by polars (fragments.py); a block
     with a number polars prints with an exponent (1e-6) is encoded from its dict instead, and every
     file is byte for byte the text of the documents `compute` gives."""
-    from pipeline.forgeloop.stage import aggregate as aggregate_stage
-    from pipeline.jsjson import dumps
+    from loopmeter.forgeloop.stage import aggregate as aggregate_stage
+    from loopmeter.jsjson import dumps
 
     runs = pairs([1000, 2000, 3000, 4000], [1100, 2100, 3300, 2**53 - 1])
     runs += [run(mode="forgeloopAdaptive", index=i + 1, tokens=1000 + i, wall=0.000001 * (i + 1)) for i in range(4)]
@@ -289,7 +289,7 @@ def test_written_documents_take_the_slow_path_where_polars_would_print_an_expone
 def test_a_paired_runs_list_with_a_number_polars_cannot_print_is_left_to_the_slow_path():
     import polars as pl
 
-    from pipeline.forgeloop.fragments import paired_runs_lists
+    from loopmeter.forgeloop.fragments import paired_runs_lists
 
     frame = pl.DataFrame({
         "run_set_id": ["a", "a", "b"], "scenario_id": ["s"] * 3, "mode": ["forgeloopBalanced"] * 3,
@@ -308,7 +308,7 @@ def test_a_paired_runs_list_with_a_number_polars_cannot_print_is_left_to_the_slo
 def test_a_mode_aggregate_with_a_string_that_needs_escaping_is_left_to_the_slow_path():
     import polars as pl
 
-    from pipeline.forgeloop.fragments import _string_list
+    from loopmeter.forgeloop.fragments import _string_list
 
     frame = pl.DataFrame({"sources": [[], ["HOST_REPORTED", "UNKNOWN"], ['say "hi"'], ["a\\b"], ["tab\there"], [None]]},
                          schema={"sources": pl.List(pl.String)})
@@ -322,7 +322,7 @@ def test_the_queries_run_beside_the_statistics_give_what_they_give_one_after_the
     import duckdb
     import polars as pl
 
-    from pipeline.forgeloop.analysis import analyse
+    from loopmeter.forgeloop.analysis import analyse
 
     runs = [run(mode="direct", index=i + 1, tokens=t) for i, t in enumerate([1000, 2000, 3000, 4000, 90000])]
     runs += [run(mode="forgeloopBalanced", index=i + 1, tokens=t, context=context(profile="balanced"))

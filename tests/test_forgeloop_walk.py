@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, run_as_a_user
-from pipeline.forgeloop.walk import Digested, digest, discover_by_run_set, group_of, walk_digested
+from loopmeter.forgeloop.walk import Digested, digest, discover_by_run_set, group_of, walk_digested
 from runs import run, write_tree
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helpers need two cores")
@@ -113,7 +113,7 @@ def test_a_folder_that_cannot_be_read_is_reported_alike_by_every_ingest(tmp_path
     re-ingest, where a helper reads that folder, answers it the same way."""
     results = write_tree(tmp_path / "results", [run(run_set=name) for name in ("rs-a", "rs-b", "rs-c")])
     (results / "raw" / "rs-b").chmod(0o000)
-    command = [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(results), "--json", "--warehouse", str(tmp_path / "w")]
+    command = [sys.executable, "-m", "loopmeter", "ingest", "forgeloop", str(results), "--json", "--warehouse", str(tmp_path / "w")]
     try:
         answers = [run_as_a_user(command) for _ in range(3)]
     finally:
@@ -168,7 +168,7 @@ def test_random_trees_are_answered_as_the_sequential_walk_does(tree, wanted, sel
 
 HELPER_LIFE = """
 import fcntl, os, signal, sys, time
-from pipeline.forgeloop.walk import _fork_helpers
+from loopmeter.forgeloop.walk import _fork_helpers
 lock = open(sys.argv[1], "a+")
 fcntl.flock(lock, fcntl.LOCK_EX)
 def work(share):

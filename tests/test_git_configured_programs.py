@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from forge_fixtures import ROOT, retarget, tree_fingerprint
-from pipeline.forge import samples
-from pipeline.forge.ingest import ingest_forge
-from pipeline.warehouse import Warehouse
+from loopmeter.forge import samples
+from loopmeter.forge.ingest import ingest_forge
+from loopmeter.warehouse import Warehouse
 
 HOOKS = ("pre-commit", "post-checkout", "post-merge", "pre-auto-gc", "post-rewrite", "reference-transaction",
          "post-index-change", "fsmonitor-watchman", "pre-push", "push-to-checkout")
@@ -24,7 +24,7 @@ HOOKS = ("pre-commit", "post-checkout", "post-merge", "pre-auto-gc", "post-rewri
 
 def harvest_user(warehouse: Path, now: float, env: dict | None = None) -> subprocess.CompletedProcess:
     """`loopmeter harvest survival --dry-run --json` in a fresh process, as a user runs it."""
-    command = [sys.executable, "-m", "pipeline", "harvest", "survival", "--include-temp", "--now", str(now),
+    command = [sys.executable, "-m", "loopmeter", "harvest", "survival", "--include-temp", "--now", str(now),
                "--dry-run", "--json", "--warehouse", str(warehouse)]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env)
 

@@ -440,7 +440,7 @@ def _rgb(colour: str) -> str:
 def test_a_curve_chart_keeps_every_whisker_within_its_axes():
     """A horizon of 0 days and one at a round tick, several series set apart: the x axis reaches past
     every dodged whisker to a round tick at each end, no tick reads -0, and a NaN point is left out."""
-    from pipeline.charts import curve_chart
+    from loopmeter.charts import curve_chart
 
     series = [(f"model {i}", [(0, 0.5, 0.2, 0.8, "a"), (30, 0.4, 0.1, 0.9, "b"), (14, float("nan"), None, None, "c")])
               for i in range(4)]
@@ -484,7 +484,7 @@ def test_the_console_check_sees_errors(tmp_path):
 def test_an_interval_chart_leaves_out_what_is_not_a_finite_number():
     """A Hajek mean under an overflowing weight is NaN, and the seed's bootstrap can give [0.125, NaN]:
     neither is drawn (no `nan` coordinates), the finite estimate still is."""
-    from pipeline.charts import interval_chart
+    from loopmeter.charts import interval_chart
 
     svg = interval_chart([("low tier", 0.5, 0.125, float("nan")), ("high tier", float("nan"), None, None),
                           ("mid tier", 0.25, 0.0, float("inf"))], "first attempts that passed", "first-pass rate",
@@ -501,7 +501,7 @@ def test_an_interval_chart_leaves_out_what_is_not_a_finite_number():
     (0.0, 1.0, [0, 0.2, 0.4, 0.6, 0.8, 1.0]),
 ])
 def test_ticks_reach_both_ends_of_the_data(low, high, expected):
-    from pipeline.charts import ticks
+    from loopmeter.charts import ticks
 
     found = ticks(low, high)
     assert found == pytest.approx(expected) and found[0] <= low and found[-1] >= high
@@ -509,7 +509,7 @@ def test_ticks_reach_both_ends_of_the_data(low, high, expected):
 
 
 def test_tick_labels_never_read_minus_zero():
-    from pipeline.charts import count, percent, points, share
+    from loopmeter.charts import count, percent, points, share
 
     assert [points(v) for v in (-0.1, -1e-12, 0.0, -0.0, 0.2)] == ["\u221210 pp", "0", "0", "0", "+20 pp"]
     assert [share(v) for v in (-0.004, -0.0, 0.4, 1.0)] == ["0%", "0%", "40%", "100%"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from pipeline.demo import SAMPLE_PLANS
+from loopmeter.demo import SAMPLE_PLANS
 
 MODES = 3  # direct, forgeloopBalanced, forgeloopAdaptive: runs of each per scenario
 
@@ -64,11 +64,13 @@ def check_installed_loopmeter(loopmeter: Path, python: Path, prefix: Path, work:
     loopmeter installed under `prefix`: the package and its queries come from there, the data
     lands in `work/data/`."""
     work.mkdir()
-    where = run([python, "-c", "import pipeline, pipeline.config as c; print(pipeline.__file__); print(c.queries_dir())"],
+    where = run([python, "-c", "import loopmeter, loopmeter.config as c; print(loopmeter.__file__); print(c.queries_dir())"],
                 cwd=work).stdout.splitlines()
     package, queries = (Path(line).resolve() for line in where)
     assert package.is_relative_to(prefix.resolve()) and queries.is_relative_to(prefix.resolve()), where
     assert queries.is_dir() and queries == package.parent / "queries"
+    # the distribution installs one top-level package, `loopmeter`: no `pipeline` beside it
+    assert run([python, "-c", "import importlib.util as u; print(u.find_spec('pipeline'))"], cwd=work).stdout.strip() == "None"
 
     demo = run([loopmeter, "demo"], cwd=work)
     assert f"warehouse:    {work.resolve() / 'data' / 'warehouse'}" in demo.stdout
@@ -118,7 +120,10 @@ def check_built(source: Path, sdist: Path, wheel: Path) -> None:
     assert modules | {f"queries/{name}" for name in queries} | {"pyproject.toml", "README.md"} <= in_sdist
     with zipfile.ZipFile(wheel) as archive:
         in_wheel = set(archive.namelist())
-    assert modules | {f"pipeline/queries/{name}" for name in queries} <= in_wheel
+    # the source folder pipeline/ is the package loopmeter/ in the wheel
+    installed = {"loopmeter/" + module.removeprefix("pipeline/") for module in modules}
+    assert installed | {f"loopmeter/queries/{name}" for name in queries} <= in_wheel
+    assert not {name for name in in_wheel if name.startswith("pipeline/")}
     assert not {name for name in in_wheel if name.startswith(("tests/", "bench/", "queries/", "data/"))}
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from pipeline import intervals
+from loopmeter import intervals
 
 
 def _literal(values: np.ndarray, fraction: float, resamples: int, seed: int) -> np.ndarray:

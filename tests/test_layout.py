@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import run_cli
-from pipeline import layout
-from pipeline.catalog import table_docs
-from pipeline.warehouse import Warehouse
+from loopmeter import layout
+from loopmeter.catalog import table_docs
+from loopmeter.warehouse import Warehouse
 
 EXPECTED_TYPES = {"str": pa.string(), "i64": pa.int64(), "f64": pa.float64(), "bool": pa.bool_(),
                   "datetime": pa.timestamp("us", tz="UTC"), "list_str": pa.list_(pa.field("element", pa.string())),

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from forge_fixtures import retarget, run_user
-from pipeline.forge import samples
-from pipeline.warehouse import Warehouse
+from loopmeter.forge import samples
+from loopmeter.warehouse import Warehouse
 
 
 def one_line(result: subprocess.CompletedProcess) -> str:

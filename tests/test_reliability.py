@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, run_as_a_user, run_cli
-from pipeline.forgeloop.ingest import ingest_forgeloop
-from pipeline.forgeloop.samples import RunSetPlan, write_results
-from pipeline.warehouse import FINISHING, Warehouse
+from loopmeter.forgeloop.ingest import ingest_forgeloop
+from loopmeter.forgeloop.samples import RunSetPlan, write_results
+from loopmeter.warehouse import FINISHING, Warehouse
 from runs import run
 
 CRASH_POINTS = [
@@ -109,7 +109,7 @@ def test_a_second_writer_is_told_who_holds_the_lock_and_can_wait(tmp_path, trees
         assert f"is locked by pid {os.getpid()}" in busy.stderr and "(test holder)" in busy.stderr
         assert "pass --wait" in busy.stderr
         waiting = subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(before), "--wait", "--quiet", "--warehouse", str(warehouse.root)],
+            [sys.executable, "-m", "loopmeter", "ingest", "forgeloop", str(before), "--wait", "--quiet", "--warehouse", str(warehouse.root)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         # its first line says it waits: read it (however long the machine takes to start the process),
@@ -146,7 +146,7 @@ def test_a_writer_waits_for_a_reader_finishing_a_killed_writers_publish(tmp_path
         handle.truncate()
         handle.write(killed_writers_line)
         handle.flush()
-        writer = subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(after), "--quiet",
+        writer = subprocess.Popen([sys.executable, "-m", "loopmeter", "ingest", "forgeloop", str(after), "--quiet",
                                    "--warehouse", str(warehouse)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.5)
         handle.seek(0)
@@ -178,7 +178,7 @@ def test_two_ingests_at_once_end_in_one_consistent_warehouse(tmp_path, trees):
     after, expected_after = trees[1], trees[4]
     warehouse = tmp_path / "warehouse"
     processes = [
-        subprocess.Popen([sys.executable, "-m", "pipeline", "ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"),
+        subprocess.Popen([sys.executable, "-m", "loopmeter", "ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"),
                           "--wait", "--quiet", "--warehouse", str(warehouse)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for tree in (after, after)
     ]
@@ -268,7 +268,7 @@ FORGE_CRASH_POINTS = [
 
 @pytest.fixture(scope="module")
 def forge_store(tmp_path_factory):
-    from pipeline.forge.samples import write_sample
+    from loopmeter.forge.samples import write_sample
 
     base = tmp_path_factory.mktemp("forge")
     write_sample(base, runs=40, git=False)
@@ -297,7 +297,7 @@ def test_a_killed_forge_ingest_is_completed_by_the_next_run(tmp_path, forge_stor
 
 @pytest.mark.parametrize("point", ["after-publish:forge_outcomes", "wrote-file:forge_events"])
 def test_a_killed_harvest_records_each_outcome_once_next_time(tmp_path, point):
-    from pipeline.forge.samples import write_sample
+    from loopmeter.forge.samples import write_sample
 
     info = write_sample(tmp_path / "forge", runs=20)
     outcomes = {}
@@ -319,7 +319,7 @@ def test_a_killed_harvest_records_each_outcome_once_next_time(tmp_path, point):
 # ---- hostile Forge store rows ------------------------------------------------------------------
 @st.composite
 def mutated_streams(draw):
-    from pipeline.forge.samples import routing_events
+    from loopmeter.forge.samples import routing_events
 
     events = [dict(event, data=dict(event["data"])) for event in routing_events(3, seed=draw(st.integers(0, 5)))]
     for _ in range(draw(st.integers(1, 6))):
@@ -339,7 +339,7 @@ def mutated_streams(draw):
 @given(mutated_streams())
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_fuzzed_forge_lines_never_crash_and_are_all_accounted_for(lines):
-    from pipeline.forge.ingest import ingest_forge
+    from loopmeter.forge.ingest import ingest_forge
 
     directory = Path(tempfile.mkdtemp())
     try:
@@ -359,7 +359,7 @@ def test_fuzzed_forge_lines_never_crash_and_are_all_accounted_for(lines):
 
 
 def test_a_jsonl_export_whose_first_line_is_broken_still_loads(tmp_path):
-    from pipeline.forge.samples import routing_events
+    from loopmeter.forge.samples import routing_events
 
     events = routing_events(1)
     export = tmp_path / "export.jsonl"
@@ -457,7 +457,7 @@ def test_a_folder_the_next_command_cannot_swap_in_stays_in_the_journal_and_the_w
     journal = warehouse / ".state" / "publishing.json"
     out.chmod(0o555)  # the folders cannot be renamed in it (for a user without root's override)
     try:
-        failed = run_as_a_user([sys.executable, "-m", "pipeline", "aggregate", "--out", str(out), "--warehouse", str(warehouse)])
+        failed = run_as_a_user([sys.executable, "-m", "loopmeter", "aggregate", "--out", str(out), "--warehouse", str(warehouse)])
         assert failed.returncode == 1, failed.stderr
         last = failed.stderr.strip().splitlines()[-1]
         assert "an interrupted aggregate's documents could not be swapped in" in last and str(journal) in last, last
@@ -541,7 +541,7 @@ def test_an_aggregate_stopped_at_any_moment_leaves_one_aggregate_s_documents_and
         warehouse, out = tmp_path / f"w-{attempt}", tmp_path / f"out-{attempt}"
         shutil.copytree(prepared, warehouse, symlinks=True)
         shutil.copytree(prepared_out, out)
-        return subprocess.Popen([sys.executable, "-m", "pipeline", "aggregate", "--full", "--out", str(out),
+        return subprocess.Popen([sys.executable, "-m", "loopmeter", "aggregate", "--full", "--out", str(out),
                                  "--warehouse", str(warehouse), "--quiet"], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), warehouse, out
 
@@ -571,7 +571,7 @@ def test_an_out_the_documents_cannot_be_written_to_is_told_in_one_line_and_nothi
     run_cli("ingest", "forgeloop", str(before), "--scenarios", str(before / "scenarios"), "--quiet", warehouse=warehouse)
     out.mkdir(mode=0o555)
     try:
-        failed = run_as_a_user([sys.executable, "-m", "pipeline", "aggregate", "--out", str(out), "--warehouse", str(warehouse)])
+        failed = run_as_a_user([sys.executable, "-m", "loopmeter", "aggregate", "--out", str(out), "--warehouse", str(warehouse)])
     finally:
         out.chmod(0o755)
     assert failed.returncode == 1 and "Traceback" not in failed.stderr

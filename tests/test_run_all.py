@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from conftest import run_cli
-from pipeline.forge.samples import write_sample
+from loopmeter.forge.samples import write_sample
 
 
 def test_run_all_on_the_corpus_and_a_forge_store(tmp_path, corpus):

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, imported_packages, run_cli
-from pipeline.forgeloop import run_document, runner
-from pipeline.forgeloop.schema import RunRejected
-from pipeline.jsjson import dumps
-from pipeline.warehouse import Warehouse
+from loopmeter.forgeloop import run_document, runner
+from loopmeter.forgeloop.schema import RunRejected
+from loopmeter.jsjson import dumps
+from loopmeter.warehouse import Warehouse
 
 ADAPTERS = ROOT / "tests" / "runner_adapters"
 PYTHON_ADAPTER = ADAPTERS / "deterministic.py"
@@ -241,7 +241,7 @@ def test_tier_defaults_and_bounds():
 
 def test_execute_help_and_usage_errors_do_not_import_the_heavy_libraries(tmp_path, scenarios):
     for args, code in ((["execute", "--help"], 0), (["execute", "--adapter", "x", "--scenarios", str(scenarios), "--tier", "huge"], 2)):
-        result = subprocess.run([sys.executable, "-X", "importtime", "-m", "pipeline", *args], capture_output=True, text=True, cwd=ROOT)
+        result = subprocess.run([sys.executable, "-X", "importtime", "-m", "loopmeter", *args], capture_output=True, text=True, cwd=ROOT)
         assert result.returncode == code
         imported = imported_packages(result.stderr)
         assert imported.isdisjoint({"polars", "duckdb", "pyarrow"})

@@ -5,10 +5,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline import sql
-from pipeline.forgeloop import stage
-from pipeline.frames import Scannable, from_duckdb
-from pipeline.warehouse import Warehouse
+from loopmeter import sql
+from loopmeter.forgeloop import stage
+from loopmeter.frames import Scannable, from_duckdb
+from loopmeter.warehouse import Warehouse
 
 
 @pytest.fixture

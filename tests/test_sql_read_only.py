@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, run_cli
 from forge_fixtures import tree_fingerprint
-from pipeline.adhoc import SQL_FILE_LIMIT, run_sql
-from pipeline.errors import LoopmeterError
-from pipeline.warehouse import Warehouse
+from loopmeter.adhoc import SQL_FILE_LIMIT, run_sql
+from loopmeter.errors import LoopmeterError
+from loopmeter.warehouse import Warehouse
 
 REFUSED = "loopmeter: error: loopmeter sql is read-only: "
 
@@ -283,7 +283,7 @@ def test_sql_file_from_a_fifo_or_a_pipe_is_read_to_the_same_limit(warehouse, tmp
     assert result.stderr == (f"loopmeter: error: --file {fifo}: larger than {SQL_FILE_LIMIT >> 20} MiB, the most "
                              "loopmeter sql reads as SQL\n")
     endless.join(timeout=30)
-    command = [sys.executable, "-m", "pipeline", "sql", "--file", "/dev/stdin", "--format", "csv", "--warehouse", str(warehouse)]
+    command = [sys.executable, "-m", "loopmeter", "sql", "--file", "/dev/stdin", "--format", "csv", "--warehouse", str(warehouse)]
     piped = subprocess.run(command, input="SELECT 42 AS x", capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert (piped.returncode, piped.stdout, piped.stderr) == (0, "x\n42\n", "")
 
@@ -305,7 +305,7 @@ def test_ctrl_c_during_a_long_query_ends_it_at_once_with_exit_130(demo_warehouse
     os.mkfifo(ready)
     query = ("SELECT (SELECT max(length(content)) FROM read_text('ready.fifo')) + sum(range % 7) AS s "
              "FROM range(10000000000000)")  # hours of work
-    process = subprocess.Popen([sys.executable, "-m", "pipeline", "sql", query, "--warehouse", str(warehouse)],
+    process = subprocess.Popen([sys.executable, "-m", "loopmeter", "sql", query, "--warehouse", str(warehouse)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         opened = threading.Thread(target=lambda: open(ready, "w").close(), daemon=True)

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from conftest import run_cli
 from forge_fixtures import retarget, run_user, seed_harvest
-from pipeline.forge import tables as t
-from pipeline.forge.git import Git
-from pipeline.forge.measure import History, Job, blame_classes
-from pipeline.forge.survival import harvest, harvest_horizons, outcome_rid
+from loopmeter.forge import tables as t
+from loopmeter.forge.git import Git
+from loopmeter.forge.measure import History, Job, blame_classes
+from loopmeter.forge.survival import harvest, harvest_horizons, outcome_rid
 from test_forge_survival import build, obvious_survival
 
 DAY = 86400
@@ -222,9 +222,9 @@ def test_names_git_would_quote_are_followed_between_horizons(tmp_path):
     lines to each, a commit on day 3 rewrites one line of each. At 1 day all nine lines survive, at
     14 days six: the later horizon's blame is not taken for the earlier one's, whose path changed."""
     from forge_fixtures import one_task_integration
-    from pipeline.forge import samples
-    from pipeline.forge.ingest import ingest_forge
-    from pipeline.warehouse import Warehouse
+    from loopmeter.forge import samples
+    from loopmeter.forge.ingest import ingest_forge
+    from loopmeter.warehouse import Warehouse
 
     start = 1_767_600_000
     names = [b"caf\xe9.txt", b"tab\tand\x01.txt", b'quote".txt']

@@ -13,8 +13,8 @@ import pytest
 from rich.console import Console
 
 from conftest import ROOT, run_cli
-from pipeline.forgeloop.reports import _percent, _text, render_tail
-from pipeline.sql import list_queries, query_text, runs_inside
+from loopmeter.forgeloop.reports import _percent, _text, render_tail
+from loopmeter.sql import list_queries, query_text, runs_inside
 
 
 def one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
@@ -67,7 +67,7 @@ def run_in_terminal(args: list[str], columns: int, timeout: float = 120) -> str:
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("LOOPMETER_WAREHOUSE", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR")}
     environment["TERM"] = "xterm"  # not "dumb": rich takes a dumb terminal as 80 columns wide
-    process = subprocess.Popen([sys.executable, "-m", "pipeline", *args], stdin=slave, stdout=slave,
+    process = subprocess.Popen([sys.executable, "-m", "loopmeter", *args], stdin=slave, stdout=slave,
                                stderr=subprocess.PIPE, cwd=ROOT, env=environment)
     os.close(slave)
     chunks = []
@@ -138,7 +138,7 @@ def test_a_param_the_named_query_does_not_take_is_a_usage_error(demo_warehouse):
     # told before the heavy libraries load, as every usage error
     from conftest import imported_packages
 
-    timed = subprocess.run([sys.executable, "-X", "importtime", "-m", "pipeline", "sql", "--query", "forgeloop_pairs",
+    timed = subprocess.run([sys.executable, "-X", "importtime", "-m", "loopmeter", "sql", "--query", "forgeloop_pairs",
                             "--param", "runset=x", "--warehouse", str(demo_warehouse)], capture_output=True, text=True, cwd=ROOT)
     assert timed.returncode == 2 and imported_packages(timed.stderr).isdisjoint({"polars", "duckdb", "pyarrow"})
 
@@ -174,7 +174,7 @@ def test_a_named_querys_documented_optional_parameter_is_null_when_left_out(demo
 def test_every_named_query_documents_its_parameters(name):
     import duckdb
 
-    from pipeline.sql import named_query_parameters, query_parameters
+    from loopmeter.sql import named_query_parameters, query_parameters
 
     taken, optional = named_query_parameters(name)
     text = query_text(name)
@@ -184,7 +184,7 @@ def test_every_named_query_documents_its_parameters(name):
 
 
 def test_query_parameters_skip_comments_and_quoted_text():
-    from pipeline.sql import query_parameters
+    from loopmeter.sql import query_parameters
 
     assert query_parameters("-- $a\nSELECT $b, '$c', \"$d\", $$ $e $$, /* $f */ $g, $b") == ["b", "g"]
 

@@ -15,8 +15,8 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from conftest import run_cli
-from pipeline.forgeloop.reports import _percent, _text
-from pipeline.tables_text import add_row, new_table, print_table
+from loopmeter.forgeloop.reports import _percent, _text
+from loopmeter.tables_text import add_row, new_table, print_table
 from test_tables_and_sql_output import column_pieces, run_in_terminal
 
 REPORTS = ("tail", "summary", "outliers", "regression")
@@ -199,7 +199,7 @@ def test_a_table_narrower_than_its_numbers_folds_only_what_no_line_holds():
 
 
 def test_column_widths_keep_every_word_whole():
-    from pipeline.tables_text import column_groups, column_widths
+    from loopmeter.tables_text import column_groups, column_widths
 
     cells = [["Scenario", "documentation-correction"], ["Overhead", "+116.1805% / +200%"], ["Light", "OBSERVATIONAL p50 yes"]]
     assert column_widths(cells, 200) == [24, 18, 21]  # each at its longest line
@@ -239,7 +239,7 @@ def test_the_demo_fits_80_columns(tmp_path):
 # ---- the renderer ---------------------------------------------------------------------------------
 
 def test_records_and_wrapping_by_hand():
-    from pipeline.tables_text import record_lines, wrap
+    from loopmeter.tables_text import record_lines, wrap
 
     assert wrap("run-documentation-correction-forgeloopBalanced-004", 30) == [
         "run-documentation-correction-", "forgeloopBalanced-004"]

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import ROOT, run_cli
-from pipeline.catalog import schema_markdown, table_docs
-from pipeline.sql import list_queries, runs_inside
+from loopmeter.catalog import schema_markdown, table_docs
+from loopmeter.sql import list_queries, runs_inside
 
 
 def test_database_has_a_documented_view_per_table(demo_warehouse):
@@ -111,8 +111,8 @@ def test_every_parquet_file_reads_on_its_own_in_duckdb_polars_and_pyarrow(demo_w
 
 
 def test_the_catalog_is_rebuilt_only_when_the_tables_it_shows_change(tmp_path):
-    from pipeline.catalog import refresh_catalog
-    from pipeline.warehouse import Warehouse
+    from loopmeter.catalog import refresh_catalog
+    from loopmeter.warehouse import Warehouse
     from runs import run, write_tree
 
     results = write_tree(tmp_path / "results", [run()])

@@ -1,6 +1,6 @@
 """A killed ingest takes its worker processes with it: nothing is left holding the warehouse lock.
 
-Real processes, no mocks: `python -m pipeline ingest forgeloop` is SIGKILLed (as the OOM
+Real processes, no mocks: `python -m loopmeter ingest forgeloop` is SIGKILLed (as the OOM
 killer would) while its reader's worker processes exist; within a few seconds none of them
 may be alive, the lock must be free and the next ingest into the same warehouse must work.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
-from pipeline.forgeloop.reader import BATCH
-from pipeline.forgeloop.samples import scaled_plans, write_results
-from pipeline.lifetime import usable_cores
+from loopmeter.forgeloop.reader import BATCH
+from loopmeter.forgeloop.samples import scaled_plans, write_results
+from loopmeter.lifetime import usable_cores
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not os.path.isdir("/proc/self/task") or usable_cores() < 2,
@@ -42,14 +42,14 @@ def results(tmp_path_factory) -> Path:
 # (on a loaded machine a look every 5 ms could miss all of them, three times in a row)
 SLOW_READS = """
 import sys, time
-import pipeline.forgeloop.reader as reader
+import loopmeter.forgeloop.reader as reader
 read_batch = reader.read_batch
 def slowly(*args):
     time.sleep(0.5)
     return read_batch(*args)
 reader.read_batch = slowly
 sys.argv[0] = "loopmeter"
-from pipeline.cli import main
+from loopmeter.cli import main
 main()
 """
 
@@ -233,7 +233,7 @@ def test_ctrl_c_to_the_terminal_s_process_group_is_answered_by_one_line(tmp_path
 
 AFTER_THE_END = """
 import os, signal, sys
-import pipeline.cli as cli
+import loopmeter.cli as cli
 leave = sys.exit
 def exit_after_a_ctrl_c(code):
     os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C as the interpreter is about to leave

@@ -11,7 +11,7 @@
   horizon is still ahead — and the store events of the runs that made them.
 - `write_sqlite`, `write_jsonl`: the two containers of the input contract.
 
-`python -m pipeline.forge.samples DIR [--runs N] [--no-git]` writes DIR/dataset.sqlite,
+`python -m loopmeter.forge.samples DIR [--runs N] [--no-git]` writes DIR/dataset.sqlite,
 DIR/export.jsonl and (unless --no-git) DIR/repos/*.
 """
 from __future__ import annotations
@@ -453,7 +453,7 @@ def write_sample(directory: Path, *, runs: int = 400, git: bool = True, seed: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.forge.samples", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m loopmeter.forge.samples", description=__doc__.splitlines()[0])
     parser.add_argument("directory", type=Path)
     parser.add_argument("--runs", type=int, default=400, help="routed runs (about 40 events each)")
     parser.add_argument("--no-git", action="store_true", help="no git repositories (routing data only)")

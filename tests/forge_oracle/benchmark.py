@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent.parent))
 
 from forge_oracle import export, routing as oracle_routing  # noqa: E402
-from pipeline.forge import samples  # noqa: E402
+from loopmeter.forge import samples  # noqa: E402
 
 
 def seed_path(store: Path) -> tuple[dict, float]:
@@ -44,7 +44,7 @@ def seed_path(store: Path) -> tuple[dict, float]:
 # runs the CLI with the given arguments, then prints the process's peak RSS (VmHWM, KiB) on stderr
 _CLI_PEAK = """
 import sys
-from pipeline.cli import main
+from loopmeter.cli import main
 sys.argv = ["loopmeter", *sys.argv[1:]]
 try:
     main()
@@ -57,9 +57,9 @@ finally:
 
 
 def routing(args) -> None:
-    from pipeline.forge.ingest import ingest_forge
-    from pipeline.forge.reports import routing_document, routing_scope
-    from pipeline.warehouse import Warehouse
+    from loopmeter.forge.ingest import ingest_forge
+    from loopmeter.forge.reports import routing_document, routing_scope
+    from loopmeter.warehouse import Warehouse
 
     directory = Path(args.dir)
     store = directory / "dataset.sqlite"
@@ -106,9 +106,9 @@ def routing(args) -> None:
 def survival(args) -> None:
     sys.path.insert(0, str(HERE.parent))
     from forge_fixtures import seed_harvest
-    from pipeline.forge.ingest import ingest_forge
-    from pipeline.forge.survival import harvest
-    from pipeline.warehouse import Warehouse
+    from loopmeter.forge.ingest import ingest_forge
+    from loopmeter.forge.survival import harvest
+    from loopmeter.warehouse import Warehouse
 
     root = Path(tempfile.mkdtemp(prefix="forge-survival-bench-"))
     sample = samples.build_git_sample(root / "repos", extra_runs=args.extra_runs, tasks_per_run=args.tasks_per_run,
