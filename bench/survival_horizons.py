@@ -24,7 +24,7 @@ from loopmeter.forge import samples  # noqa: E402
 from loopmeter.forge.git import Git  # noqa: E402
 from loopmeter.forge.ingest import ingest_forge  # noqa: E402
 from loopmeter.forge.survival import harvest, harvest_horizons  # noqa: E402
-from loopmeter.warehouse import Warehouse  # noqa: E402
+from loopmeter.storage import Warehouse  # noqa: E402
 
 
 class Blames:

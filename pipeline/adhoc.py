@@ -1,12 +1,11 @@
 """Ad hoc SQL against the warehouse, read-only: `loopmeter sql` and `loopmeter queries`.
 
-The warehouse's `loopmeter.duckdb` is opened read-only, DuckDB may only touch files inside
-the warehouse (`allowed_directories`, external access off, configuration locked), and only
-statements that read are run: a write is refused before it reaches DuckDB, with a message
-saying what to do instead. When the file cannot be used as it is (another program, such as
-DBeaver, holds it open for writing, which keeps every other process out; or it was built for
-another folder and no rebuild was possible yet) the same documented views are built in memory
-instead, confined alike.
+The warehouse's documented views (those of `loopmeter.duckdb`) are built in memory for each
+call, in a DuckDB session that may only touch files inside the warehouse (`storage/duck.py`),
+and only statements that read are run: a write is refused before it reaches DuckDB, with a
+message saying what to do instead. The views of the file `loopmeter.duckdb` are never run here:
+the file is for other programs, and it could have been replaced by anyone who can write the
+folder.
 """
 from __future__ import annotations
 
@@ -16,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import Exit, LoopmeterError, flat_message, is_interruption, shown_path
-from .warehouse import DATABASE, Warehouse
+from .storage import Warehouse
+from .storage.files import write_output
 
 if TYPE_CHECKING:
     import duckdb
@@ -54,63 +54,18 @@ def output_format_of(given: str | None, out: Path | None) -> str:
 
 
 def open_read_only(warehouse: Warehouse) -> "duckdb.DuckDBPyConnection":
-    """The warehouse's documented views, read-only, confined to the warehouse folder: its
-    loopmeter.duckdb, or the same views built in memory when the file cannot be used as it is."""
+    """The warehouse's documented views, built in memory (loopmeter.duckdb is for other programs:
+    its views are never run here), in a session confined to the warehouse folder."""
     import duckdb
 
-    from .catalog import catalog_needs_rebuild, memory_catalog
+    from .storage.catalog import memory_catalog
 
-    database = warehouse.root / DATABASE
-    if not database.exists() and not warehouse.table_names():
-        raise LoopmeterError(f"no {DATABASE} in {warehouse.root}; ingest something first (or run `loopmeter demo`)")
-    connection = None
-    if not catalog_needs_rebuild(warehouse):  # else its views would show other tables, or another folder's
-        try:
-            connection = duckdb.connect(str(database), read_only=True)
-        except duckdb.Error as error:
-            _note(f"{DATABASE} {_why_not_opened(error)}; its views are built in memory for this command")
-    if connection is None:
-        try:
-            connection = memory_catalog(warehouse)
-        except duckdb.Error as error:
-            raise LoopmeterError(f"the warehouse's views cannot be built: {flat_message(error)}") from None
-    _confine(connection, warehouse.root)
-    return connection
-
-
-def _confine(connection: "duckdb.DuckDBPyConnection", root: Path) -> None:
-    """DuckDB may read only files inside the warehouse, and its settings cannot be changed after."""
-    quoted = str(Path(root).resolve()).replace("'", "''")
-    # The views read absolute paths inside the warehouse. run_sql also makes the warehouse the current
-    # directory, so a path the SQL names (read_parquet('runs/**/*.parquet')) is one inside it. (Not
-    # file_search_path: with it, DuckDB let '../..' escape the allowed directory in a test; relative to
-    # the current directory it resolves, then checks.)
-    connection.execute(f"SET allowed_directories = ['{quoted}/']")
-    # no extension is fetched (into ~/.duckdb) or loaded for a function the SQL names
-    connection.execute("SET autoinstall_known_extensions = false")
-    connection.execute("SET autoload_known_extensions = false")
-    connection.execute("SET allow_community_extensions = false")
-    connection.execute("SET enable_external_access = false")
-    connection.execute("SET lock_configuration = true")
-
-
-def _why_not_opened(error: Exception) -> str:
-    """Why loopmeter.duckdb could not be opened read-only, for the note that says so."""
-    text = flat_message(error)
-    if "Could not set lock" in text or "Conflicting lock" in text:
-        holder = re.search(r"\(PID (\d+)\)", text)
-        return "is held open for writing by another program" + (f" (PID {holder[1]})" if holder else "")
-    return f"cannot be opened ({text}; `loopmeter catalog` rebuilds it)"
-
-
-def _note(message: str) -> None:
-    """A line on stderr about how the SQL is answered, unless --quiet."""
-    import sys
-
-    from . import progress
-
-    if not progress.QUIET:
-        print(f"loopmeter: note: {message}", file=sys.stderr)
+    if not warehouse.table_names():
+        raise LoopmeterError(f"no tables in {shown_path(warehouse.root)}; ingest something first (or run `loopmeter demo`)")
+    try:
+        return memory_catalog(warehouse)
+    except duckdb.Error as error:
+        raise LoopmeterError(f"the warehouse's views cannot be built: {flat_message(error)}") from None
 
 
 def check_read_only(connection: "duckdb.DuckDBPyConnection", text: str) -> Any:
@@ -284,17 +239,6 @@ def _unconvertible(relation: Any, error: BaseException) -> None:
                          "cast the column in SQL, e.g. CAST(x AS VARCHAR)") from None
 
 
-def check_output(out: Path) -> None:
-    """The errors writing `out` would meet, told before the SQL runs."""
-    shown = shown_path(out)
-    if out.is_dir():
-        raise LoopmeterError(f"--out {shown} is a directory; give the file to write")
-    parent = out.parent
-    if not parent.is_dir():
-        reason = f"the directory {parent} does not exist" if not parent.exists() else f"{parent} is not a directory"
-        raise LoopmeterError(f"--out {shown}: {reason}")
-
-
 def _json_default(value: Any) -> Any:
     """JSON for what orjson leaves: bytes (BLOB) as base64 text, a DECIMAL as its exact number."""
     import base64
@@ -373,7 +317,7 @@ def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) ->
         except pl.exceptions.PolarsError:
             raise LoopmeterError(f"column {', '.join(wide)}: integers of more than 38 digits do not fit Parquet's "
                                  "DECIMAL(38); cast them in SQL (e.g. CAST(x AS VARCHAR))") from None
-        _write_atomically(Path(out), frame.write_parquet)
+        write_output(Path(out), frame.write_parquet)
         return None
     if output_format == "csv":  # NaN, inf and -inf as polars writes them (the table shows the same text)
         text = _flat(frame).write_csv()
@@ -388,22 +332,8 @@ def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) ->
         raise LoopmeterError("--format table prints to the terminal; use csv, json, jsonl or parquet with --out", Exit.USAGE)
     if out is None:
         return text
-    _write_atomically(Path(out), lambda path: path.write_text(text, encoding="utf-8"))
+    write_output(Path(out), lambda path: path.write_text(text, encoding="utf-8"))
     return None
-
-
-def _write_atomically(out: Path, write) -> None:
-    import secrets
-
-    check_output(out)
-    temporary = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        write(temporary)
-        os.replace(temporary, out)
-    except OSError as error:
-        raise LoopmeterError(f"--out {shown_path(out)}: cannot write it: {error.strerror or error}") from None
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 SQL_FILE_LIMIT = 16 << 20  # bytes of `sql --file`: far more than any query, far less than memory

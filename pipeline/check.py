@@ -1,12 +1,14 @@
-"""`loopmeter check`: is the warehouse whole? Every table file, the publishing journal, the catalog.
+"""`loopmeter check`: is the warehouse whole? Every table and its files, the publishing journal, the catalog.
 
-- Each table file is read to its end, a row group at a time (memory bounded by a row group), and
-  its schema compared with the one `layout.py` declares; a table's link must lead to a version.
+- Each table is a link loopmeter made to a version holding nothing but table files; each file is
+  opened as a regular file, its footer read (its size once decompressed bounded), read to its end a
+  row group at a time (memory bounded by a row group), and its schema compared with the registry's.
+  A link in the root that is not loopmeter's, a FIFO, device or link inside a version: each named.
 - The journal (`.state/publishing.json`) exists only while a publish is under way, and a reader
-  finishes a killed writer's: one left behind names what could not be finished. It must be JSON
-  naming tables loopmeter knows and versions under `.versions/<table>/` that exist.
-- The catalog (`loopmeter.duckdb`) must open read-only, be built for this warehouse's tables and
-  place, and each view answer `count(*)`.
+  finishes a killed writer's: one left behind names what could not be finished. It must name
+  tables loopmeter knows and versions under `.versions/<table>/`.
+- The catalog (`loopmeter.duckdb`) must hold exactly the views loopmeter writes, for this
+  warehouse's tables and place; its views are compared as text, never run.
 
 `repair` rebuilds what the warehouse holds the inputs of: the Forge summary tables
 (forge_attempts, forge_decisions, forge_tasks) from the per-event tables when those are whole,
@@ -16,14 +18,13 @@ from the warehouse: the line says which command rebuilds it.
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import layout
 from .errors import first_line, shown_path
-from .warehouse import DATABASE, JOURNAL, STATE, VERSIONS, Warehouse
+from .storage import Warehouse, conformance, publish, registry, versions
+from .storage.warehouse import DATABASE
 
 _FORGELOOP_INGESTED = {"runs", "scenarios", "ingest_manifest"}
 _FORGELOOP_AGGREGATES = (
@@ -34,16 +35,18 @@ _FORGELOOP_AGGREGATES = (
 
 @dataclass
 class Problem:
-    kind: str  # "table file", "table", "journal", "catalog"
+    kind: str  # "table file", "table", "journal", "catalog", "link"
     path: Path
     detail: str
     table: str | None = None
 
+    shown: str = ""  # the path for people (a table's file as under the table's link)
+
     def line(self) -> str:
-        return f"{shown_path(self.path)}: {self.detail}"
+        return f"{self.shown or shown_path(self.path)}: {self.detail}"
 
     def as_dict(self) -> dict:
-        return {"kind": self.kind, "path": shown_path(self.path), "table": self.table, "problem": self.detail}
+        return {"kind": self.kind, "path": self.shown or shown_path(self.path), "table": self.table, "problem": self.detail}
 
 
 @dataclass
@@ -62,45 +65,38 @@ class Report:
 
 
 def file_problem(table: str, path: Path, *, whole: bool = True) -> str | None:
-    """What is wrong with table file `path` (None: nothing): unreadable as Parquet (its footer, or
-    with `whole` any row group), or a schema other than the table's."""
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-        if whole:
-            for group in range(parquet.num_row_groups):
-                parquet.read_row_group(group)
-        problem = layout.describe_mismatch(table, parquet.schema_arrow, layout.in_partition(table, path),
-                                           as_stored=True) if layout.known_table(table) else None
-    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
-        return f"cannot be read as Parquet ({first_line(error)})"
-    return None if problem is None else f"does not hold the schema of {table}: {problem}"
+    """What is wrong with table file `path` (None: nothing); `whole`: every row group read too."""
+    problem = conformance.file_problem(table, path, whole=whole)
+    if problem is None or problem.startswith(("is ", "expands", "cannot", conformance.UNREADABLE)):
+        return problem
+    return f"does not hold the schema of {table}: {problem}"
 
 
 def damaged_files(root: Path) -> list[tuple[Path, str, str]]:
     """(file, table, what is wrong) for the table files of the warehouse at `root` that are damaged,
     for telling which file an error came from: every footer and schema first; when all of those are
-    whole, each file read to its end until the first damaged one (a file whose footer survived and
-    whose pages did not)."""
+    whole, each file read to its end until the first damaged one."""
     warehouse = Warehouse(Path(root))
-    files = [(name, path) for name in warehouse.table_names() for path in warehouse.table_files(name)]
+    files = []
+    for name in warehouse.table_names():
+        listing = conformance.list_version(name, warehouse.table_dir(name))
+        files += [(name, path) for path in listing.files]
     found = []
     for name, path in files:
         problem = file_problem(name, path, whole=False)
         if problem is not None:
-            found.append((path, name, problem))
+            found.append((Path(warehouse.shown(path)), name, problem))
     if found:
         return found
     for name, path in files:
         problem = file_problem(name, path)
         if problem is not None:
-            return [(path, name, problem)]
+            return [(Path(warehouse.shown(path)), name, problem)]
     return []
 
 
 def check(warehouse: Warehouse) -> Report:
-    """Everything wrong with the warehouse, read only."""
+    """Everything wrong with the warehouse, read only: nothing is run that loopmeter did not write."""
     report = Report(warehouse.root)
     if not warehouse.root.is_dir():
         report.problems.append(Problem("warehouse", warehouse.root, "no such directory"))
@@ -109,89 +105,63 @@ def check(warehouse: Warehouse) -> Report:
     names = warehouse.table_names()
     report.tables = len(names)
     for name in names:
-        for path in warehouse.table_files(name):
+        listing = conformance.list_version(name, warehouse.table_dir(name))
+        report.problems += [Problem("table", path, problem, name, warehouse.shown(path)) for path, problem in listing.problems]
+        for path in listing.files:
             report.files += 1
             problem = file_problem(name, path)
             if problem is not None:
-                report.problems.append(Problem("table file", path, problem, name))
+                report.problems.append(Problem("table file", path, problem, name, warehouse.shown(path)))
     report.problems += _journal(warehouse)
-    report.problems += _catalog(warehouse, names)
+    if not any(p.kind in ("table", "table file") for p in report.problems):
+        report.problems += _catalog(warehouse, names)
     return report
 
 
 def _links(warehouse: Warehouse) -> list[Problem]:
+    """The links in the root that are not tables: loopmeter's that lead nowhere, and any other."""
     problems = []
     with os.scandir(warehouse.root) as entries:
         for entry in entries:
             if entry.name.startswith(".") or not entry.is_symlink():
                 continue
-            if not os.path.isdir(entry.path):
-                problems.append(Problem("table", Path(entry.path),
-                                        f"table {entry.name} points at a missing version ({os.readlink(entry.path)})",
-                                        entry.name))
+            if versions.current(warehouse.root, entry.name) is not None:
+                continue
+            target = versions.link_target(warehouse.root, entry.name)
+            if registry.known(entry.name) and versions.parts(entry.name, target) is not None:
+                problems.append(Problem("table", Path(entry.path), f"table {entry.name} points at a missing version "
+                                        f"({shown_path(target or '')})", entry.name))
+            else:
+                problems.append(Problem("link", Path(entry.path), "a symbolic link loopmeter did not make (not a table; "
+                                        "left out by every command): remove it (what it points to is not touched)"))
     return problems
 
 
 def _journal(warehouse: Warehouse) -> list[Problem]:
-    journal = warehouse.root / STATE / JOURNAL
-    if not journal.exists():
+    journal = warehouse.state.path(publish.JOURNAL)
+    if not warehouse.state.exists(publish.JOURNAL):
         return []
-    try:
-        entries = json.loads(journal.read_text())
-    except (OSError, ValueError) as error:
-        return [Problem("journal", journal, f"cannot be read as JSON ({first_line(error)})")]
-    tables = entries.get("tables", entries) if isinstance(entries, dict) else None
-    if not isinstance(tables, dict):
-        return [Problem("journal", journal, "does not name tables and their versions")]
-    problems = []
-    versions = (warehouse.root / VERSIONS).resolve()
-    for name, relative in tables.items():
-        if not layout.known_table(name):
-            problems.append(Problem("journal", journal, f"names a table loopmeter does not know: {name!r}"))
-            continue
-        target = (warehouse.root / relative).resolve() if isinstance(relative, str) else None
-        if target is None or target.parent != versions / name:
-            problems.append(Problem("journal", journal, f"names a version of {name} outside .versions/{name}/: "
-                                                        f"{relative!r}"))
-        elif not target.is_dir():
-            problems.append(Problem("journal", journal, f"names a version of {name} that is gone: {relative}"))
-    if not problems:
-        problems.append(Problem("journal", journal, "a publish was left unfinished (a reader finishes it when "
-                                                    "no writer holds the lock)"))
-    return problems
+    problem = publish.problem_of(warehouse.root, warehouse.state.read(publish.JOURNAL))
+    if problem is not None:
+        return [Problem("journal", journal, problem)]
+    entries = warehouse.state.read(publish.JOURNAL)
+    gone = [name for name, relative in entries["tables"].items() if versions.own(warehouse.root, name, relative) is None]
+    if gone:
+        return [Problem("journal", journal, f"names a version of {gone[0]} that is gone: {entries['tables'][gone[0]]}")]
+    return [Problem("journal", journal, "a publish was left unfinished (a reader finishes it when no writer holds the lock)")]
 
 
 def _catalog(warehouse: Warehouse, names: list[str]) -> list[Problem]:
-    from .catalog import catalog_needs_rebuild
+    from .storage.catalog import catalog_needs_rebuild, objects_problems
 
     database = warehouse.root / DATABASE
     if not names:
         return []
-    if not database.exists():
+    if not os.path.lexists(database):
         return [Problem("catalog", database, "missing")]
-    import duckdb
-
-    try:
-        connection = duckdb.connect(str(database), read_only=True)
-    except duckdb.Error as error:
-        return [Problem("catalog", database, f"cannot be opened ({first_line(error)})")]
-    problems = []
-    try:
-        views = {name for (name,) in connection.sql(
-            "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT internal").fetchall()}
-        for name in names:
-            if name not in views:
-                problems.append(Problem("catalog", database, f"has no view of table {name}", name))
-                continue
-            try:
-                connection.sql(f'SELECT count(*) FROM "{name}"').fetchall()
-            except duckdb.Error as error:
-                problems.append(Problem("catalog", database, f"its view {name} does not answer ({first_line(error)})",
-                                        name))
-    except duckdb.Error as error:
-        problems.append(Problem("catalog", database, f"cannot be read ({first_line(error)})"))
-    finally:
-        connection.close()
+    if os.path.islink(database) or not os.path.isfile(database):
+        return [Problem("catalog", database, "is not a regular file")]
+    problems = [Problem("catalog", database, problem) for problem in objects_problems(warehouse)]
     if not problems and catalog_needs_rebuild(warehouse):
         problems.append(Problem("catalog", database, "was built for another place, other tables or another loopmeter"))
     return problems
@@ -206,7 +176,7 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
     lock; the warehouse checked again after. The lock is taken as a reader's moment of writing is
     (`lock_if_free`), not as a writer's: a writer first rewrites every table file not in its
     table's schema, and refuses a damaged one, which is what is to be replaced here."""
-    from .catalog import refresh_catalog
+    from .storage.catalog import refresh_catalog
     from .errors import WarehouseBusy
 
     damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table}
@@ -237,7 +207,7 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
             report.not_repaired.append(f"table {name}: {_how_to_rebuild(name, inputs_damaged)}")
         if not left:
             try:
-                refresh_catalog(warehouse, force=True)
+                refresh_catalog(warehouse)
                 report.repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: rebuilt")
             except Exception as error:  # noqa: BLE001 - said, with the rest of the repair
                 report.not_repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: {first_line(error)}")
@@ -279,13 +249,16 @@ def _how_to_rebuild(name: str, inputs_damaged: set[str]) -> str:
 def _repair_journal(warehouse: Warehouse) -> list[str]:
     """Finish the journal's publish when it can be; else take the journal away: every table keeps
     the version its link holds (each a whole version, swapped in one rename)."""
-    journal = warehouse.root / STATE / JOURNAL
+    journal = warehouse.state.path(publish.JOURNAL)
     problems = _journal(warehouse)
     if all(p.detail.startswith("a publish was left unfinished") for p in problems):
-        warehouse._finish_publishing()
-        if not journal.exists():
+        try:
+            warehouse.finish_publishing()
+        except Exception:  # noqa: BLE001 - what could not be finished: the journal is removed below
+            pass
+        if not warehouse.state.exists(publish.JOURNAL):
             return [f"journal {shown_path(journal)}: its publish finished"]
-    journal.unlink(missing_ok=True)
+    warehouse.state.remove(publish.JOURNAL)
     return [f"journal {shown_path(journal)}: removed ({problems[0].detail})"]
 
 
@@ -294,9 +267,9 @@ def _recorded_ingests(warehouse: Warehouse) -> list[tuple[Path, Path | None, dic
     """The ingests the warehouse recorded (`.state/forgeloop-ingest-*.json`) whose run files are still
     where they were read: (RESULTS, scenarios, options)."""
     found = []
-    for record in sorted((warehouse.root / STATE).glob("forgeloop-ingest-*.json")):
+    for name in warehouse.state.names("forgeloop-ingest-*.json"):
         try:
-            key = json.loads(record.read_text()).get("key", {})
+            key = warehouse.state.read(name).get("key", {})
             results, scenarios = Path(key["results"]), key.get("scenarios")
             options = dict(max_file_bytes=int(key["maxFileBytes"]), run_sets=key.get("runSets"))
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
@@ -316,7 +289,7 @@ def _set_aside_damaged_run_sets(warehouse: Warehouse, damaged: list[Path]) -> No
             if any(path.parent == directory for path in damaged) and any((raw / value).is_dir() for raw in folders)}
     if drop:
         with warehouse.build_table("runs", "run_set_id") as builder:
-            builder.keep_others, builder.drop, builder.schema_frame = True, drop, layout.empty_frame("runs")
+            builder.keep_others, builder.drop, builder.schema_frame = True, drop, registry.table("runs").empty_frame()
 
 
 def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: list[Path]) -> tuple[list[str], list[str]]:
@@ -346,10 +319,10 @@ def _forget_forgeloop_ingests(warehouse: Warehouse, tables: list[str]) -> list[s
     are where the ingests' records (`.state/forgeloop-ingest-*.json`) say: from the run files, into a
     new warehouse."""
     lines = []
-    for record in sorted((warehouse.root / STATE).glob("forgeloop-ingest-*.json")):
+    for name in warehouse.state.names("forgeloop-ingest-*.json"):
         try:
-            key = json.loads(record.read_text()).get("key", {})
-        except (OSError, ValueError, AttributeError):
+            key = warehouse.state.read(name).get("key", {})
+        except AttributeError:
             continue
         if isinstance(key, dict) and isinstance(key.get("results"), str):
             scenarios = f" --scenarios {shown_path(key['scenarios'])}" if isinstance(key.get("scenarios"), str) else ""

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from .stages import AllStages, run_all
-from .warehouse import Warehouse
+from .storage import Warehouse
 
 SAMPLE_PLANS = (("sample-tail-30", 30, "2"), ("sample-evidence-5", 5, "2"), ("sample-legacy-5", 5, "1"))
 FORGE_RUNS = 400

@@ -76,3 +76,17 @@ def is_interruption(error: BaseException) -> bool:
     InterruptException, or the RuntimeError its conversions raise)."""
     return (type(error).__name__ == "InterruptException"
             or (isinstance(error, RuntimeError) and str(error) == "Query interrupted"))
+
+
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """`loopmeter: warning: <message>` on stderr, one line, once per process for the same message."""
+    import sys
+
+    line = one_line(message)
+    if line in _WARNED:
+        return
+    _WARNED.add(line)
+    print(f"loopmeter: warning: {line}", file=sys.stderr)

@@ -18,7 +18,7 @@ from .charts import (
     SERIES_COLOURS, curve_chart, estimate_chart, interval_chart, overhead_chart, points, share, strip_chart, trend_chart,
 )
 from .forgeloop.contract import LIGHT_OBJECTIVES, MODES
-from .warehouse import Warehouse
+from .storage import Warehouse
 
 # The page's column is at most 1040 px wide, a chart at most 1000 (its text about 15 px there);
 # below, charts shrink with the window and the tail table's class names break at underscores.

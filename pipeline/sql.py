@@ -2,14 +2,11 @@
 from __future__ import annotations
 
 import re
-import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .config import queries_dir
 from .errors import Exit, LoopmeterError
-from .frames import from_duckdb
 
 if TYPE_CHECKING:
     import duckdb
@@ -153,65 +150,8 @@ def list_queries() -> list[tuple[str, str]]:
     return [(path.stem, query_summary(path.stem)) for path in sorted(queries_dir().glob("*.sql"))]
 
 
-_database: "duckdb.DuckDBPyConnection | None" = None
-_opening = threading.Lock()
-_holders = 0  # blocks of `holding()` under way: the database is not closed under them
-_closing = False  # `release()` asked while one was
-
-
-def session() -> "duckdb.DuckDBPyConnection":
-    """A new session of this process's own in-memory DuckDB database; close it when done.
-    Opening a database costs 15 to 30 ms (DuckDB builds its catalog of functions for each one),
-    a session of an open one nothing. What a session registers is its own; what it creates or
-    attaches belongs to the database, which every session sees: its users leave none behind."""
-    global _database, _closing
-    with _opening:
-        if _database is None:
-            import duckdb
-
-            _database = duckdb.connect()
-        _closing = False
-        return _database.cursor()
-
-
-@contextmanager
-def holding() -> Iterator[None]:
-    """A block whose sessions `release()`, called meanwhile from another thread, does not close:
-    the database closes as the last such block ends."""
-    global _holders
-    with _opening:
-        _holders += 1
-    try:
-        yield
-    finally:
-        with _opening:
-            _holders -= 1
-            if not _holders and _closing:
-                _close()
-
-
-def release() -> None:
-    """Close this process's database, its sessions closed already (those of `holding()` blocks
-    first end): after a large analysis, the memory DuckDB keeps for reuse (100 MB and more at
-    100,000 runs) goes with it. The following call of `session()` opens another."""
-    global _closing
-    with _opening:
-        if _holders:
-            _closing = True
-        else:
-            _close()
-
-
-def _close() -> None:
-    global _database, _closing
-    if _database is not None:
-        _database.close()
-        _database = None
-    _closing = False
-
-
 def run_query(connection: "duckdb.DuckDBPyConnection", name: str, **parameters: Any) -> "pl.DataFrame":
     """Run queries/<name>.sql with its $parameters (the stages' own calls: missing ones are NULL); return polars."""
     text = query_text(name)
     wanted = {key: parameters.get(key) for key in query_parameters(text)}
-    return from_duckdb(connection.sql(text, params=wanted))
+    return connection.sql(text, params=wanted).pl()

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .warehouse import Warehouse
+from .storage import Warehouse
 
 
 @dataclass
@@ -37,9 +37,9 @@ def run_all(
 ) -> AllStages:
     """ingest forgeloop, aggregate, report confidence; ingest forge, report routing (and srm), harvest
     survival, report survival; the catalog and the HTML report — under one hold of the warehouse lock."""
-    from .catalog import refresh_catalog
+    from .storage.catalog import refresh_catalog
     from .html import build_page
-    from .warehouse import atomic_write_text
+    from .storage.files import atomic_write
 
     outcome = AllStages(warehouse.root, out or warehouse.root / "aggregate", warehouse.root / "report.html")
     with warehouse.lock(wait=wait, command="run-all"):
@@ -48,7 +48,8 @@ def run_all(
         if forge_store is not None:
             _forge(warehouse, forge_store, horizon_days, now, include_temp, outcome)
         refresh_catalog(warehouse)
-        atomic_write_text(outcome.report, build_page(warehouse, forgeloop=outcome.forgeloop, confidence=outcome.confidence))
+        page = build_page(warehouse, forgeloop=outcome.forgeloop, confidence=outcome.confidence)
+        atomic_write(outcome.report, page.encode())
     outcome.steps.append(f"report html: {outcome.report}")
     return outcome
 

@@ -59,8 +59,6 @@ def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, en
     command = [sys.executable, "-m", "loopmeter", *args]
     if warehouse is not None:
         command += ["--warehouse", str(warehouse)]
-    if Path(cwd) != ROOT:  # `-m loopmeter` finds the package from the working directory, or installed
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), environment.get("PYTHONPATH")]))
     result = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=cwd, timeout=timeout)
     if check is not None and result.returncode != check:
         raise AssertionError(

@@ -17,7 +17,7 @@ from forge_oracle import routing as oracle_routing
 from loopmeter.cli import app
 from loopmeter.forge import samples
 from loopmeter.forge.ingest import ingest_forge
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 

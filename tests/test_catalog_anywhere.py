@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 # A DuckDB client as a notebook or BI tool is one: the file opened with the options given, every
 # view counted, the comments read. A view that fails is reported with its error.

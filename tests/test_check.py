@@ -10,7 +10,7 @@ import pytest
 from forge_fixtures import run_user
 from loopmeter.forge import samples
 from loopmeter.forge.ingest import ingest_forge
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 
 @pytest.fixture(scope="module")

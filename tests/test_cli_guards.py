@@ -231,12 +231,12 @@ def test_report_html_on_a_warehouse_without_data_is_an_error(tmp_path):
 
 INTERRUPT = '''
 import os, signal, sys
-import loopmeter.warehouse as warehouse
+import loopmeter.faults as faults
 point = sys.argv.pop(1)
 def checkpoint(name):
     if name == point:
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, at this point of the publishing
-warehouse.checkpoint = checkpoint
+faults.checkpoint = checkpoint
 sys.argv[0] = "loopmeter"
 from loopmeter.cli import main
 main()
@@ -289,8 +289,8 @@ def _first_swapped(tmp_path: Path, store: str) -> str:
 TRACE = '''
 import sys
 import time
-import loopmeter.warehouse as warehouse
-warehouse.checkpoint = lambda name: print(name, file=sys.stderr)
+import loopmeter.faults as faults
+faults.checkpoint = lambda name: print(name, file=sys.stderr)
 sys.argv[0] = "loopmeter"
 from loopmeter.cli import main
 main()
@@ -331,17 +331,17 @@ def test_ctrl_c_at_any_moment_of_the_start_is_one_line_never_a_traceback(tmp_pat
 
 STUCK_THREAD = '''
 import os, signal, sys, threading
-import loopmeter.warehouse as warehouse
+import loopmeter.storage.writing as writing
 from loopmeter.lifetime import usable_cores
-write_file = warehouse.Warehouse._write_file
+write_file = writing.write_file
 # Ctrl-C once every writing thread is stuck for ever (the four partitions keep them all busy)
 every_thread = threading.Barrier(min(usable_cores(), 4), action=lambda: os.kill(os.getpid(), signal.SIGINT))
-def stuck(self, frame, path, table):
+def stuck(frame, path, table):
     if table == "runs" and threading.current_thread() is not threading.main_thread():
         every_thread.wait()
         threading.Event().wait()
-    return write_file(self, frame, path, table)
-warehouse.Warehouse._write_file = stuck
+    return write_file(frame, path, table)
+writing.write_file = stuck
 sys.argv[0] = "loopmeter"
 from loopmeter.cli import main
 main()

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import ROOT, run_cli
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 
 def _command_paths() -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import run_cli
 from loopmeter.forgeloop.confidence import Settings, confidence_report
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 from runs import run, write_tree
 
 CORPUS_FIGURES = {  # statistic -> (comparison key, field) of ForgeLoop's aggregate document

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopmeter import folders
+from loopmeter.storage import folders
 
 
 def contents(folder: Path) -> dict[str, bytes | str]:

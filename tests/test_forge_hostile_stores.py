@@ -34,7 +34,7 @@ from forge_fixtures import ROOT
 from loopmeter.forge import samples
 from loopmeter.forge import tables as t
 from loopmeter.forge.store import MAX_RECORD_BYTES
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 MIB = 1024 * 1024
 REPOS = [("api", "/nowhere/api"), ("web", "/nowhere/web"), ("cli", "/nowhere/cli")]

@@ -14,8 +14,8 @@ from loopmeter.forge import samples
 from loopmeter.forge import store as store_module
 from loopmeter.forge import tables as t
 from loopmeter.forge.ingest import ingest_forge
-from loopmeter.frames import polars_dtype
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage.registry import polars_type as polars_dtype
+from loopmeter.storage import Warehouse
 
 
 def digest(path) -> str:

@@ -21,8 +21,8 @@ from loopmeter.forge import store as store_module
 from loopmeter.forge import tables as t
 from loopmeter.forge.ingest import IngestResult, ingest_forge
 from loopmeter.forge.store import StoreError, detect_format
-from loopmeter.frames import polars_dtype
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage.registry import polars_type as polars_dtype
+from loopmeter.storage import Warehouse
 
 MIB = store_module.HEAD_BYTES
 

@@ -15,7 +15,7 @@ from forge_fixtures import cli
 from loopmeter.forge import store as store_module
 from loopmeter.forge import tables as t
 from loopmeter.forge.ingest import ingest_forge
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 TYPED_REPOS = "CREATE TABLE repos(repo TEXT PRIMARY KEY, path TEXT)"
 UNTYPED_REPOS = "CREATE TABLE repos(repo, path)"  # no affinity, no key: what a hand-made store may hold

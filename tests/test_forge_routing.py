@@ -16,7 +16,7 @@ from forge_oracle import routing as oracle_routing
 from loopmeter.forge import derive, routing, samples
 from loopmeter.forge import tables as t
 from loopmeter.forge.reports import routing_document, routing_scope
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 
 # ---- a store small enough to compute by hand -----------------------------------------------

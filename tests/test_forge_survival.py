@@ -16,7 +16,7 @@ from loopmeter.forge import samples
 from loopmeter.forge import tables as t
 from loopmeter.forge.ingest import ingest_forge
 from loopmeter.forge.survival import harvest, outcome_rid, record
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 
 def build(root: Path, **options):

@@ -21,7 +21,7 @@ from loopmeter.forgeloop.ingest import ingest_forgeloop
 from loopmeter.forgeloop.reader import PARALLEL_FROM
 from loopmeter.forgeloop.samples import scaled_plans, write_results
 from loopmeter.lifetime import usable_cores
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 from runs import run, write_tree
 
 RANGE_RULE = "must lie between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999999Z once in UTC"

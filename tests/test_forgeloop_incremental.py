@@ -15,7 +15,7 @@ from loopmeter.forgeloop.incremental import TABLES
 from loopmeter.forgeloop.ingest import ingest_forgeloop
 from loopmeter.forgeloop.samples import RunSetPlan, write_results
 from loopmeter.forgeloop.stage import aggregate
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 PLANS = [RunSetPlan(f"rs-{index}", 4, "1" if index == 2 else "2", ("api-feature", "small-bug-fix")) for index in range(4)]
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, imported_packages, run_as_a_user, run_cli
 from loopmeter.forgeloop.ingest import ingest_forgeloop
 from loopmeter.forgeloop.reader import ToRead, read_batch
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 from runs import DELETE, context, edited, run, write_tree
 
 GOOD = run()

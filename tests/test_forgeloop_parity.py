@@ -76,7 +76,7 @@ def test_unknown_run_set_is_an_error(corpus_warehouse):
 
 
 def test_aggregating_one_run_set_keeps_the_others_tables(corpus_warehouse, tmp_path):
-    from loopmeter.warehouse import Warehouse
+    from loopmeter.storage import Warehouse
 
     run_cli("aggregate", "--out", str(tmp_path / "all"), "--quiet", warehouse=corpus_warehouse)
     run_cli("aggregate", "--run-set", "codex-quality-repeat5-20260831", "--out", str(tmp_path / "one"), "--quiet", warehouse=corpus_warehouse)

@@ -19,7 +19,7 @@ from loopmeter.forgeloop.stage import compute
 from loopmeter.forgeloop.stats import robust_statistics, rounded, statistics
 from loopmeter.jsjson import dumps, dumps_bytes, js_number_text
 from loopmeter.numbers import js_round4, js_round4_expr
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 from runs import run, write_tree
 
 finite = st.floats(allow_nan=False, allow_infinity=False)

@@ -5,7 +5,7 @@ import pytest
 
 from loopmeter.forgeloop.ingest import ingest_forgeloop
 from loopmeter.forgeloop.stage import compute
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 from runs import context, quality, run, write_tree
 
 SCENARIO = "small-bug-fix"

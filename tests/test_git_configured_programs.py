@@ -16,7 +16,7 @@ import pytest
 from forge_fixtures import ROOT, retarget, tree_fingerprint
 from loopmeter.forge import samples
 from loopmeter.forge.ingest import ingest_forge
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 HOOKS = ("pre-commit", "post-checkout", "post-merge", "pre-auto-gc", "post-rewrite", "reference-transaction",
          "post-index-change", "fsmonitor-watchman", "pre-push", "push-to-checkout")

@@ -1,4 +1,4 @@
-"""Every table file holds its table's one Arrow schema (pipeline/layout.py), partitions are standard
+"""Every table file holds its table's one Arrow schema (pipeline/storage/registry.py), partitions are standard
 Hive folders, and a file that differs is named when read and rewritten by the next writer."""
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import run_cli
-from loopmeter import layout
-from loopmeter.catalog import table_docs
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import registry
+from loopmeter.storage.conformance import file_problem
+from loopmeter.storage import Warehouse
 
 EXPECTED_TYPES = {"str": pa.string(), "i64": pa.int64(), "f64": pa.float64(), "bool": pa.bool_(),
                   "datetime": pa.timestamp("us", tz="UTC"), "list_str": pa.list_(pa.field("element", pa.string())),
@@ -28,10 +28,10 @@ def _tables(root: Path) -> list[str]:
 
 def test_every_file_of_the_demo_holds_its_table_s_declared_schema_and_partitions_are_hive_folders(demo_warehouse):
     tables = _tables(demo_warehouse)
-    assert set(tables) == set(table_docs())
+    assert set(tables) == set(registry.tables())
     for table in tables:
-        declared = [(name, EXPECTED_TYPES[dtype]) for name, dtype, _ in table_docs()[table][1]]
-        partition = layout.PARTITIONED.get(table)
+        declared = [(name, EXPECTED_TYPES[dtype]) for name, dtype, _ in registry.table(table).columns]
+        partition = registry.PARTITIONED.get(table)
         files = sorted((demo_warehouse / table).rglob("*.parquet"))
         assert files, table
         for file in files:
@@ -52,7 +52,7 @@ def test_a_partitioned_table_reads_back_its_partition_column_from_the_folder_nam
     runs = warehouse.read("runs")
     folders = sorted(path.name.split("=", 1)[1] for path in (demo_warehouse / "runs").iterdir())
     assert sorted(runs["run_set_id"].unique().to_list()) == folders
-    assert runs.columns == [name for name, _, _ in table_docs()["runs"][1]]
+    assert runs.columns == [name for name, _, _ in registry.table("runs").columns]
     counts = dict(runs.group_by("run_set_id").len().iter_rows())
     for value in folders:
         (file,) = (demo_warehouse / "runs" / f"run_set_id={value}").glob("*.parquet")
@@ -88,7 +88,7 @@ def test_a_hand_written_file_is_named_with_its_column_and_types_and_the_next_ing
     notes = [line for line in stored.stderr.splitlines() if "rewritten in forge_tasks's schema" in line]
     assert len(notes) == 1 and "column run is large_string" in notes[0]
     for path in (warehouse / "forge_tasks").glob("*.parquet"):
-        assert layout.mismatch("forge_tasks", path) is None
+        assert file_problem("forge_tasks", path) is None
     assert run_cli("report", "routing", "--json", warehouse=warehouse).stdout == before
 
 
@@ -105,7 +105,7 @@ def test_a_partition_written_by_an_earlier_loopmeter_is_rewritten_by_the_next_wr
     aggregate = run_cli("aggregate", "--json", "--out", str(tmp_path / "out"), warehouse=warehouse)
     assert "rewritten in runs's schema" in aggregate.stderr
     (rewritten,) = (warehouse / "runs" / f"run_set_id={value}").glob("*.parquet")
-    assert layout.mismatch("runs", rewritten) is None
+    assert file_problem("runs", rewritten) is None
     assert pl.read_parquet(rewritten).equals(rows)
     assert Warehouse(warehouse).read_partition("runs", "run_set_id", value).height == rows.height
     pristine = _copy(demo_warehouse, tmp_path / "pristine")
@@ -160,7 +160,7 @@ def test_lossless_casts_are_made_and_every_reader_gets_the_declared_types_and_th
     warehouse = Warehouse(tmp_path_factory.mktemp("w"))
     warehouse.write_table("forge_rejections", frame)
     (file,) = (warehouse.root / "forge_rejections").glob("*.parquet")
-    assert layout.mismatch("forge_rejections", file) is None
+    assert file_problem("forge_rejections", file) is None
     table = pq.read_table(file)
     assert table.column("line").to_pylist() == values
     assert table.column("source").to_pylist() == texts[:len(values)]

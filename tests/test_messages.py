@@ -12,7 +12,7 @@ import pytest
 
 from forge_fixtures import retarget, run_user
 from loopmeter.forge import samples
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 
 def one_line(result: subprocess.CompletedProcess) -> str:

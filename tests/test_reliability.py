@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from conftest import ROOT, run_as_a_user, run_cli
 from loopmeter.forgeloop.ingest import ingest_forgeloop
 from loopmeter.forgeloop.samples import RunSetPlan, write_results
-from loopmeter.warehouse import FINISHING, Warehouse
+from loopmeter.storage import Warehouse
+from loopmeter.storage.lock import FINISHING
 from runs import run
 
 CRASH_POINTS = [

@@ -17,7 +17,7 @@ from conftest import ROOT, imported_packages, run_cli
 from loopmeter.forgeloop import run_document, runner
 from loopmeter.forgeloop.schema import RunRejected
 from loopmeter.jsjson import dumps
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 ADAPTERS = ROOT / "tests" / "runner_adapters"
 PYTHON_ADAPTER = ADAPTERS / "deterministic.py"

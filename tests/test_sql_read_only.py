@@ -21,7 +21,7 @@ from conftest import ROOT, run_cli
 from forge_fixtures import tree_fingerprint
 from loopmeter.adhoc import SQL_FILE_LIMIT, run_sql
 from loopmeter.errors import LoopmeterError
-from loopmeter.warehouse import Warehouse
+from loopmeter.storage import Warehouse
 
 REFUSED = "loopmeter: error: loopmeter sql is read-only: "
 

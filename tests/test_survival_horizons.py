@@ -224,7 +224,7 @@ def test_names_git_would_quote_are_followed_between_horizons(tmp_path):
     from forge_fixtures import one_task_integration
     from loopmeter.forge import samples
     from loopmeter.forge.ingest import ingest_forge
-    from loopmeter.warehouse import Warehouse
+    from loopmeter.storage import Warehouse
 
     start = 1_767_600_000
     names = [b"caf\xe9.txt", b"tab\tand\x01.txt", b'quote".txt']

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import ROOT, run_cli
-from loopmeter.catalog import schema_markdown, table_docs
+from loopmeter.storage import registry
+from loopmeter.storage.documentation import schema_markdown
 from loopmeter.sql import list_queries, runs_inside
 
 
@@ -38,7 +39,8 @@ def test_database_has_a_documented_view_per_table(demo_warehouse):
 
 def test_schema_page_is_generated_from_the_documentation():
     assert (ROOT / "docs" / "schema.md").read_text() == schema_markdown(), "regenerate: loopmeter schema --markdown > docs/schema.md"
-    for name, (description, columns) in table_docs().items():
+    for name, table in registry.tables().items():
+        description, columns = table.description, table.columns
         assert description and columns, name
         assert len({column for column, _, _ in columns}) == len(columns), name
 
@@ -111,8 +113,8 @@ def test_every_parquet_file_reads_on_its_own_in_duckdb_polars_and_pyarrow(demo_w
 
 
 def test_the_catalog_is_rebuilt_only_when_the_tables_it_shows_change(tmp_path):
-    from loopmeter.catalog import refresh_catalog
-    from loopmeter.warehouse import Warehouse
+    from loopmeter.storage.catalog import refresh_catalog
+    from loopmeter.storage import Warehouse
     from runs import run, write_tree
 
     results = write_tree(tmp_path / "results", [run()])

@@ -30,7 +30,7 @@ def check_command(
 ) -> int:
     from ..check import check, repair as repair_warehouse
     from ..config import warehouse_dir
-    from ..warehouse import Warehouse
+    from ..storage import Warehouse
 
     set_quiet(quiet)
     store = Warehouse(warehouse_dir(warehouse))  # as it is: opening it the usual way would mend it first

@@ -35,17 +35,23 @@ INTERRUPT_REPORTED = False  # a command's Ctrl-C was answered with its message
 _WATCHED: list[tuple[Path, dict[str, str]]] = []
 
 
-def open_warehouse(option: Optional[Path], *, repair_catalog: bool = True):
-    """The warehouse of `--warehouse` (or its default), made fit to read: a killed writer's publish
-    is finished, and loopmeter.duckdb is rebuilt when it was built for another place (a copied or
-    moved warehouse) or is missing, unless a writer holds the lock (it rebuilds it as it ends).
-    When there is nothing to do, this costs a read of `.state/catalog.json`: no DuckDB import."""
-    from ..catalog import repair_catalog as repair
+def open_warehouse(option: Optional[Path], *, writing: bool = False, repair_catalog: bool = True):
+    """The warehouse of `--warehouse` (or its default), made fit to read: a folder without the
+    warehouse marker is refused unless the command writes (its lock makes a new or empty folder a
+    warehouse); a killed writer's publish is finished, and loopmeter.duckdb is rebuilt when it was
+    built for another place (a copied or moved warehouse) or is missing, unless a writer holds the
+    lock (it rebuilds it as it ends)."""
     from ..config import warehouse_dir
-    from ..warehouse import Warehouse
+    from ..storage import Warehouse
+    from ..storage.catalog import repair_catalog as repair
 
     root = warehouse_dir(option)
     store = Warehouse(root)
+    if not store.is_marked():
+        if not writing:
+            store.require_marked()
+        watch(root)
+        return store  # nothing to finish or repair in a folder that is not a warehouse yet
     store.finish_interrupted_publishing()  # a killed writer's publish, finished before anything is read
     watch(root)
     if repair_catalog:
@@ -308,7 +314,7 @@ def note(message: str) -> None:
 def store_report_tables(store, frames: dict, wait: bool, what: str) -> None:
     """Store the tables a report computed (`frames`: name -> frame), published together, once the
     report is printed; the catalog follows. Busy: the report stands, the tables stay as they were."""
-    from ..catalog import refresh_catalog
+    from ..storage.catalog import refresh_catalog
     from ..errors import WarehouseBusy
 
     try:

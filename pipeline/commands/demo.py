@@ -80,7 +80,7 @@ def demo_command(
     set_quiet(quiet or json)
     from ..demo import run_demo
 
-    store = open_warehouse(warehouse)
+    store = open_warehouse(warehouse, writing=True)
     outcome = run_demo(data, store, wait=wait)
     if json:
         print_json(_as_json(outcome, data), 2)
@@ -123,7 +123,7 @@ def run_all_command(
     for path, what in ((results, "RESULTS"), (scenarios, "--scenarios"), (forge, "--forge"), (out, "--out")):
         check_utf8_path(path, what)
     set_quiet(quiet or json)
-    store = open_warehouse(warehouse)
+    store = open_warehouse(warehouse, writing=True)
     if out is not None:
         refuse_inside_warehouse("--out", out, store.root, inside_aggregate, AGGREGATE_HINT)
     from ..stages import run_all

@@ -48,13 +48,13 @@ def ingest_forge_command(
     check_number("--busy-timeout", busy_timeout, minimum=0)
     check_utf8_path(store_path)  # an unreadable input, as a missing file: exit 1
     set_quiet(quiet or json)
-    from ..catalog import refresh_catalog
+    from ..storage.catalog import refresh_catalog
     from ..forge.ingest import ingest_forge
     from ..forge.store import detect_format
     from ..tables_text import print_fitted
 
     detect_format(Path(store_path))  # a clear error before taking the lock
-    store = open_warehouse(warehouse)
+    store = open_warehouse(warehouse, writing=True)
     with store.lock(wait=wait, command="ingest forge"):
         result = ingest_forge(store, store_path, busy_timeout=busy_timeout)
         refresh_catalog(store)
@@ -188,7 +188,7 @@ def harvest_survival(
 ) -> int:
     moment = _parse_time(now) if now else None
     set_quiet(quiet or json)
-    from ..catalog import refresh_catalog
+    from ..storage.catalog import refresh_catalog
     from ..forge import tables as t
     from ..forge.reports import harvest_problems_line, harvest_text, routing_json, unharvested_notes
     from ..forge.survival import harvest_horizons, record

@@ -56,9 +56,9 @@ def ingest_forgeloop_command(
     set_quiet(quiet or json)
     from ..forgeloop.ingest import ingest_forgeloop
     from ..tables_text import print_fitted
-    from ..catalog import refresh_catalog
+    from ..storage.catalog import refresh_catalog
 
-    store = open_warehouse(warehouse)
+    store = open_warehouse(warehouse, writing=True)
     aggregated = None
     with store.lock(wait=wait, command="ingest forgeloop"):
         result = ingest_forgeloop(store, results, scenarios, max_file_bytes=max(1, int(max_file_mb * 1024 * 1024)),
@@ -66,7 +66,7 @@ def ingest_forgeloop_command(
         if then_aggregate and store.has_table("runs"):
             from ..forgeloop.stage import aggregate
             from ..lifetime import thread_pool
-            from ..warehouse import Warehouse
+            from ..storage import Warehouse
 
             # the catalog of the tables the ingest published is built while the aggregate computes
             # (DuckDB works outside the interpreter lock); the refresh after it keeps those views
@@ -120,11 +120,11 @@ def aggregate_command(
 
     check_choice("--tier", tier, TIERS)
     set_quiet(quiet or json)
-    store = open_warehouse(warehouse)
+    store = open_warehouse(warehouse, writing=True)
     if out is not None:
         check_utf8_path(out, "--out")
         refuse_inside_warehouse("--out", out, store.root, inside_aggregate, AGGREGATE_HINT)
-    from ..catalog import refresh_catalog
+    from ..storage.catalog import refresh_catalog
     from ..forgeloop.stage import aggregate, check, compute, publish
 
     destination = out or store.root / "aggregate"
@@ -255,13 +255,10 @@ def report_html(
         raise LoopmeterError(f"no ForgeLoop runs and no Forge data in {store.root}; run `loopmeter ingest forgeloop "
                              "RESULTS` or `loopmeter ingest forge STORE` first (is --warehouse right?)")
     from ..html import build_page
-    from ..warehouse import atomic_write_text
+    from ..storage.files import write_output
 
     page = build_page(store, run_set)
-    try:
-        atomic_write_text(out, page)
-    except OSError as error:
-        raise LoopmeterError(f"--out {out}: cannot write it: {error.strerror or error}") from None
+    write_output(out, lambda path: path.write_text(page, encoding="utf-8"))
     if not quiet:
         print(f"wrote {out.resolve()}")
     return Exit.OK

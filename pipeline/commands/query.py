@@ -41,7 +41,8 @@ def sql_command(
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
 ) -> int:
-    from ..adhoc import check_output, output_format_of, parse_parameters, read_sql_file, run_sql, table_rows, write_result
+    from ..storage.files import check_output
+    from ..adhoc import output_format_of, parse_parameters, read_sql_file, run_sql, table_rows, write_result
     from ..sql import check_parameters, named_query_parameters, prerequisites, query_text, runs_inside
 
     set_quiet(quiet)
@@ -119,7 +120,7 @@ def schema_command(
     json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> int:
-    from ..catalog import schema_markdown, schema_rows
+    from ..storage.documentation import schema_markdown, schema_rows
 
     set_quiet(quiet)
     store = open_warehouse(warehouse)
@@ -157,10 +158,10 @@ def catalog_command(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
-    from ..catalog import rebuild_catalog
+    from ..storage.catalog import rebuild_catalog
 
     set_quiet(quiet or json)
-    store = open_warehouse(warehouse, repair_catalog=False)  # rebuilt below in any case
+    store = open_warehouse(warehouse, writing=True, repair_catalog=False)  # rebuilt below in any case
     built = rebuild_catalog(store, wait=wait)
     if json:
         print_json(built, 2)

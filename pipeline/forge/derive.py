@@ -11,10 +11,10 @@ import duckdb
 import polars as pl
 
 from .. import progress
-from ..frames import polars_dtype
-from ..layout import SQL_TYPES
 from ..sql import query_text
-from ..warehouse import Warehouse
+from ..storage import Warehouse, duck
+from ..storage.names import quote_identifier
+from ..storage.registry import polars_type, sql_type
 from . import tables as t
 
 KNOWN_KINDS = frozenset({"plan", "attempt", "dispatch", "event", "outcome"})
@@ -33,10 +33,10 @@ def typed_frame(frame: pl.DataFrame, table: str) -> pl.DataFrame:
     if not any(name in frame.columns for name, _, _ in columns):
         # a select of literals only is one row whatever the frame's height (`typed_frame(pl.DataFrame(), ...)`,
         # an empty table, would hold a row of nulls): as many null rows as the frame has
-        return pl.DataFrame([pl.Series(name, [None] * frame.height, dtype=polars_dtype(dtype)) for name, dtype, _ in columns])
+        return pl.DataFrame([pl.Series(name, [None] * frame.height, dtype=polars_type(dtype)) for name, dtype, _ in columns])
     return frame.select(
         [
-            (pl.col(name) if name in frame.columns else pl.lit(None)).cast(polars_dtype(dtype)).alias(name)
+            (pl.col(name) if name in frame.columns else pl.lit(None)).cast(polars_type(dtype)).alias(name)
             for name, dtype, _ in columns
         ]
     )
@@ -44,12 +44,10 @@ def typed_frame(frame: pl.DataFrame, table: str) -> pl.DataFrame:
 
 def connect(warehouse: Warehouse, tables: list[str]) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB session (UTC) with a view per named table that exists."""
-    connection = duckdb.connect()
-    connection.execute("SET TimeZone = 'UTC'")
+    connection = duck.connect(warehouse.root, lock=False)  # `_store` may take it down to one thread
     for name in tables:
         if warehouse.has_table(name):
-            warehouse.check_table(name)
-            connection.execute(f'CREATE VIEW "{name}" AS {warehouse.view_sql(name, absolute=True)}')
+            connection.execute(f'CREATE VIEW {quote_identifier(name)} AS {warehouse.select_sql(name)}')
         else:
             _empty_view(connection, name)
     return connection
@@ -61,12 +59,12 @@ SUMMARY_ORDER = {t.ATTEMPTS: "run, task, attempt", t.DECISIONS: "run, task, posi
 
 
 def _empty_view(connection: duckdb.DuckDBPyConnection, name: str) -> None:
-    connection.execute(f'CREATE VIEW "{name}" AS {_empty_select(name)}')
+    connection.execute(f'CREATE VIEW {quote_identifier(name)} AS {_empty_select(name)}')
 
 
 def _empty_select(name: str) -> str:
     """A SELECT of no rows with the columns of table `name`."""
-    columns = ", ".join(f'CAST(NULL AS {SQL_TYPES[dtype]}) AS "{column}"' for column, dtype, _ in t.columns(name))
+    columns = ", ".join(f'CAST(NULL AS {sql_type(dtype)}) AS {quote_identifier(column)}' for column, dtype, _ in t.columns(name))
     return f"SELECT {columns} WHERE false"
 
 
@@ -74,7 +72,7 @@ def typed_sql(table: str, source: str, present: set[str] | None = None) -> str:
     """SQL selecting exactly the documented columns of `table`, in order and type, from the query
     `source` (the SQL twin of `typed_frame`); columns not in `present` (when given) are null."""
     columns = ", ".join(
-        f'CAST({"NULL" if present is not None and name not in present else f"s.{name}"} AS {SQL_TYPES[dtype]}) AS "{name}"'
+        f'CAST({"NULL" if present is not None and name not in present else "s." + quote_identifier(name)} AS {sql_type(dtype)}) AS {quote_identifier(name)}'
         for name, dtype, _ in t.columns(table))
     return f"SELECT {columns} FROM ({source}) s"
 
@@ -131,7 +129,7 @@ def copy_summaries(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, 
             store_query(connection, warehouse, table, f"{typed_sql(table, query_text(query))} ORDER BY {SUMMARY_ORDER[table]}")
         else:
             _store_in_parts(connection, warehouse, table, query, inputs, part_rows)
-        connection.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.view_sql(table, absolute=True)}')
+        connection.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.select_sql(table)}')
         done()
 
 
@@ -143,9 +141,8 @@ def _store_in_parts(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse,
     under their names, views narrowed to the runs of the part at hand."""
     session = connection.cursor()
     try:
-        session.execute("SET TimeZone = 'UTC'")
         for name in inputs:
-            source = warehouse.view_sql(name, absolute=True) if warehouse.has_table(name) else _empty_select(name)
+            source = warehouse.select_sql(name) if warehouse.has_table(name) else _empty_select(name)
             session.execute(f'CREATE TEMP VIEW "whole_{name}" AS {source}')
         runs = " UNION ALL ".join(f'SELECT run FROM "whole_{name}"' for name in inputs)
         key = RUN_KEYS.get(table, "SELECT run, run AS k FROM weights").format(whole="whole_")

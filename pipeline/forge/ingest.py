@@ -33,7 +33,7 @@ import polars as pl
 
 from .. import collector, progress
 from ..lifetime import thread_pool
-from ..warehouse import Warehouse
+from ..storage import Warehouse
 from . import tables as t
 from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
 from .stage import EVENT_TABLES, PLAN_TABLES, STAGE_WORKERS, DirectWrite, Repeated, Stage, prefetch
@@ -169,7 +169,7 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
 
     with warehouse.scratch() as scratch:
         scratch = Path(scratch)
-        stage = Stage(scratch, direct=DirectWrite(warehouse, scratch / "tables", source, now) if direct else None)
+        stage = Stage(scratch, warehouse.root, direct=DirectWrite(warehouse, scratch / "tables", source, now) if direct else None)
         try:
             # (a Ctrl-C does not wait for the batches being checked: `thread_pool`)
             with progress.bar(f"ingest forge {store_path.name}", None) as bar, \

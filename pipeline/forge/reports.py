@@ -29,7 +29,7 @@ import polars as pl
 
 from ..errors import Exit, LoopmeterError
 from ..sql import run_query
-from ..warehouse import Warehouse
+from ..storage import Warehouse
 from . import tables as t
 from .derive import connect, typed_frame
 from .routing import Scope, routing_report, wilson

@@ -23,7 +23,7 @@ import duckdb
 import polars as pl
 
 from ..sql import run_query
-from ..warehouse import Warehouse
+from ..storage import Warehouse
 from . import tables as t
 from .routing import Scope, assignments, pair_key, routing_report, scope_tasks
 

@@ -29,7 +29,8 @@ import polars as pl
 
 from ..lifetime import usable_cores
 from ..sql import query_text
-from ..warehouse import Warehouse
+from ..storage import Warehouse, duck
+from ..storage.names import quote_literal
 from . import tables as t
 from .derive import typed_sql
 from .store import SourceBatch
@@ -215,14 +216,11 @@ class Stage:
         files["staged_route_entries"] = "SELECT * EXCLUDE (problem_field, problem_rule) FROM staged_route_entries_{n}"
         return files
 
-    def __init__(self, directory: Path, memory_limit: str = MEMORY_LIMIT, direct: DirectWrite | None = None):
+    def __init__(self, directory: Path, root: Path, memory_limit: str = MEMORY_LIMIT, direct: DirectWrite | None = None):
         self.directory = directory
         self.direct = direct
-        self.connection = duckdb.connect()
-        self.connection.execute(f"SET temp_directory = '{sql_text(directory / 'spill')}'")
-        self.connection.execute(f"SET memory_limit = '{memory_limit}'")
-        self.connection.execute("SET preserve_insertion_order = false")
-        self.connection.execute(f"SET threads = {CHECK_THREADS}")
+        self.connection = duck.connect(root, memory_limit=memory_limit, threads=CHECK_THREADS,
+                                       temp_directory=directory / "spill", keep_order=False, lock=False)
         self._session(self.connection)
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []
@@ -234,8 +232,7 @@ class Stage:
 
     @staticmethod
     def _session(c: duckdb.DuckDBPyConnection) -> None:
-        """What each session needs (temporary objects and the time zone belong to a session)."""
-        c.execute("SET TimeZone = 'UTC'")
+        """What each session needs (its temporary objects: the JSON macros)."""
         for statement in _statements(query_text("forge_json_macros")):
             c.execute(statement)
 
@@ -366,7 +363,7 @@ class Stage:
                 staged_batch.written = self.direct.write_batch(c, number)
             else:
                 for name, select in self.files().items():
-                    c.execute(f"COPY ({select.format(n=number)}) TO '{sql_text(self._file(name, number))}' (FORMAT parquet)")
+                    c.execute(f"COPY ({select.format(n=number)}) TO {quote_literal(str(self._file(name, number)))} (FORMAT parquet)")
         finally:
             for part in self.PARTS:
                 c.execute(f"DROP TABLE IF EXISTS {part}_{number}")
@@ -379,11 +376,11 @@ class Stage:
         """The rows of `query` as the view `name` over a scratch Parquet file: DuckDB holds no
         table in memory however many rows it has."""
         path = self.directory / f"{name}.parquet"
-        self.connection.execute(f"COPY ({query}) TO '{sql_text(path)}' (FORMAT parquet)")
-        self.connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet('{sql_text(path)}')")
+        self.connection.execute(f"COPY ({query}) TO {quote_literal(str(path))} (FORMAT parquet)")
+        self.connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet({quote_literal(str(path))})")
 
     def _read(self, name: str) -> str:
-        return "read_parquet([" + ", ".join(f"'{sql_text(self._file(name, n))}'" for n in self.batches) + "])"
+        return "read_parquet([" + ", ".join(f"{quote_literal(str(self._file(name, n)))}" for n in self.batches) + "])"
 
     def classify(self, warehouse: Warehouse) -> None:
         """verdicts(position, line, rid, kind, verdict, was_stored, other_line) of the staged events that
@@ -393,7 +390,7 @@ class Stage:
         if not self.batches:  # nothing was read: empty staging files of the right shape
             self.add(SourceBatch("sqlite", pl.DataFrame(schema=_EMPTY_SQLITE_BATCH)), {})
         if self.direct is not None:
-            files = ", ".join(f"'{sql_text(path)}'" for path in self.direct.event_files())
+            files = ", ".join(f"{quote_literal(str(path))}" for path in self.direct.event_files())
             c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS " + (
                 f"SELECT rid, kind FROM read_parquet([{files}], hive_partitioning = false)" if files
                 else "SELECT CAST(NULL AS VARCHAR) AS rid, CAST(NULL AS VARCHAR) AS kind WHERE false"))
@@ -413,7 +410,7 @@ class Stage:
             c.execute(f'CREATE OR REPLACE TEMP VIEW "{name}" AS SELECT * FROM {self._read(name)}')
         c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS SELECT * FROM staged_events")
         if warehouse.has_table(t.EVENTS):
-            c.execute(f"CREATE OR REPLACE TEMP VIEW forge_stored AS {warehouse.view_sql(t.EVENTS, absolute=True)}")
+            c.execute(f"CREATE OR REPLACE TEMP VIEW forge_stored AS {warehouse.select_sql(t.EVENTS)}")
         else:
             c.execute("CREATE OR REPLACE TEMP VIEW forge_stored AS "
                       "SELECT *, CAST(NULL AS VARCHAR) AS source FROM forge_staged WHERE false")
@@ -431,11 +428,6 @@ class Stage:
 
 _EMPTY_SQLITE_BATCH = {"position": pl.Int64, "rid": pl.String, "kind": pl.String, "src": pl.String, "ts": pl.Float64,
                        "run": pl.String, "task": pl.String, "repo": pl.String, "mode": pl.String, "data": pl.String}
-
-
-def sql_text(value: object) -> str:
-    """`value` as the inside of a SQL string literal."""
-    return str(value).replace("'", "''")
 
 
 def _statements(text: str) -> list[str]:

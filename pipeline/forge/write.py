@@ -13,7 +13,8 @@ from datetime import datetime
 import polars as pl
 
 from .. import progress
-from ..warehouse import Warehouse
+from ..storage import Warehouse
+from ..storage.names import quote_literal
 from . import tables as t
 from .derive import SUMMARIES, copy_summaries, store_query, typed_frame, typed_sql
 from .stage import EVENT_TABLES, PLAN_PARTS, PLAN_TABLES, Stage, plan_part_columns
@@ -35,7 +36,7 @@ def _publish_direct(stage: Stage) -> None:
         for table in tables:
             direct.publish(table)
             # the summaries read the table as just stored
-            c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.view_sql(table, absolute=True)}')
+            c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.select_sql(table)}')
             bar.advance()
         copy_summaries(c, warehouse, bar.advance)
         direct.publish(t.EVENTS)  # last, once everything derived from it is stored
@@ -70,12 +71,12 @@ def _add_new_events(stage: Stage, warehouse: Warehouse, source: str, now: dateti
             query = typed_sql(table, select)
             if warehouse.has_table(table):
                 rid = "plan_rid" if table in PLAN_TABLES else "rid"
-                stored = (f"SELECT * FROM ({warehouse.view_sql(table, absolute=True)}) "
+                stored = (f"SELECT * FROM ({warehouse.select_sql(table)}) "
                           f"WHERE {rid} NOT IN (SELECT rid FROM new_rids)")
                 query = f"{typed_sql(table, stored)} UNION ALL {query}"
             store_query(c, warehouse, table, query)
             # the summaries read the table as just stored
-            c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.view_sql(table, absolute=True)}')
+            c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.select_sql(table)}')
             bar.advance()
         copy_summaries(c, warehouse, bar.advance)
     # forge_events last, once everything derived from it is stored: it is what tells the
@@ -88,9 +89,9 @@ def _add_new_events(stage: Stage, warehouse: Warehouse, source: str, now: dateti
             query = typed_sql(t.EVENTS, fresh)
             previous = warehouse.partitions(t.EVENTS, "month").get(month)
             if previous is not None:
-                location = str(previous / "*.parquet").replace("'", "''")
+                listed = ", ".join(quote_literal(file) for file in warehouse.partition_files(t.EVENTS, "month", [month]))
                 # the month is the folder's name, not a column of the files
-                stored = f"SELECT *, $month AS month FROM read_parquet('{location}', hive_partitioning = false)"
+                stored = f"SELECT *, $month AS month FROM read_parquet([{listed}], hive_partitioning = false)"
                 query = f"{typed_sql(t.EVENTS, stored)} UNION ALL {query}"
             store_query(c, warehouse, t.EVENTS, query, partition=month,
                         params={"source": source, "now": now, "month": month})

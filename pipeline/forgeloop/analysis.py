@@ -14,7 +14,6 @@ warehouse stores for BI tools:
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import duckdb
@@ -50,26 +49,12 @@ class Analysis:
     inflation_stats: pl.DataFrame
 
 
-def analyse(connection: duckdb.DuckDBPyConnection, run_set: str | None = None,
-            side: duckdb.DuckDBPyConnection | None = None) -> Analysis:
-    """The analysis of the `runs` a session holds. With `side`, a second session holding the same
-    `runs`, the other queries run there while polars computes the metrics' statistics (both work
-    outside the interpreter lock, and neither keeps two cores busy alone)."""
+def analyse(connection: duckdb.DuckDBPyConnection, run_set: str | None = None) -> Analysis:
+    """The analysis of the `runs` a session holds (registered as `runs`)."""
     metrics = run_query(connection, "forgeloop_run_metrics", run_set=run_set)
-    others = [name for name in QUERIES if name != "forgeloop_run_metrics"]
-
-    def queries() -> dict[str, pl.DataFrame]:
-        return {name: run_query(side or connection, name, run_set=run_set) for name in others}
-
     names = [name for name in metrics.columns if name not in (*MODE, "run_index")]
-    if side is None:
-        mode_stats = rounded(metric_statistics(metrics, MODE, names)).collect()
-        results = queries()
-    else:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(queries)
-            mode_stats = rounded(metric_statistics(metrics, MODE, names)).collect()
-            results = pending.result()
+    mode_stats = rounded(metric_statistics(metrics, MODE, names)).collect()
+    results = {name: run_query(connection, name, run_set=run_set) for name in QUERIES if name != "forgeloop_run_metrics"}
     mode_runs = results["forgeloop_mode_runs"].with_columns(
         pl.when(pl.col("run_count") > 0)
         .then(round4(pl.col("pass_count") / pl.col("run_count")))

@@ -27,7 +27,7 @@ from .stats import metric_statistics, rounded
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..warehouse import Warehouse
+    from ..storage import Warehouse
 
 METRICS = (("tokens", "total_tokens"), ("time", "wall_clock_ms"))
 VERDICTS = ("REGRESSED", "IMPROVED", "NO_CHANGE", "INCONCLUSIVE")

@@ -29,7 +29,7 @@ from .contract import LIGHT_OBJECTIVES
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..warehouse import Warehouse
+    from ..storage import Warehouse
 
 QUERIES = ("forgeloop_pairs", "forgeloop_mode_runs")
 CONFIDENCE_TABLE = "forgeloop_confidence"
@@ -62,7 +62,7 @@ def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame,
     """The comparable pairs and the per-mode counts of the run set (or of all), from `runs`."""
     from .stage import columns_used, runs_in_duckdb
 
-    with runs_in_duckdb(warehouse, columns_used(QUERIES), run_set) as (connection,):
+    with runs_in_duckdb(warehouse, columns_used(QUERIES), run_set) as connection:
         return run_query(connection, "forgeloop_pairs"), run_query(connection, "forgeloop_mode_runs")
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import SCHEMA_VERSION, __version__
-from ..warehouse import Warehouse, atomic_write_text
-from .ingest import RUNS, STATE_DIR
+from ..storage import Warehouse
+from .ingest import RUNS
 
 STATE = "forgeloop-aggregate.json"
 TABLES = (
@@ -40,8 +40,15 @@ class Plan:
     identities: dict[str, str] = field(default_factory=dict)  # of the partitions, taken before reading them
 
 
-def state_path(warehouse: Warehouse) -> Path:
-    return warehouse.root / STATE_DIR / STATE
+def recorded(warehouse: Warehouse) -> dict | None:
+    """What the last aggregate of all run sets recorded (None: nothing usable)."""
+    state = warehouse.state.read(STATE)
+    if not isinstance(state, dict) or not isinstance(state.get("key"), dict) or not isinstance(state.get("runSets"), dict):
+        return None
+    if not all(isinstance(entry, dict) and isinstance(entry.get("runs"), str) and isinstance(entry.get("documents"), dict)
+               and isinstance(entry.get("facts"), dict) for entry in state["runSets"].values()):
+        return None
+    return state
 
 
 def run_set_identities(warehouse: Warehouse) -> dict[str, str]:
@@ -80,23 +87,20 @@ def _document_identities(directory: Path, names: list[str]) -> dict[str, list[in
 def plan(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, str]) -> Plan:
     """What an aggregate of all run sets into `out` has to compute."""
     identities = run_set_identities(warehouse)
-    try:
-        state = json.loads(state_path(warehouse).read_text())
-    except (OSError, ValueError):
-        state = None
-    if (not isinstance(state, dict) or state.get("key") != _key(out, tier, profiles)
+    state = recorded(warehouse)
+    if (state is None or state.get("key") != _key(out, tier, profiles)
             or state.get("tables") != _table_versions(warehouse)):
         return Plan(full=True, changed=sorted(identities), identities=identities)
-    recorded: dict[str, dict] = state.get("runSets", {})
+    by_run_set: dict[str, dict] = state.get("runSets", {})
     result = Plan(full=False, identities=identities)
     for run_set, identity in sorted(identities.items()):
-        before = recorded.get(run_set)
+        before = by_run_set.get(run_set)
         documents = None if before is None else _document_identities(Path(out) / run_set, sorted(before["documents"]))
         if before is None or before["runs"] != identity or documents != before["documents"]:
             result.changed.append(run_set)
         else:
             result.kept[run_set] = before
-    result.removed = sorted(set(recorded) - set(result.changed) - set(result.kept))
+    result.removed = sorted(set(by_run_set) - set(result.changed) - set(result.kept))
     return result
 
 
@@ -123,4 +127,4 @@ def record(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str
             continue
         run_sets[documents.run_set_id] = {"runs": identities[documents.run_set_id], "documents": identity, "facts": facts(documents)}
     state = {"key": _key(out, tier, profiles), "tables": _table_versions(warehouse), "runSets": run_sets}
-    atomic_write_text(state_path(warehouse), json.dumps(state))
+    warehouse.state.write(STATE, state)

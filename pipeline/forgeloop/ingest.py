@@ -24,8 +24,7 @@ from typing import Iterator
 from .. import SCHEMA_VERSION, __version__, collector
 from ..config import DEFAULT_MAX_FILE_BYTES
 from ..errors import LoopmeterError
-from ..warehouse import STATE as STATE_DIR
-from ..warehouse import Warehouse, atomic_write_text
+from ..storage import Warehouse
 from .contract import OF_THE_MOMENT
 from .walk import Digested, SeenFile, digest, discover_by_run_set, group_of, walk_digested
 
@@ -139,7 +138,7 @@ class TreeState:
             "runSets": None if run_sets is None else sorted(run_sets),
         }
         name = hashlib.blake2b(json.dumps(self.key, sort_keys=True).encode(), digest_size=10).hexdigest()
-        self.path = warehouse.root / STATE_DIR / f"forgeloop-ingest-{name}.json"
+        self.state_name = f"forgeloop-ingest-{name}.json"
         self.state = None if full else self._load()  # `full`: no record vouches for anything
         # per entry of raw/, in path order: its digest and number of files; the files themselves
         # are kept only for entries that changed since the recorded ingest (without a record,
@@ -195,11 +194,8 @@ class TreeState:
         self.counts[group] = self.counts.get(group, 0) + len(files)
 
     def _load(self) -> dict | None:
-        try:
-            state = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(state, dict) or state.get("key") != self.key or state.get("tables") != self._tables():
+        state = self.warehouse.state.read(self.state_name)
+        if not _well_formed(state) or state.get("key") != self.key or state.get("tables") != self._tables():
             return None  # other options, or the tables changed since: it cannot vouch for them
         return state
 
@@ -301,7 +297,20 @@ class TreeState:
             "key": self.key, "tables": self._tables(), "groups": groups, "scenarioListing": self.scenario_listing,
             "scenarios": whole.scenarios, "scenarioRejections": rejected.get(None, []),
         }
-        atomic_write_text(self.path, json.dumps(state))
+        self.warehouse.state.write(self.state_name, state)
+
+
+def _well_formed(state: object) -> bool:
+    """A record `remember` could have written (the folder's files are input: anything else is no record)."""
+    if not isinstance(state, dict) or not isinstance(state.get("groups"), dict):
+        return False
+    rejection = lambda item: isinstance(item, list) and len(item) == 3 and all(isinstance(part, str) for part in item)
+    groups = state["groups"].values()
+    return (all(isinstance(group, dict) and isinstance(group.get("digest"), str) and isinstance(group.get("stored"), int)
+                and isinstance(group.get("rejections"), list) and all(map(rejection, group["rejections"]))
+                and isinstance(group.get("runSet"), bool) for group in groups)
+            and isinstance(state.get("scenarioListing"), str) and isinstance(state.get("scenarios"), int)
+            and isinstance(state.get("scenarioRejections"), list) and all(map(rejection, state["scenarioRejections"])))
 
 
 def _passing(rule: str) -> bool:

@@ -19,7 +19,7 @@ from .. import progress
 from ..config import DEFAULT_MAX_FILE_BYTES
 from ..faults import checkpoint
 from ..frames import empty_frame, frame_from_rows
-from ..warehouse import Warehouse
+from ..storage import Warehouse
 from .contract import OF_THE_MOMENT, TOO_LARGE
 from .scenarios import SCENARIO_COLUMNS, read_scenarios
 from .tables import MANIFEST_COLUMNS

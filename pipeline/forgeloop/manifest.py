@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from ..frames import empty_frame
-from ..warehouse import Warehouse
+from ..storage import Warehouse, duck
 from .ingest import MANIFEST
 from .tables import MANIFEST_COLUMNS
 
@@ -40,9 +40,9 @@ class ManifestSpool:
         self.same = self.current  # every chunk so far has the rows the last ingest wrote
         if self.current:
             self.connection.execute(
-                f"CREATE TEMP TABLE previous AS SELECT {COLUMNS} FROM read_parquet(?, hive_partitioning = false, union_by_name = true) "
+                f"CREATE TEMP TABLE previous AS SELECT {COLUMNS} FROM read_parquet(?, hive_partitioning = false) "
                 "WHERE kind = 'run' AND source_root = ?",
-                [warehouse.table_glob(MANIFEST), source_root],
+                [warehouse.table_file_list(MANIFEST), source_root],
             )
             self.previous_count = self.connection.execute("SELECT count(*) FROM previous").fetchall()[0][0]
         else:
@@ -52,12 +52,9 @@ class ManifestSpool:
     def connection(self) -> "duckdb.DuckDBPyConnection":
         """The DuckDB session, opened on first need (a first ingest that fits in memory has none)."""
         if self._connection is None:
-            import duckdb
-
-            self._connection = duckdb.connect()
-            self._connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-            self._connection.execute("SET threads = 1")  # one Parquet row group in the making, not one per thread
-            self._connection.execute("SET temp_directory = ?", [str(self.scratch / "duckdb")])
+            # one thread: one Parquet row group in the making, not one per thread
+            self._connection = duck.connect(self.warehouse.root, memory_limit=MEMORY_LIMIT, threads=1,
+                                            temp_directory=self.scratch / "duckdb")
         return self._connection
 
     def close(self) -> None:
@@ -120,8 +117,8 @@ class ManifestSpool:
         self._spool()
         parts = []
         if self.current:
-            params["current"] = self.warehouse.table_glob(MANIFEST)
-            parts.append(f"SELECT {COLUMNS} FROM read_parquet($current, hive_partitioning = false, union_by_name = true) "
+            params["current"] = self.warehouse.table_file_list(MANIFEST)
+            parts.append(f"SELECT {COLUMNS} FROM read_parquet($current, hive_partitioning = false) "
                          f"WHERE NOT coalesce({replaced}, false)")
         if self.files:
             parts.append(f"SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true)")

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import orjson
+import pyarrow as pa
 
-from ..frames import arrow, arrow_type
 from ..lifetime import pdeathsig_setter, usable_cores
+from ..storage.registry import arrow_type
 from .contract import TOO_LARGE, UNREADABLE
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
 
-pa = arrow()  # settled in this process, before any worker forks from it
 ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
 BATCH = 2000
 PARALLEL_FROM = 4000  # fewer files than this are read in the calling process
@@ -114,8 +114,8 @@ def _read_one(results: str, path: str, run_set: str, size: int, stored_hash: str
 def _table(rows: list[tuple]) -> pa.Table:
     names = [name for name, _, _ in ALL_RUN_COLUMNS]
     if not rows:
-        return pa.table({name: pa.array([], type=arrow_type(dtype)) for name, dtype, _ in ALL_RUN_COLUMNS})
-    arrays = [pa.array(values, type=arrow_type(dtype)) for values, (_, dtype, _) in zip(zip(*rows), ALL_RUN_COLUMNS)]
+        return pa.table({name: pa.array([], type=arrow_type(dtype, large=True)) for name, dtype, _ in ALL_RUN_COLUMNS})
+    arrays = [pa.array(values, type=arrow_type(dtype, large=True)) for values, (_, dtype, _) in zip(zip(*rows), ALL_RUN_COLUMNS)]
     return pa.Table.from_arrays(arrays, names=names)
 
 

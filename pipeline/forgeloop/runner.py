@@ -32,7 +32,7 @@ from .. import progress
 from ..errors import Exit, LoopmeterError, WarehouseBusy
 from ..jsjson import dumps
 from ..numbers import js_round4
-from ..warehouse import atomic_write_text
+from ..storage.files import atomic_write
 from .adapters import AdapterFailed, load_adapter
 from .contract import TIERS as BENCHMARK_TIERS
 from .contract import MODES, RUN_SET_ID
@@ -293,6 +293,12 @@ def _plan_document(run_set_id: str, tier: str | None, runs: int, scenarios: list
     }
 
 
+def _write_text(path: Path, text: str) -> None:
+    """A file of the run set, written whole (a temporary file and a rename), its folders made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, text.encode())
+
+
 def _reconcile_plan(paths: RunSetPaths, tier: str | None, runs: int | None, scenarios: list[dict]) -> tuple[str | None, int | None]:
     """On --resume: the tier and runs the run set was started with, unless the command line
     asks for others, which is refused (a run set has one size)."""
@@ -375,7 +381,7 @@ def _finalize(adapter, execution: Execution, answers: dict, target: Path) -> Non
         if document != execution.documents[key]:
             updated[key] = document
     for key, document in updated.items():
-        atomic_write_text(execution.paths.run_file(*key), run_text(document))
+        _write_text(execution.paths.run_file(*key), run_text(document))
         execution.documents[key] = document
     summary = value.get("summary")
     execution.finalization = summary if isinstance(summary, dict) else {"status": "MEASURED"}
@@ -482,7 +488,7 @@ def execute(
 
     def record_plan() -> None:  # once something of the run set is written
         if not paths.plan.exists():
-            atomic_write_text(paths.plan, dumps(plan, 2) + "\n")
+            _write_text(paths.plan, dumps(plan, 2) + "\n")
 
     environment = environment_defaults()
     answers: dict[str, Any] = {}
@@ -503,7 +509,7 @@ def execute(
                         )
                 else:
                     key = (scenario["scenarioId"], mode, run_index)
-                    atomic_write_text(paths.run_file(*key), run_text(document))
+                    _write_text(paths.run_file(*key), run_text(document))
                     execution.documents[key] = document
                     answers[document["runId"]] = answer
                     execution.executed += 1
@@ -528,8 +534,8 @@ def aggregate_run_set(execution: Execution, scenarios_dir: Path, warehouse_root:
     """Ingest RESULTS into the warehouse, then aggregate the run set to RESULTS/aggregate/<id>/."""
     if not execution.documents:
         return
-    from ..catalog import refresh_catalog
-    from ..warehouse import Warehouse
+    from ..storage.catalog import refresh_catalog
+    from ..storage import Warehouse
     from .ingest import ingest_forgeloop
     from .stage import compute, publish
 

@@ -1,6 +1,7 @@
 """The `aggregate` stage: analyse the warehouse's runs, write ForgeLoop's documents, store the tables."""
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
@@ -10,15 +11,13 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from .. import collector, folders
+from .. import collector
 from ..config import file_in_the_way
-from ..errors import LoopmeterError
-from ..frames import Scannable
+from ..errors import LoopmeterError, shown_path
 from ..jsjson import dumps_bytes
-from ..layout import declared
-from ..lifetime import thread_pool
-from ..sql import query_text, release, session
-from ..warehouse import Warehouse
+from ..sql import query_text
+from ..storage import Warehouse, duck, folders, registry
+from ..storage.names import UnsafeName, child
 from .aggregate import RunSetDocuments, build_documents, iter_documents
 from . import incremental
 from .analysis import QUERIES, Analysis, analyse
@@ -28,11 +27,6 @@ from .stored import expected_profiles
 
 if TYPE_CHECKING:
     import duckdb
-
-
-# runs (bytes in memory) whose analysis leaves the process's DuckDB database holding memory worth
-# more than opening another: about 10,000 runs
-LARGE_ANALYSIS = 4 * 2**20
 
 
 @dataclass
@@ -83,9 +77,8 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     them as it writes them, `publish` too)."""
     check(warehouse, tier)
     identities = incremental.run_set_identities(warehouse) if run_set is None and run_sets is None else {}
-    # a second session, for queries run beside the statistics
-    with runs_in_duckdb(warehouse, columns_used(), run_set, run_sets, sessions=2) as (connection, side):
-        analysis = analyse(connection, run_set, side)
+    with runs_in_duckdb(warehouse, columns_used(), run_set, run_sets) as connection:
+        analysis = analyse(connection, run_set)
     profiles = expected_profiles(warehouse) if profiles is None else profiles
     result = Aggregated(analysis, [], tier=tier, profiles=profiles, identities=identities)
     if rendered:  # built while the documents before are written
@@ -97,32 +90,27 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
 
 @contextmanager
 def runs_in_duckdb(warehouse: Warehouse, columns: list[str], run_set: str | None = None,
-                   run_sets: Collection[str] | None = None, sessions: int = 1) -> Iterator[list["duckdb.DuckDBPyConnection"]]:
-    """`sessions` sessions of the process's DuckDB database, each with `runs` registered: the
-    `columns` of the runs of one run set, of `run_sets`, or of all, read once. After a read of
-    more than LARGE_ANALYSIS the database is released with them."""
+                   run_sets: Collection[str] | None = None) -> Iterator["duckdb.DuckDBPyConnection"]:
+    """A DuckDB session (confined to the warehouse) with `runs` registered: the `columns` of the
+    runs of one run set, of `run_sets`, or of all, read once."""
     wanted = [run_set] if run_set is not None else run_sets if run_sets is not None else warehouse.partitions(RUNS, "run_set_id")
     files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
     if not files:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
     # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
     runs = warehouse.read_files(RUNS, files, columns).rechunk()
-    opened = [session() for _ in range(sessions)]
+    connection = duck.connect(warehouse.root)
     try:
-        for each in opened:  # every query scans it in memory (string views and all: no conversion)
-            each.register("runs", Scannable(runs))
-        yield opened
+        connection.register("runs", runs)
+        yield connection
     finally:
-        for each in opened:
-            each.close()
-        if runs.estimated_size() > LARGE_ANALYSIS:
-            release()
+        connection.close()
 
 
 def columns_used(queries: tuple[str, ...] = QUERIES) -> list[str]:
     """The columns of `runs` the named queries (the analysis's by default) name."""
     words = set(re.findall(r"\w+", " ".join(query_text(name) for name in queries)))  # one scan, not one per column
-    return [name for name, _ in declared(RUNS) if name in words]
+    return [name for name in registry.table(RUNS).column_names if name in words]
 
 
 def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | None = None) -> None:
@@ -159,22 +147,13 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
 
 
 def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collection[str] | None) -> None:
-    """The documents of `result` under `out`, and its tables (`store_tables`), written in a
-    thread while the documents are built (once `check_out` finds nothing in their way)."""
+    """The documents of `result` under `out` and its tables (`store_tables`), published together
+    (once `check_out` finds nothing in their way)."""
     computed = [] if result.analysis is None else result.analysis.mode_runs.get_column("run_set_id").unique().to_list()
     check_out(out, {*computed, *(replace or ())})
-    # the forgeloop_* tables published together, once the documents are written too
-    with warehouse.publishing(), thread_pool(1) as pool:
-        tables = pool.submit(warehouse.for_block, warehouse.current_block(), store_tables, warehouse,
-                             result.analysis, replace)
-        try:
-            write_documents(result, out, warehouse)
-        except KeyboardInterrupt:
-            raise  # not waited for (see `thread_pool`)
-        except BaseException:
-            tables.exception()  # waited for; the documents' error is the one told
-            raise
-        tables.result()
+    with warehouse.publishing():
+        store_tables(warehouse, result.analysis, replace)
+        write_documents(result, out, warehouse)
 
 
 def check_out(out: Path, run_sets: Collection[str]) -> None:
@@ -186,9 +165,10 @@ def check_out(out: Path, run_sets: Collection[str]) -> None:
         raise LoopmeterError(f"--out {out}: {blocking} is not a directory")
     if out.is_dir():
         for run_set in sorted(run_sets):
-            place = out / run_set
-            if place.exists() and not place.is_dir():
-                raise LoopmeterError(f"--out {out}: {place} is not a directory (the documents of run set {run_set} go there)")
+            place = child(out, "run set", run_set, where="the runs table")
+            if os.path.lexists(place) and (place.is_symlink() or not place.is_dir()):
+                raise LoopmeterError(f"--out {shown_path(out)}: {shown_path(place)} is not a folder (a file, or a symbolic "
+                                     f"link: never written through); the documents of run set {run_set} go there")
 
 
 def write_documents(result: Aggregated, out: Path, warehouse: Warehouse) -> None:
@@ -199,24 +179,23 @@ def write_documents(result: Aggregated, out: Path, warehouse: Warehouse) -> None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     folders.collect_leftovers(out)
-    # encoding holds the interpreter, writing does not: a run set is staged while the next encodes
-    pending = []
+    staged: list[folders.Staged] = []
     try:
-        with thread_pool(2) as pool:
-            for docs in _documents(result):
-                texts = {f"{scenario}.json": dumps_bytes(document, 2) + b"\n" for scenario, document in docs.scenarios.items()}
-                texts["summary.json"] = dumps_bytes(docs.summary, 2) + b"\n"
-                pending.append(pool.submit(_stage, out / docs.run_set_id, texts))
-                result.written.extend(out / docs.run_set_id / name for name in texts)
-            staged = [future.result() for future in pending]
+        for docs in _documents(result):
+            directory = child(out, "run set", docs.run_set_id, where="the runs table")
+            texts = {child(directory, "scenario", scenario, ".json", where="the runs table").name:
+                     dumps_bytes(document, 2) + b"\n" for scenario, document in docs.scenarios.items()}
+            texts["summary.json"] = dumps_bytes(docs.summary, 2) + b"\n"
+            entry = _stage(directory, texts)
+            if entry is not None:
+                staged.append(entry)
+            result.written.extend(directory / name for name in texts)
     except BaseException:  # what was staged goes (after a Ctrl-C, what is staged still: the next aggregate)
-        for future in pending:
-            if future.done() and not future.cancelled() and future.exception() is None and future.result():
-                folders.discard(future.result())
+        for entry in staged:
+            folders.discard(entry)
         raise
     for entry in staged:
-        if entry is not None:
-            warehouse.publish_folder(entry)
+        warehouse.publish_folder(entry)
 
 
 def _stage(directory: Path, texts: dict[str, bytes]) -> folders.Staged | None:

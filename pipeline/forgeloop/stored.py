@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..storage.names import problem
 from . import incremental
 from .ingest import SCENARIOS
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from ..warehouse import Warehouse
+    from ..storage import Warehouse
 
 
 @dataclass
@@ -67,26 +68,18 @@ def expected_profiles(warehouse: Warehouse) -> dict[str, str]:
 TABLE_OF = {"mode_runs": "forgeloop_mode_runs", "comparisons": "forgeloop_comparisons", "outliers": "forgeloop_outliers"}
 
 
-def _record(warehouse: Warehouse) -> dict | None:
-    try:
-        state = json.loads(incremental.state_path(warehouse).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(state, dict) or not isinstance(state.get("key"), dict) or not isinstance(state.get("runSets"), dict):
-        return None
-    return state
-
-
 def _read_document(path: Path, identity: object) -> dict | None:
-    """The document at `path` if the file read is the one recorded (`[size, mtime_ns]`)."""
+    """The document at `path` if the file read is the one recorded (`[size, mtime_ns]`), a regular file."""
+    from ..storage.files import NotAFile, open_regular
+
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(open_regular(path), "rb") as handle:
             stat = os.fstat(handle.fileno())
             if [stat.st_size, stat.st_mtime_ns] != identity:
                 return None
-            text = handle.read()
+            text = handle.read(stat.st_size + 1)
         document = json.loads(text)
-    except (OSError, ValueError):
+    except (OSError, ValueError, NotAFile):
         return None
     return document if isinstance(document, dict) else None
 
@@ -96,7 +89,8 @@ def _documents(out: Path, run_set: str, entry: dict) -> RunSetDocuments | None:
     if not isinstance(facts, dict) or not isinstance(identities, dict):
         return None
     scenarios = facts.get("scenarios")
-    if not isinstance(scenarios, list) or set(identities) != {*(f"{s}.json" for s in scenarios), "summary.json"}:
+    if not isinstance(scenarios, list) or any(problem("scenario", s) for s in scenarios) or problem("run set", run_set) \
+            or set(identities) != {*(f"{s}.json" for s in scenarios), "summary.json"}:
         return None
     unknown = facts.get("scenariosWithoutFile")
     documents = RunSetDocuments(run_set, unknown_scenarios=list(unknown) if isinstance(unknown, list) else [])
@@ -116,7 +110,7 @@ def stored_result(warehouse: Warehouse, run_set: str | None, frames: tuple[str, 
     """The documents of `run_set` (or of all run sets, in id order) and the analysis `frames`
     (names in `TABLE_OF`) as the last aggregate stored them, if they are current (see above);
     `profiles`: the expected profiles of the scenario files ingested now."""
-    state = _record(warehouse)
+    state = incremental.recorded(warehouse)
     if state is None:
         return None
     key = state["key"]

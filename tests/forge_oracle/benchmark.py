@@ -59,7 +59,7 @@ finally:
 def routing(args) -> None:
     from loopmeter.forge.ingest import ingest_forge
     from loopmeter.forge.reports import routing_document, routing_scope
-    from loopmeter.warehouse import Warehouse
+    from loopmeter.storage import Warehouse
 
     directory = Path(args.dir)
     store = directory / "dataset.sqlite"
@@ -108,7 +108,7 @@ def survival(args) -> None:
     from forge_fixtures import seed_harvest
     from loopmeter.forge.ingest import ingest_forge
     from loopmeter.forge.survival import harvest
-    from loopmeter.warehouse import Warehouse
+    from loopmeter.storage import Warehouse
 
     root = Path(tempfile.mkdtemp(prefix="forge-survival-bench-"))
     sample = samples.build_git_sample(root / "repos", extra_runs=args.extra_runs, tasks_per_run=args.tasks_per_run,

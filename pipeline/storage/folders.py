@@ -11,7 +11,8 @@ reader never sees a folder holding some old and some new files. `collect_leftove
 folders a killed writer left beside the targets.
 
 A folder holding anything but regular files and symbolic links (a subdirectory, a socket) is not
-staged: its files are replaced one by one, each atomically, as before.
+staged: its files are replaced one by one, each atomically. A target that is itself a symbolic
+link is refused: documents are never written through a link.
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .faults import checkpoint
+from ..errors import LoopmeterError, shown_path
+from .. import faults
+from .files import atomic_write, kind_of
 
 NEW = ".loopmeter-new"  # a staged folder (after an exchange: the old contents, about to go)
 OLD = ".loopmeter-old"  # the old contents renamed aside (file systems without RENAME_EXCHANGE)
@@ -59,6 +62,9 @@ def stage(target: Path, files: dict[str, bytes]) -> Staged | None:
     beside it, or None when there is nothing to swap: every file holds its text already, or the
     folder cannot be staged and its files were replaced one by one."""
     target = Path(os.path.abspath(target))  # the journal's paths hold from any working directory
+    if kind_of(target) not in (None, "directory"):
+        raise LoopmeterError(f"{shown_path(target)} is not a folder (a symbolic link, or a file): documents are "
+                             "never written through a link or in place of a file; remove it")
     current = _entries(target)
     if current is None:
         _write_each(target, files)
@@ -85,7 +91,7 @@ def stage(target: Path, files: dict[str, bytes]) -> Staged | None:
             if name not in unchanged:
                 with open(staged / name, "wb") as handle:
                     handle.write(data)
-        checkpoint(f"staged:{target.name}")
+        faults.checkpoint(f"staged:{target.name}")
         status = os.stat(staged)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
@@ -113,7 +119,7 @@ def swap(entry: Staged, remove: bool = True) -> None:
             _carry_over(entry.target, entry.staged)
             if not _exchange(entry.staged, entry.target):
                 os.rename(entry.target, entry.aside)
-                checkpoint(f"aside:{entry.target.name}")
+                faults.checkpoint(f"aside:{entry.target.name}")
                 os.rename(entry.staged, entry.target)
     if remove:
         remove_old(entry)
@@ -180,10 +186,12 @@ def _entries(target: Path) -> dict[str, bool] | None:
 
 
 def _holds(path: Path, data: bytes) -> bool:
+    """The regular file `path` holds `data` (a link or a FIFO holds nothing: it is replaced)."""
+    from .files import NotAFile, read_bounded
+
     try:
-        with open(path, "rb") as handle:
-            return handle.read(len(data) + 1) == data
-    except OSError:
+        return read_bounded(path, len(data)) == data
+    except (OSError, NotAFile):
         return False
 
 
@@ -206,11 +214,9 @@ def _link(source: Path, destination: Path) -> None:
 
 
 def _write_each(target: Path, files: dict[str, bytes]) -> None:
-    from .warehouse import atomic_write_bytes
-
     for name, data in files.items():
         if not _holds(target / name, data):
-            atomic_write_bytes(target / name, data, make_parents=False)
+            atomic_write(target / name, data)
 
 
 def _is_folder(path: Path) -> bool:

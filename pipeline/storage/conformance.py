@@ -1,0 +1,148 @@
+"""What a table's version folder and each of its files must be before anything reads them.
+
+A version of a table (`.versions/<table>/<id>/`) holds regular Parquet files only: directly, or,
+for a partitioned table, in `<column>=<value>` folders whose value follows the partition's rule
+(and an empty table's one file at its root). Anything else in it (a symbolic link, a FIFO, a
+device, a folder of another name) is a problem named in one line: it is never opened, and the
+table is not read. Each file must hold its table's schema (the registry's Arrow types, in order)
+and may not expand beyond MAX_EXPANSION times its size (and FLOOR bytes) when read: its footer,
+read from a descriptor opened as a regular file, says so before any page is decompressed.
+
+Nothing is cached: every command verifies the files it reads, since a record of what was
+verified, kept in the folder, could be forged as easily as the files themselves.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import first_line, shown_path
+from . import registry
+from .files import NotAFile, WHAT, kind_of, open_regular
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+MAX_EXPANSION = 1000  # a table file's data, uncompressed, may be this many times its size ...
+FLOOR = 256 << 20  # ... or this many bytes, whichever is more
+UNREADABLE = "cannot be read as Parquet"
+EMPTY_FILE = "part-empty.parquet"  # an empty partitioned table: one file at the version's root, every column
+
+
+@dataclass
+class Listing:
+    """A version's table files, and what in the folder is not one (path, problem)."""
+    files: list[Path] = field(default_factory=list)
+    problems: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def list_version(table: str, version: Path) -> Listing:
+    """The table files of `version` (a real directory of table `table`), in path order, and the
+    entries that are not table files. Nothing is followed or opened."""
+    listing = Listing()
+    partition = registry.table(table).partition
+    for entry in _entries(version, listing):
+        kind = kind_of(entry)
+        if kind == "file":
+            if entry.suffix == ".parquet":
+                listing.files.append(entry)
+            continue  # another regular file: no reader takes it (they read *.parquet)
+        if kind == "directory" and partition is not None:
+            value = entry.name[len(partition) + 1:] if entry.name.startswith(partition + "=") else None
+            problem = None if value is not None else f"not a partition folder of {table} ({partition}=<value>)"
+            problem = problem or registry.partition_value_problem(partition, value)
+            if problem is not None:
+                listing.problems.append((entry, problem))
+                continue
+            for inner in _entries(entry, listing):
+                inner_kind = kind_of(inner)
+                if inner_kind == "file":
+                    if inner.suffix == ".parquet":
+                        listing.files.append(inner)
+                elif inner_kind is not None:
+                    listing.problems.append((inner, f"is {WHAT[inner_kind]}, not a table file"))
+            continue
+        if kind is not None:
+            listing.problems.append((entry, f"is {WHAT[kind]}, not a table file"))
+    return listing
+
+
+def _entries(folder: Path, listing: Listing) -> list[Path]:
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(Path(entry.path) for entry in entries)
+    except OSError as error:
+        listing.problems.append((folder, f"cannot be listed ({error.strerror or error})"))
+        return []
+
+
+def in_partition(table: str, path: Path) -> bool:
+    """Whether the file `path` of `table` lies in a partition folder (so holds no partition column)."""
+    column = registry.table(table).partition
+    return column is not None and Path(path).parent.name.startswith(column + "=")
+
+
+def file_problem(table: str, path: Path, *, whole: bool = False) -> str | None:
+    """What is wrong with the table file `path` (None: nothing): not a regular file, unreadable as
+    Parquet (its footer, or with `whole` every row group), larger than allowed once decompressed,
+    or holding another schema than its table's."""
+    import pyarrow.parquet as pq
+
+    try:
+        descriptor = open_regular(path)
+    except NotAFile:
+        return f"is {WHAT.get(kind_of(path) or '', 'not a regular file')}, not a table file: never opened"
+    except OSError as error:
+        return f"cannot be opened ({error.strerror or error})"
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            parquet = pq.ParquetFile(handle)
+            metadata = parquet.metadata
+            expanded = sum(metadata.row_group(group).total_byte_size for group in range(metadata.num_row_groups))
+            if expanded > max(FLOOR, MAX_EXPANSION * size):
+                return (f"expands to {expanded:,} bytes when read, {expanded // max(size, 1):,} times its size: "
+                        "not a file loopmeter wrote, and not read")
+            if whole:
+                for group in range(metadata.num_row_groups):
+                    parquet.read_row_group(group)
+            return schema_problem(table, parquet.schema_arrow, in_partition(table, path))
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
+        return f"{UNREADABLE} ({first_line(error)})"
+
+
+def schema_problem(table: str, schema: "pa.Schema", partitioned_file: bool, *, as_stored: bool = True) -> str | None:
+    """What in `schema` differs from the table's (None: nothing): the first column missing,
+    unexpected or of another type. `as_stored`: `schema` is a file's as read back (its types
+    exactly); else an Arrow table's about to be written (large and view types store as plain)."""
+    want = registry.table(table).arrow_schema(partitioned_file)
+    shown = str if as_stored else _parquet_type
+    have = {field.name: field.type for field in schema}
+    partition = registry.table(table).partition
+    for wanted in want:
+        if wanted.name not in have:
+            return f"column {wanted.name} is missing ({table} declares {wanted.type})"
+        if shown(have[wanted.name]) != str(wanted.type) and not (as_stored and have[wanted.name] == wanted.type):
+            return f"column {wanted.name} is {shown(have[wanted.name])}, {table} declares {wanted.type}"
+    for name in have:
+        if want.get_field_index(name) < 0:
+            if partitioned_file and name == partition:
+                return f"column {name} is stored inside the file too (a partition column lives in the folder name only)"
+            return f"column {shown_path(name)} is not a column of {table}"
+    if [field.name for field in schema] != want.names:
+        return f"columns are in another order than {table} declares"
+    return None
+
+
+def _parquet_type(kind: "pa.DataType") -> str:
+    """The type a reader gets back from the Parquet file of an Arrow column (large and view
+    strings and lists are stored as plain ones)."""
+    import pyarrow as pa
+
+    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return "string"
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_list_view(kind):
+        return f"list<element: {_parquet_type(kind.value_type)}>"
+    return str(kind)

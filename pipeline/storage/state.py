@@ -1,0 +1,87 @@
+"""`<warehouse>/.state/`: what the last ingests, aggregates and catalog builds saw, a JSON file each.
+
+Every module keeps its state through `State`: a file is named, never given as a path; it is
+read only when it is a regular file of at most STATE_LIMIT bytes (a link, a FIFO, a device or a
+larger file is named in a warning and taken as absent: what it would have vouched for is done
+again), and written atomically. The folder itself must be a real directory: loopmeter writes
+and removes in it, never through a link.
+
+A state file only ever saves work (an unchanged tree not walked again, a catalog not rebuilt):
+loopmeter never trusts one for what it can verify, and losing one costs time, never a number.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from ..errors import LoopmeterError, shown_path, warn
+from .files import NotAFile, atomic_write, kind_of, read_bounded
+
+FOLDER = ".state"
+NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,120}\.json")
+
+
+class State:
+    def __init__(self, root: Path):
+        self.folder = Path(root) / FOLDER
+
+    def path(self, name: str) -> Path:
+        if NAME.fullmatch(name) is None:
+            raise ValueError(f"{name!r} is not the name of a state file")
+        return self.folder / name
+
+    def read(self, name: str) -> object | None:
+        """The JSON value the state file `name` holds; None when it is missing, or is not a regular
+        file of JSON loopmeter could have written (said in a warning)."""
+        path = self.path(name)
+        if not self._folder_usable():
+            return None
+        try:
+            data = read_bounded(path)
+        except FileNotFoundError:
+            return None
+        except NotAFile as error:
+            warn(f"{error}; it is not read, and what it would record is done again")
+            return None
+        except OSError as error:
+            warn(f"{shown_path(path)} cannot be read ({error.strerror or error}); what it would record is done again")
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            warn(f"{shown_path(path)} is not JSON; what it would record is done again")
+            return None
+
+    def write(self, name: str, value: object) -> None:
+        """Replace the state file `name` with `value` as JSON, atomically (the caller holds the lock)."""
+        path = self.path(name)
+        self._make_folder()
+        atomic_write(path, json.dumps(value).encode())
+
+    def remove(self, name: str) -> None:
+        path = self.path(name)
+        if self._folder_usable():
+            path.unlink(missing_ok=True)
+
+    def exists(self, name: str) -> bool:
+        return self._folder_usable() and os.path.lexists(self.path(name))
+
+    def names(self, pattern: str) -> list[str]:
+        """The names of the state files that match the glob `pattern`, sorted."""
+        if not self._folder_usable():
+            return []
+        return sorted(path.name for path in self.folder.glob(pattern) if NAME.fullmatch(path.name))
+
+    def _folder_usable(self) -> bool:
+        kind = kind_of(self.folder)
+        if kind in (None, "directory"):
+            return kind == "directory"
+        raise LoopmeterError(f"{shown_path(self.folder)} is {'a symbolic link' if kind == 'link' else 'not a directory'}; "
+                             "loopmeter keeps its own files there and never follows a link out of the warehouse: "
+                             "remove it (what a link points to is not touched)")
+
+    def _make_folder(self) -> None:
+        if not self._folder_usable():
+            self.folder.mkdir(exist_ok=True)

@@ -1,0 +1,126 @@
+"""Table versions and the links that make one current.
+
+A table `<name>` is the symbolic link `<warehouse>/<name>` to `.versions/<name>/<id>`, a real
+directory holding one complete version of the table. A version is written aside, then made
+current by replacing the link in one atomic rename, so a reader (or a process killed half way)
+sees the old version or the new one, never a mix.
+
+The only links loopmeter trusts in a warehouse are these: a link is a table when its name is a
+table loopmeter knows and its target, read without following it, is `.versions/<name>/<id>`
+with each of the three a real directory. Any other link is not followed: a reader leaves it out
+(with a warning), a publish replaces it.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import LoopmeterError, shown_path
+from . import registry
+from .files import is_real_directory, kind_of
+
+FOLDER = ".versions"
+
+
+def parts(name: str, relative: object) -> tuple[str, str, str] | None:
+    """`relative` as (.versions, name, id) when it names a version of table `name`, else None."""
+    if not isinstance(relative, str) or "\0" in relative:
+        return None
+    split = relative.split("/")
+    if len(split) != 3 or split[0] != FOLDER or split[1] != name or split[2] in ("", ".", ".."):
+        return None
+    return split[0], split[1], split[2]
+
+
+def own(root: Path, name: str, relative: object) -> Path | None:
+    """The version `relative` names (as a table's link or the journal holds it), when it is one of
+    table `name`'s: `.versions/<name>/<id>`, each a real directory (no link on the way); else None."""
+    found = parts(name, relative)
+    if found is None or not registry.known(name):
+        return None
+    path = Path(root)
+    for part in found:
+        path = path / part
+        if not is_real_directory(path):
+            return None
+    return path
+
+
+def current(root: Path, name: str) -> Path | None:
+    """The current version of table `name`: its link's target when the link is loopmeter's own."""
+    link = Path(root) / name
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return None
+    return own(root, name, target)
+
+
+def link_target(root: Path, name: str) -> str | None:
+    """What the link `<root>/<name>` holds, unfollowed (None: not a link)."""
+    try:
+        return os.readlink(Path(root) / name)
+    except OSError:
+        return None
+
+
+def folder(root: Path, name: str) -> Path:
+    """`.versions/<name>/`, made when missing; a link in its place is refused (loopmeter writes and
+    removes in it, never through a link)."""
+    registry.table(name)
+    path = Path(root) / FOLDER
+    for step in (path, path / name):
+        kind = kind_of(step)
+        if kind is None:
+            step.mkdir(parents=True, exist_ok=True)
+        elif kind != "directory":
+            raise LoopmeterError(f"{shown_path(step)} is {'a symbolic link' if kind == 'link' else 'not a directory'}; "
+                                 "loopmeter keeps its own files there and never follows a link out of the warehouse: "
+                                 "remove it (what a link points to is not touched)")
+    return path / name
+
+
+def new(root: Path, name: str) -> Path:
+    """A new, empty version folder of table `name`."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    directory = folder(root, name) / f"{stamp}-{os.getpid()}-{secrets.token_hex(3)}"
+    directory.mkdir()
+    return directory
+
+
+def swap(root: Path, name: str, version: Path) -> Path | None:
+    """Point table `name`'s link at `version` (one atomic rename); the version it left, when that
+    was one of the table's own (a link to anywhere else is replaced, what it named left alone).
+    A real directory in the link's place is refused: it is not loopmeter's."""
+    link = Path(root) / name
+    if kind_of(link) not in (None, "link"):
+        raise LoopmeterError(f"{shown_path(link)} is not a loopmeter table (a table is a link loopmeter makes); "
+                             "move it out of the warehouse first")
+    previous = current(root, name)
+    temporary = Path(root) / f".{name}.{secrets.token_hex(4)}.link"
+    os.symlink(os.path.relpath(version, root), temporary)
+    os.replace(temporary, link)
+    return previous
+
+
+def remove_superseded(previous: Path | None, version: Path) -> None:
+    """Remove the version a table's link left for `version` (none, or the same one: nothing);
+    `previous` is a real directory of the table's (`own`). rmtree follows no link inside."""
+    if previous is not None and os.path.realpath(previous) != os.path.realpath(version):
+        shutil.rmtree(previous, ignore_errors=True)
+
+
+def fsync_directory(path: Path) -> None:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,457 @@
+"""The warehouse: a folder of tables, read and written only through here.
+
+    .loopmeter                   the marker: this folder is a loopmeter warehouse
+    <table>/                     a link to the table's current version (`versions.py`)
+    .versions/<table>/<id>/      one complete version of a table (Parquet files)
+    loopmeter.duckdb             one documented view per table (`catalog.py`)
+    aggregate/                   ForgeLoop's documents, by default (`folders.py`)
+    .lock                        held by the process that writes (`lock.py`)
+    .state/                      what the last ingests and aggregates saw (`state.py`)
+    .scratch/                    scratch space of the stage running now
+
+The folder is input too: what a reader finds in it was verified first. Only loopmeter's own
+version links are tables; a version is read only when it holds nothing but table files
+(`conformance.py`); each file only when it holds its table's schema and is not a decompression
+bomb. A writer makes a folder a warehouse (the marker) when the folder is new or empty; a reader
+refuses a folder without the marker, and writes nothing there.
+
+Tables are replaced whole, atomically; the tables of one `publishing()` block together
+(`publish.py`). Partitioned tables use Hive partitioning; unchanged partitions are hard-linked
+into a new version, not copied.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from .. import faults
+from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
+from . import conformance, folders, lock, publish, registry, versions
+from .files import NotAFile, atomic_write, is_real_directory, kind_of, read_bounded
+from .state import State
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+
+    from .writing import TableBuilder
+
+MARKER = ".loopmeter"
+MARKER_TEXT = b'{"loopmeter": "warehouse", "format": 2}\n'
+DATABASE = "loopmeter.duckdb"
+SCRATCH = ".scratch"
+# what loopmeter keeps in a warehouse's root besides its tables
+OWN_ENTRIES = {MARKER, versions.FOLDER, lock.FILE, SCRATCH, ".state", DATABASE, f"{DATABASE}.wal", "aggregate",
+               "report.html"}
+
+
+class Warehouse:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.state = State(self.root)
+        self.catalog_stale = False  # set when a killed writer left the catalog half-built
+        self._pending: dict[str, Path] | None = None  # inside `publishing()`: table -> its new version
+        self._pending_folders: list[folders.Staged] = []
+        self._listings: dict[Path, conformance.Listing] = {}  # verified in this process, by version
+        self._checked: set[tuple] = set()  # table files verified in this process (path, inode, size, mtime)
+        for name in (".state", versions.FOLDER):  # loopmeter writes and removes in these: never through a link
+            if kind_of(self.root / name) == "link":
+                raise LoopmeterError(
+                    f"{shown_path(self.root / name)} is a symbolic link; loopmeter keeps its own files there and "
+                    "never follows a link out of the warehouse: remove the link (what it points to is not touched)")
+
+    # ---- the marker ------------------------------------------------------------------
+    def is_marked(self) -> bool:
+        try:
+            return read_bounded(self.root / MARKER, 4096).startswith(b'{"loopmeter": "warehouse"')
+        except (OSError, NotAFile):
+            return False
+
+    def require_marked(self) -> None:
+        """Refuse a folder that is not a warehouse (a reader writes nothing there)."""
+        if self.is_marked():
+            return
+        if not self.root.exists():
+            raise LoopmeterError(f"no warehouse at {shown_path(self.root)}; ingest something first "
+                                 "(`loopmeter ingest forgeloop RESULTS`), or run `loopmeter demo` (is --warehouse right?)")
+        legacy = " (a warehouse of an earlier loopmeter is marked by its next writer, e.g. `loopmeter catalog`)" \
+            if is_real_directory(self.root / versions.FOLDER) else ""
+        raise LoopmeterError(f"{shown_path(self.root)} is not a loopmeter warehouse: it has no {MARKER} marker{legacy}; "
+                             "give --warehouse the folder an ingest wrote")
+
+    def _mark(self) -> None:
+        """Make the folder a warehouse when it is new, empty, or a warehouse of an earlier loopmeter."""
+        if self.is_marked():
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        with os.scandir(self.root) as entries:
+            present = [entry.name for entry in entries]
+        if present and not is_real_directory(self.root / versions.FOLDER):
+            raise LoopmeterError(f"{shown_path(self.root)} holds files and is not a loopmeter warehouse (no {MARKER} "
+                                 "marker); give --warehouse a new or empty folder")
+        if os.path.lexists(self.root / MARKER):
+            raise LoopmeterError(f"{shown_path(self.root / MARKER)} is not loopmeter's marker file; remove it")
+        atomic_write(self.root / MARKER, MARKER_TEXT)
+
+    # ---- tables ------------------------------------------------------------------------
+    def table_names(self) -> list[str]:
+        """The tables: loopmeter's own version links in the root (any other link is named in a warning
+        and left out), and inside `publishing()` the tables written in the block."""
+        names = set(self._pending or {})
+        if is_real_directory(self.root):
+            with os.scandir(self.root) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    if entry.name.startswith(".") or not entry.is_symlink():
+                        continue
+                    if versions.current(self.root, entry.name) is not None:
+                        names.add(entry.name)
+                    elif entry.name not in names:
+                        warn(f"{shown_path(entry.path)}: a symbolic link loopmeter did not make (not a table of this "
+                             "warehouse); left out")
+        return sorted(names)
+
+    def version_dir(self, name: str) -> Path | None:
+        """The version of table `name` read now: inside `publishing()` the block's own new version, else
+        the current one (None: no such table)."""
+        pending = self._pending
+        if pending is not None and name in pending:
+            return pending[name]
+        return versions.current(self.root, name)
+
+    def has_table(self, name: str) -> bool:
+        return self.version_dir(name) is not None
+
+    def table_dir(self, name: str) -> Path:
+        """Where table `name` is read: its current version (the block's own inside `publishing()`)."""
+        directory = self.version_dir(name)
+        if directory is None:
+            raise LoopmeterError(f"no table {name} in {shown_path(self.root)}")
+        return directory
+
+    def table_version(self, name: str) -> str | None:
+        """Which version of table `name` is current (None: no table); any write changes it."""
+        directory = self.version_dir(name)
+        return None if directory is None else os.path.relpath(directory, self.root)
+
+    def listing(self, name: str) -> conformance.Listing:
+        """The table files of `name`'s version, verified (`conformance.list_version`): a version
+        holding anything but table files is refused, naming it."""
+        directory = self.table_dir(name)
+        found = self._listings.get(directory)
+        if found is None:
+            found = conformance.list_version(name, directory)
+            if directory not in (self._pending or {}).values():
+                self._listings[directory] = found
+        if found.problems:
+            path, problem = found.problems[0]
+            raise TableFileMismatch(f"{self.shown(path)}: {problem}; loopmeter does not read table {name} while it is "
+                                    "there (remove it: what a link points to is not touched; `loopmeter check` lists "
+                                    "every such entry)")
+        return found
+
+    def shown(self, path: str | os.PathLike) -> str:
+        """`path` for a message: a file of a table's current version as under the table's link
+        (`<warehouse>/runs/run_set_id=x/part-0.parquet`), any other path as it is (escaped)."""
+        relative = os.path.relpath(path, self.root)
+        parts = relative.split(os.sep)
+        if len(parts) > 3 and parts[0] == versions.FOLDER and self.version_dir(parts[1]) == self.root.joinpath(*parts[:3]):
+            return shown_path(self.root.joinpath(parts[1], *parts[3:]))
+        return shown_path(path)
+
+    def table_files(self, name: str) -> list[Path]:
+        return self.listing(name).files if self.has_table(name) else []
+
+    def partitions(self, name: str, column: str) -> dict[str, Path]:
+        """Partition value -> its folder, for a hive-partitioned table."""
+        prefix = column + "="
+        return {path.parent.name[len(prefix):]: path.parent for path in self.table_files(name)
+                if path.parent.name.startswith(prefix)}
+
+    def partition_file_list(self, name: str, directory: Path) -> list[Path]:
+        return [path for path in self.table_files(name) if path.parent == directory]
+
+    def partition_files(self, name: str, column: str, values: Iterable[str]) -> list[str]:
+        """The Parquet files of these partitions (those that exist), in the order given; checked."""
+        by_folder: dict[str, list[Path]] = {}
+        for path in self.table_files(name):
+            if path.parent.name.startswith(column + "="):
+                by_folder.setdefault(path.parent.name[len(column) + 1:], []).append(path)
+        files = [str(path) for value in values for path in by_folder.get(value, [])]
+        self.check_table(name, files)
+        return files
+
+    def table_file_list(self, name: str) -> list[str]:
+        """Every file of table `name`, checked: what a DuckDB query of the table reads."""
+        files = [str(path) for path in self.table_files(name)]
+        self.check_table(name, files)
+        return files
+
+    def select_sql(self, name: str) -> str:
+        """The SELECT of table `name` as loopmeter's own DuckDB sessions read it: its columns in their
+        declared order, from its verified files named one by one (no glob that could meet what was not
+        verified), the partition column from the folder names (as text)."""
+        from .names import quote_identifier, quote_literal
+
+        declared = registry.table(name)
+        files = self.table_file_list(name)
+        columns = ", ".join(quote_identifier(column) for column in declared.column_names)
+        if not files:
+            kinds = declared.kinds()
+            nulls = ", ".join(f"CAST(NULL AS {registry.sql_type(kinds[c])}) AS {quote_identifier(c)}" for c in declared.column_names)
+            return f"SELECT {nulls} WHERE false"
+        hive = declared.partition is not None and any(Path(file).parent.name.startswith(declared.partition + "=") for file in files)
+        options = "hive_partitioning = true, hive_types_autocast = false" if hive else "hive_partitioning = false"
+        listed = ", ".join(quote_literal(file) for file in files)
+        return f"SELECT {columns} FROM read_parquet([{listed}], {options})"
+
+    def mismatches(self, name: str, files: Iterable[str | Path] | None = None) -> list[tuple[Path, str]]:
+        """The files of table `name` (or these of its files) that are not what they must be, each with
+        its problem (`conformance.file_problem`); a file verified in this process is not opened again."""
+        found = []
+        for path in map(Path, self.table_files(name) if files is None else files):
+            try:
+                status = os.lstat(path)
+            except OSError:
+                status = None
+            identity = None if status is None else (str(path), status.st_ino, status.st_size, status.st_mtime_ns)
+            if identity is not None and identity in self._checked:
+                continue
+            problem = conformance.file_problem(name, path)
+            if problem is None and identity is not None:
+                self._checked.add(identity)
+            elif problem is not None:
+                found.append((path, problem))
+        return found
+
+    def check_table(self, name: str, files: Iterable[str | Path] | None = None) -> None:
+        """Refuse to read table `name` when one of its files (or of `files`) is not what it must be."""
+        if not registry.known(name):
+            return
+        for path, problem in self.mismatches(name, files):
+            if problem.startswith(conformance.UNREADABLE) or problem.startswith(("is ", "expands", "cannot")):
+                raise TableFileMismatch(f"{self.shown(path)}: {problem}; move it out of the warehouse and run the stage "
+                                        f"that writes {name} again")
+            raise TableFileMismatch(f"{self.shown(path)}: {problem}; the next loopmeter command that writes to "
+                                    f"{shown_path(self.root)} (an ingest, for example) rewrites it")
+
+    # ---- reading -----------------------------------------------------------------------
+    def read_files(self, name: str, files: list[str], columns: list[str] | None = None) -> "pl.DataFrame":
+        """These (checked) files of table `name`, the partition column taken from their folder names,
+        the columns in the table's order."""
+        import polars as pl
+
+        declared = registry.table(name)
+        wanted = [column for column in declared.column_names if columns is None or column in columns]
+        column = declared.partition
+        if column is None or not any(Path(file).parent.name.startswith(column + "=") for file in files):
+            return pl.read_parquet(files, columns=wanted, hive_partitioning=False).select(wanted)
+        frame = pl.read_parquet(files, columns=wanted, hive_partitioning=True, hive_schema={column: pl.String})
+        return frame.select(wanted)
+
+    def read(self, name: str, columns: list[str] | None = None) -> "pl.DataFrame | None":
+        if not self.has_table(name):
+            return None
+        return self.read_files(name, self.table_file_list(name), columns)
+
+    def read_partition(self, name: str, column: str, value: str) -> "pl.DataFrame | None":
+        files = self.partition_files(name, column, [value])
+        return self.read_files(name, files) if files else None
+
+    # ---- writing -----------------------------------------------------------------------
+    @contextmanager
+    def lock(self, *, wait: bool = False, command: str = "") -> Iterator[None]:
+        """Hold the warehouse's writer lock (made a warehouse first, if new); a second writer waits or
+        leaves with who holds it. Taken, the lock first finishes a killed writer's publish, removes
+        what one left, and rewrites any table file not in its table's schema."""
+        self._mark()
+        with lock.hold(self.root, wait=wait, command=command):
+            self.finish_publishing()
+            self._collect_garbage()
+            self._conform_tables()
+            yield
+
+    @contextmanager
+    def lock_if_free(self, what: str, *, leave_name: bool = False) -> Iterator[bool]:
+        with lock.hold_if_free(self.root, what, leave_name=leave_name) as taken:
+            yield taken
+
+    def finish_publishing(self) -> bool:
+        """Finish a killed writer's publish (the caller holds the lock); whether there was one."""
+        had, unfinished = publish.finish(self.root)
+        if had:
+            self.catalog_stale = True
+        if unfinished:
+            raise LoopmeterError(
+                f"an interrupted aggregate's documents could not be swapped in ({unfinished}); fix that and run again, "
+                f"or remove {shown_path(self.state.path(publish.JOURNAL))} to keep the documents as they are")
+        return had
+
+    def finish_interrupted_publishing(self) -> None:
+        """For a reader: when a killed writer left a publish half done and no writer holds the lock,
+        finish it, so what is read is one stage's tables, all old or all new."""
+        if not self.state.exists(publish.JOURNAL):
+            return
+        with self.lock_if_free(lock.FINISHING, leave_name=True) as taken:
+            if taken:  # else a writer holds it: it finishes the publish as it takes the lock
+                try:
+                    self.finish_publishing()
+                except LoopmeterError as error:
+                    warn(str(error))
+
+    @property
+    def publishing_now(self) -> bool:
+        return self._pending is not None
+
+    @contextmanager
+    def publishing(self) -> Iterator[None]:
+        """Publish the tables written in the block (and the folders staged) together, when it ends
+        without error; an error or Ctrl-C inside leaves every table as it was. Reads in the block
+        see its writes. Nested blocks are part of the outermost one."""
+        if self._pending is not None:
+            yield
+            return
+        self._pending, self._pending_folders = {}, []
+        try:
+            yield
+        except BaseException:
+            pending, self._pending = self._pending, None
+            staged, self._pending_folders = self._pending_folders, []
+            for version in pending.values():
+                shutil.rmtree(version, ignore_errors=True)
+            for entry in staged:
+                folders.discard(entry)
+            raise
+        pending, self._pending = self._pending, None
+        staged, self._pending_folders = self._pending_folders, []
+        if pending or staged:
+            publish.commit(self.root, pending, staged)
+
+    @contextmanager
+    def build_table(self, name: str, partition_by: str | None = None) -> Iterator["TableBuilder"]:
+        """A new version of table `name`, written piece by piece (a large table is never in memory at
+        once) and published when the block ends without error (with the others of `publishing()`)."""
+        from .writing import TableBuilder
+
+        registry.table(name)
+        builder = TableBuilder(self, name, partition_by)
+        try:
+            yield builder
+            if not builder.cancelled:
+                builder.finish()
+        except BaseException:
+            builder.discard()
+            raise
+        if builder.cancelled:
+            builder.discard()
+        else:
+            self._publish(name, builder.version)
+
+    def write_table(self, name: str, frame: "pl.DataFrame", *, partition_by: str | None = None,
+                    keep_partitions: bool = False, drop_partitions: set[str] | frozenset[str] = frozenset()) -> Path:
+        """Replace table `name` with `frame`, atomically. With `partition_by` and `keep_partitions`,
+        partitions of the current version that `frame` does not hold (and `drop_partitions` does not
+        name) are kept as they are."""
+        with self.build_table(name, partition_by) as builder:
+            builder.write(frame)
+            builder.keep_others = keep_partitions
+            builder.drop = set(drop_partitions)
+        return self.table_dir(name)
+
+    def _publish(self, name: str, version: Path) -> None:
+        faults.checkpoint(f"before-publish:{name}")
+        if kind_of(self.root / name) not in (None, "link"):
+            raise LoopmeterError(f"{shown_path(self.root / name)} is a real directory, not a loopmeter table; "
+                                 "move it away first")
+        if self._pending is not None:  # published with the others when the block ends
+            superseded = self._pending.get(name)
+            self._pending[name] = version
+            if superseded is not None and superseded != version:
+                shutil.rmtree(superseded, ignore_errors=True)
+        else:
+            publish.publish_one(self.root, name, version)
+        faults.checkpoint(f"after-publish:{name}")
+
+    def publish_folder(self, entry: folders.Staged) -> None:
+        """Swap a staged folder in: inside `publishing()`, with the block's tables; else now."""
+        if self._pending is not None:
+            self._pending_folders.append(entry)
+        else:
+            folders.swap(entry)
+
+    def copy_table_file(self, connection: "duckdb.DuckDBPyConnection", query: str, path: Path, table: str,
+                        params: dict | None = None, level: int | None = None) -> int:
+        """Write the rows of `query` as a file of table `table` at `path` in the scratch space, to be
+        taken into a new version whole by `TableBuilder.adopt`. Returns the number of rows written."""
+        from .writing import copy_file
+
+        if self.root / SCRATCH not in Path(path).parents:
+            raise ValueError(f"{path}: a table file is written in the warehouse's scratch space")
+        return copy_file(connection, query, Path(path), table, params, level)
+
+    @contextmanager
+    def scratch(self) -> Iterator[Path]:
+        """A scratch folder for one stage, inside the warehouse (the same file system), removed when
+        the block ends; one a killed writer left is removed by the next writer."""
+        import tempfile
+
+        base = self.root / SCRATCH
+        if kind_of(base) not in (None, "directory"):  # not the warehouse's own: the link goes, what it names stays
+            base.unlink()
+        base.mkdir(exist_ok=True)
+        path = Path(tempfile.mkdtemp(dir=base))
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def _conform_tables(self) -> None:
+        """Rewrite, in its table's schema, every table file that does not hold it (the caller holds the
+        lock): a file an earlier loopmeter wrote, or one written by hand. A version holding what is not a
+        table file, or a file that cannot be rewritten without changing a value, stops the writer with
+        one line naming it."""
+        for name in self.table_names():
+            bad = self.mismatches(name)
+            if bad:
+                from .rewrite import rewrite
+
+                rewrite(self, name, bad)
+
+    def _collect_garbage(self) -> None:
+        """Remove what a killed writer left: versions no table points to, stray links, temporary files
+        and scratch folders. A half-built catalog marks the catalog stale. Nothing here follows a link."""
+        for stray in self.root.glob(".*.link"):
+            if kind_of(stray) == "link":
+                stray.unlink(missing_ok=True)
+        strays = [*self.root.glob(".*.tmp*"), *(self.state.folder.glob(".*.tmp") if is_real_directory(self.state.folder) else ())]
+        for stray in strays:
+            if kind_of(stray) in ("file", "link"):
+                if stray.name.startswith(f".{DATABASE}."):
+                    self.catalog_stale = True
+                stray.unlink(missing_ok=True)
+        scratch = self.root / SCRATCH
+        if kind_of(scratch) == "link":
+            scratch.unlink()
+        shutil.rmtree(scratch, ignore_errors=True)  # only the lock holder uses it
+        root = self.root / versions.FOLDER
+        if not is_real_directory(root):
+            return
+        for table in os.scandir(root):
+            if table.is_symlink():
+                os.unlink(table.path)
+                continue
+            if not table.is_dir(follow_symlinks=False):
+                continue
+            current = versions.current(self.root, table.name)
+            for version in os.scandir(table.path):
+                if version.is_symlink():
+                    os.unlink(version.path)
+                elif version.is_dir(follow_symlinks=False) and (current is None or os.path.realpath(version.path) != os.path.realpath(current)):
+                    shutil.rmtree(version.path, ignore_errors=True)
+
+
+def note_rewritten(shown: str, problem: str, name: str) -> None:
+    print(f"loopmeter: note: {shown}: {problem}; rewritten in {name}'s schema", file=sys.stderr)
