@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import Exit, LoopmeterError, flat_message, is_interruption, shown_path
+from .errors import Exit, LoopmeterError, flat_message, is_interruption, one_line, shown_path
 from .storage import Warehouse
 from .storage.files import write_output
 
@@ -188,6 +188,24 @@ AS_TEXT = {"interval", "union", "bit", "bignum", "time with time zone"}
 WIDE_INTEGERS = {"hugeint": "Int128", "uhugeint": "UInt128"}
 
 
+# Dates and times a result can hold: polars and Python's datetime take the years 1 to 9999 (DuckDB's
+# infinities and its farther years would end polars in a panic).
+TEMPORAL = {"date", "timestamp", "timestamp_s", "timestamp_ms", "timestamp_ns", "timestamp with time zone"}
+
+
+def _in_range(position: int, name: str) -> str:
+    """The column at `position` as it is, or DuckDB's error naming it where a value lies outside the
+    years 1 to 9999 (an infinity among them): one clear line instead of a panic."""
+    from .storage.names import quote_literal
+
+    column = f"#{position}"
+    message = quote_literal(f"column {one_line(name)[:100]} holds ")
+    advice = quote_literal(", outside the years 1 to 9999 a result can hold; cast it in SQL, "
+                           f"e.g. CAST({one_line(name)[:100]} AS VARCHAR)")
+    return (f"CASE WHEN {column} IS NULL OR (isfinite({column}) AND year({column}) BETWEEN 1 AND 9999) THEN {column} "
+            f"ELSE error({message} || CAST({column} AS VARCHAR) || {advice}) END")
+
+
 def _type_ids(duck_type: Any) -> set[str]:
     ids = {duck_type.id}
     if duck_type.id in ("list", "array", "struct", "map", "union"):
@@ -209,6 +227,9 @@ def _to_polars(relation: Any) -> "pl.DataFrame":
         elif duck_type.id in WIDE_INTEGERS:
             expressions.append(f"CAST(#{position} AS VARCHAR) AS {alias}")
             wide[name] = WIDE_INTEGERS[duck_type.id]
+            changed = True
+        elif duck_type.id in TEMPORAL:
+            expressions.append(f"{_in_range(position, name)} AS {alias}")
             changed = True
         else:
             expressions.append(f"#{position} AS {alias}")

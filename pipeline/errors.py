@@ -52,13 +52,23 @@ def shown_path(path: str | os.PathLike) -> str:
     return one_line(os.fsencode(path).decode("utf-8", "backslashreplace"))
 
 
-_CONTROL = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7f]} | {0x0a: "\\n", 0x0d: "\\r", 0x09: "\\t"}
+_CONTROL = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7f, *range(0x80, 0xa0)]} | {0x0a: "\\n", 0x0d: "\\r", 0x09: "\\t"}
 
 
 def one_line(text: str) -> str:
     """`text` with its line breaks and other control characters escaped (`\\n`): one line, whatever
     a file or table name holds."""
     return text.translate(_CONTROL)
+
+
+_UNPRINTABLE = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7f, *range(0x80, 0xa0)] if code not in (0x0a, 0x09)}
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: control characters (escape sequences among them) shown as `\\xNN`,
+    line breaks and tabs kept. Whatever a name from a store or a file holds, it cannot move the
+    cursor, recolour, retitle or clear the terminal it is printed on."""
+    return text.translate(_UNPRINTABLE)
 
 
 def first_line(error: BaseException) -> str:

@@ -27,6 +27,8 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .errors import printable
+
 if TYPE_CHECKING:  # rich is imported where a table is made: text that fits as it is needs none of it
     from rich.console import Console
     from rich.table import Table
@@ -59,16 +61,17 @@ def new_table(headers: Iterable[str], title: str | None = None, right: Iterable[
     from rich.text import Text
 
     right = set(right)
-    table = Table(title=Text(title) if title else None, title_justify="left")
+    table = Table(title=Text(printable(title)) if title else None, title_justify="left")
     for header in headers:
-        table.add_column(Text(header), justify="right" if header in right else "left", overflow="fold")
+        table.add_column(Text(printable(header)), justify="right" if header in right else "left", overflow="fold")
     return table
 
 
 def add_row(table: Table, cells: Iterable[str]) -> None:
+    """A row of plain-text cells; a control character a cell holds (a name from a store) is shown escaped."""
     from rich.text import Text
 
-    table.add_row(*(Text(cell) for cell in cells))
+    table.add_row(*(Text(printable(cell)) for cell in cells))
 
 
 def _plain(cell: Any) -> str:
@@ -387,4 +390,4 @@ def hanging(entries: list[tuple[str, str]], width: int, gap: int = 2, least: int
 def print_fitted(text: str) -> None:
     """Print a summary line on stdout, wrapped at spaces when it is wider than stdout's width
     (`fit_line`): a path or a number is never split."""
-    print(fit_line(text, stdout_width()))
+    print(fit_line(printable(text), stdout_width()))

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from ..errors import Exit, LoopmeterError, first_line, is_interruption, is_utf8, one_line, shown_path
+from ..errors import Exit, LoopmeterError, first_line, is_interruption, is_utf8, one_line, printable, shown_path
 
 WarehouseOption = Annotated[
     Optional[Path],
@@ -287,7 +287,8 @@ def print_json(value: Any, indent: int | None = None) -> None:
 def write_stdout(text: str, chunk: int = 1 << 16) -> None:
     """Write `text` to stdout a piece at a time: unbuffered (PYTHONUNBUFFERED, -u), one large write that
     the system takes only in part (a pipe whose reader left, a full disk) would lose the rest without
-    an error; the next piece's write tells it instead."""
+    an error; the next piece's write tells it instead. Control characters are shown escaped (`printable`)."""
+    text = printable(text)
     for start in range(0, len(text), chunk):
         sys.stdout.write(text[start:start + chunk])
 

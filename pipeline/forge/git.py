@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ..errors import shown_path
+from ..errors import one_line, shown_path
 
 GIT_TIMEOUT_S = 120
 _REVERTS = re.compile(r"This reverts commit ([0-9a-f]{7,64})")
@@ -55,7 +55,6 @@ SAFE_CONFIG = (
     "gpg.program=false",
     "gpg.ssh.program=false",
     "gpg.x509.program=false",
-    "blame.ignoreRevsFile=",  # an empty value clears the list: every line keeps its own commit
     "gc.auto=0",
     "maintenance.auto=false",
     "protocol.allow=never",  # a partial clone's missing object is never fetched, by any transport
@@ -265,13 +264,20 @@ class Git:
         """Lines of `path` at `rev` per originating commit, streamed, never capped."""
         self._count()
         try:
-            process = subprocess.Popen(self._argv(("blame", "--no-textconv", "--incremental", rev, "--", path)),
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env)
+            # --no-ignore-revs-file drops every ignore-revs file the repository's configuration names (an empty
+            # blame.ignoreRevsFile does not: git sorts the list, and reads the files after the empty entry):
+            # every line keeps its own commit
+            process = subprocess.Popen(self._argv(("blame", "--no-textconv", "--no-ignore-revs-file", "--incremental", rev,
+                                                   "--", path)),
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
         except OSError as error:
             raise GitError(f"git blame: {error}") from None
         counts: Counter = Counter()
         deadline = time.monotonic() + self.timeout
         timer = threading.Timer(self.timeout, process.kill)
+        said: list[bytes] = []  # what git writes on stderr, drained as it writes (a full pipe would stop it)
+        drain = threading.Thread(target=lambda: said.append(process.stderr.read()), daemon=True)
+        drain.start()
         timer.start()
         try:
             for line in process.stdout:
@@ -285,10 +291,12 @@ class Git:
         finally:
             timer.cancel()
             process.stdout.close()
+            drain.join(timeout=5)
         if time.monotonic() >= deadline:
             raise GitError(f"git blame {shown_path(path)} timed out after {self.timeout:g} s")
         if code:
-            raise GitError(f"git blame {shown_path(path)} exited {code}")
+            lines = b"".join(said).decode("utf-8", "replace").strip().splitlines()
+            raise GitError(f"git blame {shown_path(path)} exited {code}" + (f": {one_line(lines[-1])}" if lines else ""))
         return counts
 
     def reverting_commits(self, candidate: str, rev: str) -> list[tuple[str, list[str]]]:

@@ -127,7 +127,7 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
     last one (see `incremental.py`), or all with `full`. The caller holds the lock."""
     with collector.paused():  # the documents are many small objects and no cycles
         check(warehouse, tier)
-        check_out(out, ())
+        check_out(out, (), warehouse)
         profiles = expected_profiles(warehouse)
         plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
         if plan.full:
@@ -150,16 +150,28 @@ def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collect
     """The documents of `result` under `out` and its tables (`store_tables`), published together
     (once `check_out` finds nothing in their way)."""
     computed = [] if result.analysis is None else result.analysis.mode_runs.get_column("run_set_id").unique().to_list()
-    check_out(out, {*computed, *(replace or ())})
+    check_out(out, {*computed, *(replace or ())}, warehouse)
     with warehouse.publishing():
         store_tables(warehouse, result.analysis, replace)
         write_documents(result, out, warehouse)
 
 
-def check_out(out: Path, run_sets: Collection[str]) -> None:
+def check_out(out: Path, run_sets: Collection[str], warehouse: Warehouse | None = None) -> None:
     """What would stop the documents from being written under `out`, told before anything is (the
-    tables, written beside them, would otherwise tell another story than the documents)."""
+    tables, written beside them, would otherwise tell another story than the documents). Inside the
+    warehouse (its aggregate/ folder), no folder on the way may be a symbolic link: the folder is
+    input too, and documents are never written, nor old ones removed, through a link there."""
     out = Path(out)
+    if warehouse is not None:
+        root, place = os.path.abspath(warehouse.root), os.path.abspath(out)
+        if os.path.commonpath([root, place]) == root:
+            step = Path(root)
+            for part in Path(os.path.relpath(place, root)).parts:
+                step = step / part
+                if os.path.islink(step):
+                    raise LoopmeterError(f"{shown_path(step)} is a symbolic link; loopmeter writes the documents in a "
+                                         "folder of the warehouse, never through a link: remove it (what it points to is "
+                                         "not touched)")
     blocking = file_in_the_way(out)
     if blocking is not None:
         raise LoopmeterError(f"--out {out}: {blocking} is not a directory")

@@ -90,6 +90,15 @@ class _Walker:
                 if entry.name.endswith(".json") or os.path.isdir(target):
                     found.append(SeenFile(path, run_set, 0, 0, ("file", "symlink leads outside the results tree")))
                 return
+            # a run file is filed under the run set folder it lies in: a link into another run set's
+            # folder (or from raw/ to one) would file that run set's runs under this one's name
+            inside = os.path.relpath(target, os.path.join(self.root, "raw")).split(os.sep)
+            leads_to = inside[0] if inside[0] not in ("..", ".") else None
+            if (entry.name.endswith(".json") or os.path.isdir(target)) and leads_to is not None and leads_to != run_set:
+                where = f"the run set folder {shown_path(leads_to)}" if len(inside) > 1 or os.path.isdir(target) else "raw/"
+                found.append(SeenFile(path, run_set, 0, 0, ("file", f"symlink leads into {where}: a run is read "
+                                                                    "from its own run set folder only")))
+                return
         try:
             is_dir = entry.is_dir()
             stat = None if is_dir else entry.stat()

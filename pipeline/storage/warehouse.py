@@ -90,7 +90,8 @@ class Warehouse:
         self.root.mkdir(parents=True, exist_ok=True)
         with os.scandir(self.root) as entries:
             present = [entry.name for entry in entries]
-        if present and not is_real_directory(self.root / versions.FOLDER):
+        foreign = [name for name in present if name not in OWN_ENTRIES and not registry.known(name)]
+        if foreign and not is_real_directory(self.root / versions.FOLDER):
             raise LoopmeterError(f"{shown_path(self.root)} holds files and is not a loopmeter warehouse (no {MARKER} "
                                  "marker); give --warehouse a new or empty folder")
         if os.path.lexists(self.root / MARKER):
@@ -337,6 +338,7 @@ class Warehouse:
         from .writing import TableBuilder
 
         registry.table(name)
+        self._mark()  # a warehouse written through the library, without the lock, is one too
         builder = TableBuilder(self, name, partition_by)
         try:
             yield builder
@@ -398,10 +400,11 @@ class Warehouse:
         the block ends; one a killed writer left is removed by the next writer."""
         import tempfile
 
+        self._mark()
         base = self.root / SCRATCH
         if kind_of(base) not in (None, "directory"):  # not the warehouse's own: the link goes, what it names stays
             base.unlink()
-        base.mkdir(exist_ok=True)
+        base.mkdir(parents=True, exist_ok=True)
         path = Path(tempfile.mkdtemp(dir=base))
         try:
             yield path
