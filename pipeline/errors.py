@@ -29,6 +29,11 @@ class LoopmeterError(Exception):
             self.exit_code = exit_code
 
 
+def usage_error(message: str) -> LoopmeterError:
+    """A wrong command line (an option, an argument): exit 2, as the command line's own errors."""
+    return LoopmeterError(message, Exit.USAGE)
+
+
 class WarehouseBusy(LoopmeterError):
     exit_code = Exit.BUSY
 
@@ -100,3 +105,8 @@ def warn(message: str) -> None:
         return
     _WARNED.add(line)
     print(f"loopmeter: warning: {line}", file=sys.stderr)
+
+
+def reset_warnings() -> None:
+    """Forget the warnings given (a new command in the same process warns again)."""
+    _WARNED.clear()

@@ -37,7 +37,7 @@ def explain(error: BaseException, roots: list[Path], replaced: list[str]) -> str
     if any(isinstance(e, OSError) and e.errno in _FULL for e in errors) or _FULL_TEXT.search(text):
         return _disk_full(errors, roots, replaced)
     if _PARQUET_TEXT.search(text) and roots:
-        from .check import damaged_files
+        from .storage.integrity import damaged_files
 
         for root in roots:
             damaged = damaged_files(root)

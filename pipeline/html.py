@@ -209,18 +209,16 @@ def _run_set_sections(run_set: str, runs: pl.DataFrame, analysis) -> list[Sectio
     ]
 
 
-def forgeloop_sections(warehouse: Warehouse, run_set: str | None, result=None, confidence: dict | None = None) -> list[Section]:
-    """A section per run set (only `run_set` when given). `result`: the aggregate a stage computed
-    already (stage.Aggregated), else computed here; `confidence`: the `report confidence` document
-    of those run sets, likewise."""
+def forgeloop_sections(warehouse: Warehouse, run_set: str | None, confidence: dict | None = None) -> list[Section]:
+    """A section per run set (only `run_set` when given), from what the last aggregate stored;
+    `confidence`: the `report confidence` document of those run sets, when computed already."""
     from .forgeloop.confidence import confidence_report
-    from .forgeloop.stage import compute
+    from .forgeloop.stored import expected_profiles, stored_result
 
     if not warehouse.has_table("runs"):
         return [Section("ForgeLoop benchmarks", "No ForgeLoop runs in this warehouse yet.", "")]
-    if result is None:
-        result = compute(warehouse, run_set)
-    analysis = result.analysis
+    analysis = stored_result(warehouse, run_set, ("mode_runs", "outliers", "paired_runs", "comparisons"),
+                             expected_profiles(warehouse)).analysis
     run_sets = [run_set] if run_set is not None else sorted(analysis.mode_runs["run_set_id"].unique().to_list())
     files = warehouse.partition_files("runs", "run_set_id", run_sets)
     runs = warehouse.read_files("runs", files, ["run_set_id", "run_id", "scenario_id", "mode", "total_tokens", "recorded_at"])
@@ -348,10 +346,9 @@ def _survival_sections(document: dict) -> list[Section]:
     ]
 
 
-def build_page(warehouse: Warehouse, run_set: str | None = None, forgeloop=None, confidence: dict | None = None) -> str:
-    """The page; `forgeloop` (an aggregate) and `confidence` (its intervals) computed already (run-all)
-    are not computed twice."""
+def build_page(warehouse: Warehouse, run_set: str | None = None, confidence: dict | None = None) -> str:
+    """The page; `confidence` (the intervals) computed already (run-all) is not computed twice."""
     page = Page("loopmeter report")
-    page.sections += forgeloop_sections(warehouse, run_set, forgeloop, confidence)
+    page.sections += forgeloop_sections(warehouse, run_set, confidence)
     page.sections += forge_sections(warehouse)
     return page.render()

@@ -3,10 +3,8 @@ truth of simulated run sets, the objectives judged on them, and the command as u
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pytest
 
 from conftest import run_cli

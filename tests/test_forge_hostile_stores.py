@@ -26,7 +26,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from conftest import file_powers_dropper

@@ -2,7 +2,6 @@
 Hive folders, and a file that differs is named when read and rewritten by the next writer."""
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from conftest import ROOT, run_cli
 from forge_fixtures import tree_fingerprint
-from loopmeter.adhoc import SQL_FILE_LIMIT, run_sql
+from loopmeter.sql.output import SQL_FILE_LIMIT
+from loopmeter.sql.run import run_sql
 from loopmeter.errors import LoopmeterError
 from loopmeter.storage import Warehouse
 

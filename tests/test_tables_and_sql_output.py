@@ -14,7 +14,7 @@ from rich.console import Console
 
 from conftest import ROOT, run_cli
 from loopmeter.forgeloop.reports import _percent, _text, render_tail
-from loopmeter.sql import list_queries, query_text, runs_inside
+from loopmeter.sql.queries import list_queries, query_text, runs_inside
 
 
 def one_line_error(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
@@ -174,7 +174,7 @@ def test_a_named_querys_documented_optional_parameter_is_null_when_left_out(demo
 def test_every_named_query_documents_its_parameters(name):
     import duckdb
 
-    from loopmeter.sql import named_query_parameters, query_parameters
+    from loopmeter.sql.queries import named_query_parameters, query_parameters
 
     taken, optional = named_query_parameters(name)
     text = query_text(name)
@@ -184,7 +184,7 @@ def test_every_named_query_documents_its_parameters(name):
 
 
 def test_query_parameters_skip_comments_and_quoted_text():
-    from loopmeter.sql import query_parameters
+    from loopmeter.sql.queries import query_parameters
 
     assert query_parameters("-- $a\nSELECT $b, '$c', \"$d\", $$ $e $$, /* $f */ $g, $b") == ["b", "g"]
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, run_cli
 from loopmeter.storage import registry
 from loopmeter.storage.documentation import schema_markdown
-from loopmeter.sql import list_queries, runs_inside
+from loopmeter.sql.queries import list_queries, runs_inside
 
 
 def test_database_has_a_documented_view_per_table(demo_warehouse):

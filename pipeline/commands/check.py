@@ -1,5 +1,5 @@
 """`loopmeter check`: is the warehouse whole (every table file, the journal, the catalog)? `--repair`
-rebuilds what the warehouse holds the inputs of (`pipeline/check.py`)."""
+rebuilds what the warehouse holds the inputs of (`operations/repair.py`)."""
 from __future__ import annotations
 
 import sys
@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..cli import app
+from .apps import app
 from ..errors import Exit, one_line
 from .common import JsonOption, QuietOption, WarehouseOption, command, note, print_json, set_quiet
 from .helptext import command_help
@@ -28,16 +28,10 @@ def check_command(
     json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> int:
-    from ..check import check, repair as repair_warehouse
-    from ..config import warehouse_dir
-    from ..storage import Warehouse
+    from ..operations import check
 
     set_quiet(quiet)
-    store = Warehouse(warehouse_dir(warehouse))  # as it is: opening it the usual way would mend it first
-    report = check(store)
-    found = list(report.problems)
-    if repair and found:
-        repair_warehouse(store, report)
+    found, report = check(warehouse=warehouse, repair=repair)
     if json:
         document = report.as_dict()
         document["found"] = [problem.as_dict() for problem in found]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import math
 import os
 import sys
 import traceback
@@ -11,7 +10,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from ..errors import Exit, LoopmeterError, first_line, is_interruption, is_utf8, one_line, printable, shown_path
+from ..errors import Exit, LoopmeterError, is_interruption, one_line, printable, usage_error
 
 WarehouseOption = Annotated[
     Optional[Path],
@@ -30,116 +29,17 @@ COMMON = "loopmeter.common"  # the click context's `meta` key of the common opti
 DEBUG = False
 INTERRUPT_REPORTED = False  # a command's Ctrl-C was answered with its message
 
-# The warehouses this command opened, with the version of each table at that moment: an
-# interruption says which tables it had replaced already (each is replaced atomically, not the set).
-_WATCHED: list[tuple[Path, dict[str, str]]] = []
-
-
-def open_warehouse(option: Optional[Path], *, writing: bool = False, repair_catalog: bool = True):
-    """The warehouse of `--warehouse` (or its default), made fit to read: a folder without the
-    warehouse marker is refused unless the command writes (its lock makes a new or empty folder a
-    warehouse); a killed writer's publish is finished, and loopmeter.duckdb is rebuilt when it was
-    built for another place (a copied or moved warehouse) or is missing, unless a writer holds the
-    lock (it rebuilds it as it ends)."""
-    from ..config import warehouse_dir
-    from ..storage import Warehouse
-    from ..storage.catalog import repair_catalog as repair
-
-    root = warehouse_dir(option)
-    store = Warehouse(root)
-    if not store.is_marked():
-        if not writing:
-            store.require_marked()
-        watch(root)
-        return store  # nothing to finish or repair in a folder that is not a warehouse yet
-    store.finish_interrupted_publishing()  # a killed writer's publish, finished before anything is read
-    watch(root)
-    if repair_catalog:
-        try:
-            repair(store)
-        except Exception as error:  # noqa: BLE001 - the command's own work does not need the catalog
-            if is_interruption(error):
-                raise KeyboardInterrupt from None
-            first = first_line(error)
-            print(f"loopmeter: warning: {shown_path(root / 'loopmeter.duckdb')} could not be rebuilt for this folder: "
-                  f"{one_line(first)}; `loopmeter check --repair` says why and rebuilds it", file=sys.stderr)
-    return store
-
-
-def watch(root: Path) -> None:
-    """Remember the tables' versions in `root` now, to tell an interruption what changed since."""
-    _WATCHED.append((root, _table_versions(root)))
-
-
-def _table_versions(root: Path) -> dict[str, str]:
-    try:
-        with os.scandir(root) as entries:
-            return {entry.name: os.readlink(entry.path) for entry in entries
-                    if not entry.name.startswith(".") and entry.is_symlink()}
-    except OSError:
-        return {}
-
-
-def _replaced_tables() -> list[str]:
-    replaced: list[str] = []
-    for root, before in _WATCHED:
-        after = _table_versions(root)
-        replaced += sorted(name for name, version in after.items() if before.get(name) != version and name not in replaced)
-    return replaced
-
 
 def interrupted_message() -> str:
     """What an interruption left: every table is replaced atomically, the set of them is not."""
-    replaced = _replaced_tables()
+    from ..operations.common import replaced_tables
+
+    replaced = replaced_tables()
     if not replaced:
         return "interrupted; no table was replaced: the warehouse keeps its previous tables"
     shown = ", ".join(replaced[:8]) + (f" and {len(replaced) - 8} more" if len(replaced) > 8 else "")
     return (f"interrupted; tables already replaced keep their new version ({shown}), the others their previous one; "
             "run the command again to finish")
-
-
-def usage_error(message: str) -> LoopmeterError:
-    """A wrong command line: exit 2, as typer's own argument errors."""
-    return LoopmeterError(message, Exit.USAGE)
-
-
-def check_number(option: str, value: float | None, *, minimum: float, inclusive: bool = True) -> None:
-    """A float option must be finite and at least (or above) `minimum`: `nan`, `inf` and `1e400`
-    parse as floats, and would pass any range check typer makes."""
-    if value is None:
-        return
-    low_ok = value >= minimum if inclusive else value > minimum
-    if not math.isfinite(value) or not low_ok:
-        bound = f"{'at least' if inclusive else 'greater than'} {minimum:g}"
-        raise usage_error(f"{option} must be a finite number {bound} (got {value:g})")
-
-
-def check_choice(option: str, value: str | None, allowed) -> None:
-    if value is not None and value not in allowed:
-        raise usage_error(f"{option} must be one of {', '.join(allowed)} (got {value!r})")
-
-
-def check_utf8_path(path: str | os.PathLike | None, what: str = "") -> None:
-    """Refuse a path that is not valid UTF-8: DuckDB, polars and the manifest take paths as UTF-8 text."""
-    if path is None:
-        return
-    if not is_utf8(os.fspath(path)):
-        label = f"{what} {shown_path(path)}" if what else shown_path(path)
-        raise LoopmeterError(f"{label}: the path is not valid UTF-8; use a UTF-8 name (rename or link it)")
-
-
-def refuse_inside_warehouse(option: str, path: Path, root: Path, allowed: Callable[[Path], bool] | None = None,
-                            hint: str = "write it outside the warehouse") -> None:
-    """An output path inside the warehouse would overwrite what loopmeter keeps there (its tables,
-    loopmeter.duckdb, its state): refused (a usage error), unless `allowed` accepts the path
-    relative to the warehouse root. Symbolic links are followed, so `link/x` is caught too."""
-    real, real_root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
-    if real != real_root and real_root not in real.parents:
-        return
-    if allowed is not None and allowed(real.relative_to(real_root)):
-        return
-    where = "is the warehouse" if real == real_root else "is inside the warehouse"
-    raise usage_error(f"{option} {shown_path(path)} {where} {shown_path(real_root)}, whose files only loopmeter writes; {hint}")
 
 
 def stdout_console(width_when_piped: int, **options: Any):
@@ -198,7 +98,11 @@ def command(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _WATCHED.clear()  # this command's warehouses only (tests run many commands in one process)
+        from ..errors import reset_warnings
+        from ..operations.common import WATCHED
+
+        WATCHED.clear()  # this command's warehouses only (tests run many commands in one process)
+        reset_warnings()
         try:
             code = function(*args, **with_common_options(function, kwargs))
             sys.stdout.flush()  # a reader gone away shows here, not in the interpreter's last flush
@@ -268,7 +172,9 @@ def _fail(error: BaseException) -> None:
         traceback.print_exc()
     from ..failures import explain
 
-    explained = explain(error, [root for root, _ in _WATCHED], _replaced_tables())
+    from ..operations.common import WATCHED, replaced_tables
+
+    explained = explain(error, [root for root, _ in WATCHED], replaced_tables())
     if explained is not None:
         print(f"loopmeter: error: {one_line(explained)}", file=sys.stderr)
         raise typer.Exit(int(Exit.FATAL)) from None
@@ -310,19 +216,3 @@ def note(message: str) -> None:
 
     if not progress.QUIET:
         print(one_line(message), file=sys.stderr)
-
-
-def store_report_tables(store, frames: dict, wait: bool, what: str) -> None:
-    """Store the tables a report computed (`frames`: name -> frame), published together, once the
-    report is printed; the catalog follows. Busy: the report stands, the tables stay as they were."""
-    from ..storage.catalog import refresh_catalog
-    from ..errors import WarehouseBusy
-
-    try:
-        with store.lock(wait=wait, command=what):
-            with store.publishing():
-                for name, frame in frames.items():
-                    store.write_table(name, frame)
-            refresh_catalog(store)
-    except WarehouseBusy as error:
-        raise WarehouseBusy(f"the report above was not stored: {error}") from None

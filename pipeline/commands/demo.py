@@ -7,53 +7,36 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli import app
 from ..errors import Exit
-from .common import (
-    JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_utf8_path, command, note, open_warehouse,
-    print_json, refuse_inside_warehouse, set_quiet, stdout_console,
-)
-from .forge import MAX_HORIZON_DAYS
+from ..operations.forge import MAX_HORIZON_DAYS
+from .apps import app
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet, \
+    stdout_console
 from .helptext import TIER_METAVAR, command_help
 
 
-def _as_json(outcome, data: Path | None) -> dict:
-    return {
-        "steps": outcome.steps,
-        "sample": None if data is None else str(_sample(data)),
-        "warehouse": str(outcome.warehouse),
-        "aggregate": None if outcome.forgeloop is None else str(outcome.aggregate),  # no ForgeLoop data: none written
-        "report": str(outcome.report),
-        "rejected": outcome.rejected,
-        "unharvested": outcome.unharvested,
-        "notes": outcome.notes,
-    }
-
-
-def _sample(data: Path) -> Path:
-    """The sample data's folder, absolute as every other path the demo names."""
-    return (data / "sample").expanduser().resolve()
-
-
-def _show(outcome, store, data: Path | None) -> None:
-    from ..demo import SAMPLE_PLANS
-    from ..forgeloop.reports import render_tail, tail_report
-    from ..forgeloop.stage import expected_profiles
+def _show(outcome, shown_steps: bool) -> None:
+    """What the demo or run-all did, for people: each stage's line (unless shown as it ended), the tail
+    report, the Forge reports, and where everything is."""
+    from ..forgeloop.reports import render_tail
+    from ..operations import forgeloop_report
+    from ..operations.everything import SAMPLE_PLANS
 
     console = stdout_console(200)
-    for step in outcome.steps:
-        console.print(f"[green]✓[/green] {step}")
+    if not shown_steps:
+        for step in outcome.steps:
+            console.print(f"[green]✓[/green] {step}")
     for line in outcome.notes:
         note(line)
     if outcome.forgeloop is not None:
-        tail = tail_report(outcome.forgeloop, sorted(expected_profiles(store)))
-        if data is not None:  # the demo shows its tail-tier run set, the one with enough pairs to judge tails
+        tail = forgeloop_report("tail", warehouse=outcome.warehouse).document
+        if outcome.sample is not None:  # the demo shows its tail-tier run set, the one with enough pairs to judge tails
             tail["runSets"] = [run_set for run_set in tail["runSets"] if run_set["runSetId"] == SAMPLE_PLANS[0][0]]
         render_tail(tail, console)
     for text in outcome.texts:
         console.print(text, markup=False, highlight=False)
-    if data is not None:
-        console.print(f"\nsample data:  {_sample(data)}")
+    if outcome.sample is not None:
+        console.print(f"\nsample data:  {outcome.sample}")
     console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)")
     if outcome.forgeloop is not None:
         console.print(f"aggregates:   {outcome.aggregate}")
@@ -78,15 +61,27 @@ def demo_command(
     json: JsonOption = False,
 ) -> int:
     set_quiet(quiet or json)
-    from ..demo import run_demo
+    from ..operations import demo
 
-    store = open_warehouse(warehouse, writing=True)
-    outcome = run_demo(data, store, wait=wait)
+    live = _live_steps(quiet or json)
+    outcome = demo(data, warehouse=warehouse, wait=wait, on_step=live)
     if json:
-        print_json(_as_json(outcome, data), 2)
+        print_json(outcome.as_dict(), 2)
     else:
-        _show(outcome, store, data)
+        _show(outcome, live is not _silent)
     return Exit.OK
+
+
+def _silent(line: str) -> None:
+    pass
+
+
+def _live_steps(quiet: bool):
+    """Each stage's line printed as the stage ends (on stdout, as the rest of the summary), unless quiet."""
+    if quiet:
+        return _silent
+    console = stdout_console(200)
+    return lambda line: console.print(f"[green]✓[/green] {line}")
 
 
 @app.command("run-all", **command_help(
@@ -113,27 +108,16 @@ def run_all_command(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
-    from ..errors import LoopmeterError
-    from ..forgeloop.contract import TIERS
-    from .forgeloop import AGGREGATE_HINT, inside_aggregate
-
-    if results is None and forge is None:
-        raise LoopmeterError("give RESULTS (ForgeLoop), --forge STORE (Forge), or both", Exit.USAGE)
-    check_choice("--tier", tier, TIERS)
-    for path, what in ((results, "RESULTS"), (scenarios, "--scenarios"), (forge, "--forge"), (out, "--out")):
-        check_utf8_path(path, what)
     set_quiet(quiet or json)
-    store = open_warehouse(warehouse, writing=True)
-    if out is not None:
-        refuse_inside_warehouse("--out", out, store.root, inside_aggregate, AGGREGATE_HINT)
-    from ..stages import run_all
+    from ..operations import run_all
 
-    outcome = run_all(store, results=results, scenarios=scenarios, forge_store=forge, out=out, tier=tier,
-                      horizon_days=horizon_days or [14], include_temp=include_temp, wait=wait)
+    live = _live_steps(quiet or json)
+    outcome = run_all(results, scenarios=scenarios, forge=forge, warehouse=warehouse, out=out, tier=tier,
+                      horizon_days=horizon_days or [14], include_temp=include_temp, wait=wait, on_step=live)
     if json:
-        print_json(_as_json(outcome, None), 2)
+        print_json(outcome.as_dict(), 2)
     else:
-        _show(outcome, store, None)
+        _show(outcome, live is not _silent)
     if outcome.rejected or outcome.unharvested:
         print(f"loopmeter: {outcome.rejected} inputs rejected, {outcome.unharvested} survival measurements pending a retry; "
               "the rest is stored", file=sys.stderr)

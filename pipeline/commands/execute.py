@@ -7,12 +7,9 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from ..cli import app
 from ..errors import Exit
-from .common import (
-    JsonOption, QuietOption, WaitOption, WarehouseOption, check_utf8_path, command, note, print_json, refuse_inside_warehouse,
-    set_quiet, watch,
-)
+from .apps import app
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet
 from .helptext import TIER_METAVAR, command_help
 
 HELP = command_help(
@@ -60,30 +57,11 @@ def execute_command(
     json: JsonOption = False,
 ) -> int:
     set_quiet(quiet or json)
-    from ..config import warehouse_dir
+    from ..operations import execute
 
-    root = warehouse_dir(warehouse)  # a wrong --warehouse is told before the benchmark runs, not after
-    watch(root)
-    results = output if output is not None else scenarios / "results"
-    check_utf8_path(scenarios, "--scenarios")
-    check_utf8_path(results, "--output")
-    refuse_inside_warehouse("--output", results, root)
-    from ..forgeloop.runner import aggregate_run_set, execute
-
-    execution = execute(
-        adapter_spec=adapter,
-        scenarios_dir=scenarios,
-        results=results,
-        target=target,
-        tier=tier,
-        runs=runs,
-        run_set_id=run_set,
-        only_scenarios=scenario,
-        resume=resume,
-        keep_going=keep_going,
-        on_note=lambda message: print(message, file=sys.stderr),
-    )
-    aggregate_run_set(execution, scenarios, root, wait=wait)
+    execution = execute(adapter=adapter, scenarios=scenarios, output=output, target=target, tier=tier, runs=runs,
+                        run_set=run_set, only_scenarios=scenario, resume=resume, keep_going=keep_going,
+                        warehouse=warehouse, wait=wait, on_note=lambda message: print(message, file=sys.stderr))
     if execution.other_rejections:
         note(f"note: ingest rejected {execution.other_rejections} files of other run sets in {execution.paths.results} "
              "(see `loopmeter ingest forgeloop`)")

@@ -7,12 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli import app, ingest_app, report_app
-from ..errors import Exit, LoopmeterError
-from .common import (
-    JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_number, check_utf8_path, command, note,
-    open_warehouse, print_json, print_rejections, refuse_inside_warehouse, set_quiet, stdout_console,
-)
+from ..errors import Exit
+from .apps import app, ingest_app, report_app
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, print_rejections, \
+    set_quiet, stdout_console
 from .helptext import TIER_METAVAR, command_help
 
 RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")]
@@ -50,33 +48,15 @@ def ingest_forgeloop_command(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
-    check_number("--max-file-mb", max_file_mb, minimum=0, inclusive=False)
-    check_utf8_path(results, "RESULTS")
-    check_utf8_path(scenarios, "--scenarios")
     set_quiet(quiet or json)
-    from ..forgeloop.ingest import ingest_forgeloop
+    from ..operations import ingest_forgeloop
     from ..tables_text import print_fitted
-    from ..storage.catalog import refresh_catalog
 
-    store = open_warehouse(warehouse, writing=True)
-    aggregated = None
-    with store.lock(wait=wait, command="ingest forgeloop"):
-        result = ingest_forgeloop(store, results, scenarios, max_file_bytes=max(1, int(max_file_mb * 1024 * 1024)),
-                                  run_sets=run_set or None, full=full)
-        if then_aggregate and store.has_table("runs"):
-            from ..forgeloop.stage import aggregate
-            from ..lifetime import thread_pool
-            from ..storage import Warehouse
-
-            # the catalog of the tables the ingest published is built while the aggregate computes
-            # (DuckDB works outside the interpreter lock); the refresh after it keeps those views
-            with thread_pool(1) as pool:
-                early = pool.submit(refresh_catalog, Warehouse(store.root))  # not the aggregate's publishing
-                aggregated = aggregate(store, store.root / "aggregate")
-                early.result()
-        refresh_catalog(store)  # rebuilt only if the tables it shows changed
+    ingested = ingest_forgeloop(results, scenarios, warehouse=warehouse, max_file_mb=max_file_mb, run_sets=run_set or None,
+                                full=full, then_aggregate=then_aggregate, wait=wait)
+    result, aggregated, root = ingested.ingest, ingested.aggregated, ingested.warehouse
     if json:
-        print_json(result.as_dict() if aggregated is None else {**result.as_dict(), "aggregate": aggregated.as_dict()}, 2)
+        print_json(ingested.as_dict(), 2)
     else:
         print_rejections([f"rejected {path}: {field}: {reason}" for path, field, reason in result.rejections],
                          result.rejected, "ingest_manifest")
@@ -86,10 +66,10 @@ def ingest_forgeloop_command(
             f"{result.runs_rejected} rejected; run sets {_names(result.run_sets)}"
             + (f"; {_count(scenario_files, 'scenario file')}: {result.scenarios} accepted, {result.scenarios_rejected} rejected"
                if scenarios is not None else "")
-            + f" -> {store.root}"
+            + f" -> {root}"
         )
         if aggregated is not None:
-            print_aggregated(aggregated, store.root / "aggregate")
+            print_aggregated(aggregated, aggregated.destination)
     if result.rejected:
         if not json:
             seen = result.seen + result.scenarios + result.scenarios_rejected
@@ -111,37 +91,22 @@ def aggregate_command(
     tier: Annotated[Optional[str], typer.Option("--tier", metavar=TIER_METAVAR, help="Recorded in summary.json.",
                                             show_default=False)] = None,
     full: Annotated[bool, typer.Option("--full", help="Compute every run set again, not only those changed since the last aggregate.")] = False,
+    confidence: Annotated[bool, typer.Option("--confidence", help="Also store the intervals of `report confidence` (its "
+                                             "defaults) as forgeloop_confidence and forgeloop_objectives.")] = False,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
-    from ..forgeloop.contract import TIERS
-
-    check_choice("--tier", tier, TIERS)
     set_quiet(quiet or json)
-    store = open_warehouse(warehouse, writing=True)
-    if out is not None:
-        check_utf8_path(out, "--out")
-        refuse_inside_warehouse("--out", out, store.root, inside_aggregate, AGGREGATE_HINT)
-    from ..storage.catalog import refresh_catalog
-    from ..forgeloop.stage import aggregate, check, compute, publish
+    from ..operations import aggregate
 
-    destination = out or store.root / "aggregate"
-    if run_set is not None:
-        result = compute(store, run_set, tier, rendered=True)  # reads whole table versions: needs no lock
-        with store.lock(wait=wait, command="aggregate"):
-            publish(store, result, destination, run_set)
-            refresh_catalog(store)
-    else:
-        check(store, tier)  # a failed aggregate creates no warehouse
-        with store.lock(wait=wait, command="aggregate"):
-            result = aggregate(store, destination, tier, full)
-            refresh_catalog(store)
+    result = aggregate(warehouse=warehouse, out=out, run_set=run_set, tier=tier, full=full, confidence=confidence,
+                       wait=wait)
     if json:
         print_json(result.as_dict(), 2)
     else:
-        print_aggregated(result, destination)
+        print_aggregated(result, result.destination)
     return Exit.OK
 
 
@@ -167,35 +132,18 @@ def print_aggregated(result, destination: Path) -> None:
               f"{removed} -> {destination} (--full computes all again)")
 
 
-AGGREGATE_HINT = "inside it, documents go under its aggregate/ folder (the default); or write them outside it"
-
-
-def inside_aggregate(relative: Path) -> bool:
-    """Inside the warehouse, documents go under aggregate/ (the default --out) and nowhere else."""
-    return relative.parts[:1] == ("aggregate",)
-
-
 def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: bool) -> int:
-    store = open_warehouse(warehouse)
-    from ..forgeloop.reports import FRAMES_USED, REPORTS
-    from ..forgeloop.stored import expected_profiles, stored_result
+    from ..forgeloop.reports import REPORTS
+    from ..operations import forgeloop_report
 
-    profiles = expected_profiles(store)
-    # what the last aggregate stored, while current; else the runs analysed again (DuckDB and all)
-    result = stored_result(store, run_set, FRAMES_USED[name], profiles)
-    if result is None:
-        from ..forgeloop.stage import compute
-
-        result = compute(store, run_set, profiles=profiles)
-    scenario_ids = sorted(profiles)
-    if not scenario_ids:
-        note("note: no scenario files were ingested (ingest forgeloop --scenarios DIR): the report has no scenarios")
-    build, render, indent = REPORTS[name]
-    report = build(result, scenario_ids)
+    shown = forgeloop_report(name, warehouse=warehouse, run_set=run_set)
+    for line in shown.notes:
+        note(line)
+    _, render, indent = REPORTS[name]
     if json:
-        print_json(report, indent)
+        print_json(shown.document, indent)
     else:
-        render(report, stdout_console(250))
+        render(shown.document, stdout_console(250))
     return Exit.OK
 
 
@@ -239,26 +187,9 @@ def report_html(
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
 ) -> int:
-    store = open_warehouse(warehouse)
-    out = store.root / "report.html" if out is None else out
-    check_utf8_path(out, "--out")
-    # the warehouse's own page (demo and run-all write it there) may be written again; nothing else inside
-    refuse_inside_warehouse("--out", out, store.root, lambda relative: relative == Path("report.html"),
-                            "inside it, only its own report.html (where demo and run-all write the page); or write it outside")
-    if out.is_dir():
-        raise LoopmeterError(f"--out {out} is a directory; give the HTML file to write (e.g. {out / 'report.html'})")
-    if out.name in ("", ".", ".."):
-        raise LoopmeterError(f"--out {out}: give the HTML file to write (e.g. report.html)")
-    from ..forge.tables import TASKS
+    from ..operations import report_html as write_page
 
-    if not store.has_table("runs") and not store.has_table(TASKS):
-        raise LoopmeterError(f"no ForgeLoop runs and no Forge data in {store.root}; run `loopmeter ingest forgeloop "
-                             "RESULTS` or `loopmeter ingest forge STORE` first (is --warehouse right?)")
-    from ..html import build_page
-    from ..storage.files import write_output
-
-    page = build_page(store, run_set)
-    write_output(out, lambda path: path.write_text(page, encoding="utf-8"))
+    written = write_page(warehouse=warehouse, out=out, run_set=run_set)
     if not quiet:
-        print(f"wrote {out.resolve()}")
+        print(f"wrote {written}")
     return Exit.OK

@@ -8,12 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli import app
-from ..errors import Exit, LoopmeterError
-from .common import (
-    JsonOption, QuietOption, WaitOption, WarehouseOption, check_utf8_path, command, note, open_warehouse, print_json,
-    refuse_inside_warehouse, set_quiet, stdout_console, write_stdout,
-)
+from ..errors import Exit
+from .apps import app
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet, \
+    stdout_console, write_stdout
 from .helptext import FORMAT_METAVAR, command_help
 
 
@@ -41,34 +39,16 @@ def sql_command(
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
 ) -> int:
-    from ..storage.files import check_output
-    from ..adhoc import output_format_of, parse_parameters, read_sql_file, run_sql, table_rows, write_result
-    from ..sql import check_parameters, named_query_parameters, prerequisites, query_text, runs_inside
+    from ..operations import sql
+    from ..sql.output import parse_parameters, table_rows, write_result
 
     set_quiet(quiet)
-    given = [value for value in (text, file, query) if value is not None]
-    if len(given) != 1:
-        raise LoopmeterError("give exactly one of: SQL text, --file F, --query NAME", Exit.USAGE)
-    output_format = output_format_of(output_format, out)
-    parameters = parse_parameters(param)
-    optional: set[str] = set()
-    if query is not None:  # a named query's parameters are known before anything opens
-        text = query_text(query)
-        stage = runs_inside(query)
-        if stage:
-            raise LoopmeterError(f"{query} is a step of a stage, not a query of the warehouse: it runs inside {stage}")
-        taken, optional = named_query_parameters(query)
-        check_parameters(parameters, taken, optional, f"query {query}")
-    store = open_warehouse(warehouse)
-    if out is not None:
-        check_utf8_path(out, "--out")
-        refuse_inside_warehouse("--out", out, store.root)  # before any SQL runs: nothing there is touched
-        check_output(out)
-    if file is not None:
-        text = read_sql_file(file)
-    frame = run_sql(store, text, parameters, prerequisites(query) if query else [], optional,
-                    f"query {query}" if query else "the SQL")
-    if output_format == "table" and out is None:
+    answer = sql(text, file=file, query=query, params=parse_parameters(param), output_format=output_format, out=out,
+                 warehouse=warehouse)
+    frame = answer.frame
+    if answer.out is not None:
+        return Exit.OK
+    if answer.output_format == "table":
         from ..tables_text import add_row, new_table, print_table
 
         table = new_table(frame.columns, right=[name for name, dtype in frame.schema.items() if dtype.is_numeric()])
@@ -77,9 +57,7 @@ def sql_command(
         print_table(stdout_console(250, emoji=False, markup=False, highlight=False), table)
         note(f"({frame.height} row{'' if frame.height == 1 else 's'})")
         return Exit.OK
-    printed = write_result(frame, output_format if output_format != "table" else "csv", out)
-    if printed is not None:
-        write_stdout(printed)
+    write_stdout(write_result(frame, answer.output_format, None))
     return Exit.OK
 
 
@@ -89,7 +67,7 @@ def sql_command(
     example="loopmeter queries\nloopmeter queries --json"))
 @command
 def queries_command(json: JsonOption = False, quiet: QuietOption = False) -> int:
-    from ..sql import list_queries, runs_inside
+    from ..sql.queries import list_queries, runs_inside
 
     set_quiet(quiet)
     listed = [(name, summary, runs_inside(name)) for name, summary in list_queries()]
@@ -120,14 +98,15 @@ def schema_command(
     json: JsonOption = False,
     quiet: QuietOption = False,
 ) -> int:
-    from ..storage.documentation import schema_markdown, schema_rows
-
     set_quiet(quiet)
-    store = open_warehouse(warehouse)
     if markdown:
+        from ..storage.documentation import schema_markdown
+
         sys.stdout.write(schema_markdown())
         return Exit.OK
-    rows = schema_rows(store)
+    from ..operations import schema
+
+    rows = schema(warehouse=warehouse)
     if json:
         print_json(rows, 2)
         return Exit.OK
@@ -158,11 +137,10 @@ def catalog_command(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
-    from ..storage.catalog import rebuild_catalog
+    from ..operations import catalog
 
     set_quiet(quiet or json)
-    store = open_warehouse(warehouse, writing=True, repair_catalog=False)  # rebuilt below in any case
-    built = rebuild_catalog(store, wait=wait)
+    built = catalog(warehouse=warehouse, wait=wait)
     if json:
         print_json(built, 2)
         return Exit.OK

@@ -5,12 +5,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli import app, report_app
 from ..errors import Exit
-from .common import (
-    JsonOption, QuietOption, WaitOption, WarehouseOption, check_choice, check_number, command, open_warehouse, print_json,
-    set_quiet, stdout_console, store_report_tables, usage_error, write_stdout,
-)
+from .apps import app, report_app
+from .common import JsonOption, QuietOption, WarehouseOption, command, print_json, set_quiet, stdout_console, write_stdout
 from .helptext import command_help
 
 LevelOption = Annotated[float, typer.Option("--level", help="Confidence level of the intervals, between 0 and 1.")]
@@ -18,24 +15,15 @@ ResamplesOption = Annotated[int, typer.Option("--resamples", help="Bootstrap res
                                               max=1_000_000)]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the resampling: the same seed, the same intervals.",
                                          min=0)]
-COMPARE_FORMATS = ("table", "markdown", "json")
-
-
-def _settings(level: float, resamples: int, seed: int):
-    from ..forgeloop.confidence import Settings
-
-    if not 0 < level < 1:
-        raise usage_error(f"--level must be between 0 and 1, e.g. 0.95 (got {level:g})")
-    return Settings(level=level, resamples=resamples, seed=seed)
 
 
 @report_app.command("confidence", **command_help(
     "Bootstrap intervals on the overheads; objective verdicts.",
     "Per run set, scenario and ForgeLoop mode: intervals on the paired token and time overhead p50 and "
     "p95 and the token distribution deltas, around ForgeLoop's own figures; the light objectives "
-    "judged MET, VIOLATED or INCONCLUSIVE on them. Stores forgeloop_confidence and forgeloop_objectives.",
-    example="loopmeter report confidence\nloopmeter report confidence --run-set RUN_SET --level 0.9 --json",
-    codes=(Exit.BUSY,)))
+    "judged MET, VIOLATED or INCONCLUSIVE on them (`aggregate --confidence` stores them as forgeloop_confidence "
+    "and forgeloop_objectives).",
+    example="loopmeter report confidence\nloopmeter report confidence --run-set RUN_SET --level 0.9 --json"))
 @command
 def report_confidence(
     run_set: Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")] = None,
@@ -43,24 +31,18 @@ def report_confidence(
     resamples: ResamplesOption = 2000,
     seed: SeedOption = 0,
     warehouse: WarehouseOption = None,
-    wait: WaitOption = False,
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
-    check_number("--level", level, minimum=0, inclusive=False)
-    settings = _settings(level, resamples, seed)
     set_quiet(quiet)
-    store = open_warehouse(warehouse)
-    from ..forgeloop.confidence import confidence_frames, confidence_report, render_confidence
-    from ..forgeloop.stage import check
+    from ..forgeloop.confidence import render_confidence
+    from ..operations import report_confidence as confidence
 
-    check(store)
-    report = confidence_report(store, run_set, settings)
+    shown = confidence(warehouse=warehouse, run_set=run_set, level=level, resamples=resamples, seed=seed)
     if json:
-        print_json(report, 2)
+        print_json(shown.document, 2)
     else:
-        render_confidence(report, stdout_console(250))
-    store_report_tables(store, confidence_frames(report), wait, "report confidence")
+        render_confidence(shown.document, stdout_console(250))
     return Exit.OK
 
 
@@ -89,19 +71,14 @@ def compare_command(
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
-    check_number("--margin", margin, minimum=0)
-    if margin >= 1:
-        raise usage_error(f"--margin must be below 1, e.g. 0.10 for ±10% (got {margin:g})")
-    check_choice("--format", output_format, COMPARE_FORMATS)
-    check_choice("--fail-on", fail_on, ("regression",))
-    if json and output_format not in ("table", "json"):
-        raise usage_error(f"--json and --format {output_format} say two things; give one")
-    settings = _settings(level, resamples, seed)
     set_quiet(quiet)
-    store = open_warehouse(warehouse)
-    from ..forgeloop.compare import compare_markdown, compare_run_sets, counts, render_compare
+    from ..forgeloop.compare import compare_markdown, counts, render_compare
+    from ..operations import compare
+    from ..operations.statistics import check_compare_options
 
-    report = compare_run_sets(store, baseline, candidate, margin, settings)
+    check_compare_options(output_format, fail_on, json)
+    report = compare(baseline, candidate, warehouse=warehouse, margin=margin, level=level, resamples=resamples,
+                     seed=seed).document
     if json or output_format == "json":
         print_json(report, 2)
     elif output_format == "markdown":

@@ -11,7 +11,7 @@ import duckdb
 import polars as pl
 
 from .. import progress
-from ..sql import query_text
+from ..sql.queries import query_text
 from ..storage import Warehouse, duck
 from ..storage.names import quote_identifier
 from ..storage.registry import polars_type, sql_type

@@ -57,6 +57,7 @@ class Rejection:
 class IngestResult:
     source: Path
     format: str
+    warehouse: Path | None = None  # where the events went
     read: int = 0  # rows or non-blank lines seen
     stored: int = 0  # events new to the warehouse
     duplicates: int = 0  # events already stored (or repeated) with the same content

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 import polars as pl
 
 from ..errors import Exit, LoopmeterError
-from ..sql import run_query
+from ..sql.queries import run_query
 from ..storage import Warehouse
 from . import tables as t
 from .derive import connect, typed_frame

@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from ..sql import query_text, run_query
+from ..sql.queries import query_text, run_query
 
 WINDOWS = (30, 60, 120)
 NONINFERIORITY = -0.10

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 import duckdb
 import polars as pl
 
-from ..sql import run_query
+from ..sql.queries import run_query
 from ..storage import Warehouse
 from . import tables as t
 from .routing import Scope, assignments, pair_key, routing_report, scope_tasks

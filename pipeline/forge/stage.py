@@ -28,7 +28,7 @@ import duckdb
 import polars as pl
 
 from ..lifetime import usable_cores
-from ..sql import query_text
+from ..sql.queries import query_text
 from ..storage import Warehouse, duck
 from ..storage.names import quote_literal
 from . import tables as t

@@ -20,7 +20,7 @@ import duckdb
 import polars as pl
 
 from ..numbers import js_round4_expr
-from ..sql import run_query
+from ..sql.queries import run_query
 from .contract import (
     CANDIDATE_MODES,
     LOW_BASELINE_RATIO,

@@ -22,7 +22,7 @@ import polars as pl
 
 from .. import intervals
 from ..numbers import js_round4
-from ..sql import run_query
+from ..sql.queries import run_query
 from .analysis import MODE, compare
 from .contract import LIGHT_OBJECTIVES
 

@@ -27,7 +27,7 @@ from .ingest import RUNS
 STATE = "forgeloop-aggregate.json"
 TABLES = (
     "forgeloop_mode_runs", "forgeloop_mode_stats", "forgeloop_comparisons", "forgeloop_paired_runs",
-    "forgeloop_outliers", "forgeloop_outlier_fences", "forgeloop_context_inflation",
+    "forgeloop_outliers", "forgeloop_outlier_fences", "forgeloop_context_inflation", "forgeloop_documents",
 )
 
 
@@ -69,7 +69,7 @@ def _key(out: Path, tier: str | None, profiles: dict[str, str]) -> dict:
     return {"loopmeter": __version__, "schema": SCHEMA_VERSION, "out": str(Path(out).resolve()), "tier": tier, "profiles": digest}
 
 
-def _table_versions(warehouse: Warehouse) -> dict[str, str | None]:
+def table_versions(warehouse: Warehouse) -> dict[str, str | None]:
     return {name: warehouse.table_version(name) for name in TABLES}
 
 
@@ -89,7 +89,7 @@ def plan(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, 
     identities = run_set_identities(warehouse)
     state = recorded(warehouse)
     if (state is None or state.get("key") != _key(out, tier, profiles)
-            or state.get("tables") != _table_versions(warehouse)):
+            or state.get("tables") != table_versions(warehouse)):
         return Plan(full=True, changed=sorted(identities), identities=identities)
     by_run_set: dict[str, dict] = state.get("runSets", {})
     result = Plan(full=False, identities=identities)
@@ -126,5 +126,5 @@ def record(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str
         if documents.run_set_id not in identities or identity is None:
             continue
         run_sets[documents.run_set_id] = {"runs": identities[documents.run_set_id], "documents": identity, "facts": facts(documents)}
-    state = {"key": _key(out, tier, profiles), "tables": _table_versions(warehouse), "runSets": run_sets}
+    state = {"key": _key(out, tier, profiles), "tables": table_versions(warehouse), "runSets": run_sets}
     warehouse.state.write(STATE, state)

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import orjson
 
 from .. import progress
-from ..errors import Exit, LoopmeterError, WarehouseBusy
+from ..errors import LoopmeterError, usage_error
 from ..jsjson import dumps
 from ..numbers import js_round4
 from ..storage.files import atomic_write
@@ -56,8 +56,6 @@ MAXIMUM_RUNS = 100
 NOT_CONFIGURED = {"status": "NOT_CONFIGURED"}
 
 
-def usage_error(message: str) -> LoopmeterError:
-    return LoopmeterError(message, Exit.USAGE)
 
 
 # ---- options -----------------------------------------------------------------------------
@@ -528,34 +526,3 @@ def execute(
             execution.cleanup_error = str(error)
             on_note(f"warning: the adapter's cleanup failed: {error}")
     return execution
-
-
-def aggregate_run_set(execution: Execution, scenarios_dir: Path, warehouse_root: Path, *, wait: bool = False) -> None:
-    """Ingest RESULTS into the warehouse, then aggregate the run set to RESULTS/aggregate/<id>/."""
-    if not execution.documents:
-        return
-    from ..storage.catalog import refresh_catalog
-    from ..storage import Warehouse
-    from .ingest import ingest_forgeloop
-    from .stage import compute, publish
-
-    store = Warehouse(warehouse_root)
-    prefix = f"raw/{execution.run_set_id}/"
-    try:
-        with store.lock(wait=wait, command=f"execute {execution.run_set_id}"):
-            ingested = ingest_forgeloop(store, execution.paths.results, Path(scenarios_dir), run_sets=[execution.run_set_id])
-            own = [r for r in ingested.rejections if r[0].startswith(prefix)]
-            if own:
-                path, field_name, reason = own[0]
-                raise LoopmeterError(f"ingest rejected {path}: {field_name}: {reason} ({len(own)} rejected in the run set)")
-            execution.other_rejections = len(ingested.rejections)
-            result = compute(store, execution.run_set_id, execution.tier, rendered=True)
-            publish(store, result, execution.paths.results / "aggregate", execution.run_set_id)
-            refresh_catalog(store)
-    except WarehouseBusy as error:  # only the lock raises it
-        raise WarehouseBusy(
-            f"{error}; the {execution.run_count} runs are written in {execution.paths.raw}: aggregate them later "
-            f"with `loopmeter execute --resume --run-set {execution.run_set_id}` and the same options"
-        ) from None
-    execution.claims_allowed = result.documents[0].summary["claimsAllowed"]
-    execution.aggregated = True

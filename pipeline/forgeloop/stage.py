@@ -15,15 +15,15 @@ from .. import collector
 from ..config import file_in_the_way
 from ..errors import LoopmeterError, shown_path
 from ..jsjson import dumps_bytes
-from ..sql import query_text
+from ..sql.queries import query_text
 from ..storage import Warehouse, duck, folders, registry
-from ..storage.names import UnsafeName, child
+from ..storage.names import child
 from .aggregate import RunSetDocuments, build_documents, iter_documents
 from . import incremental
 from .analysis import QUERIES, Analysis, analyse
 from .contract import TIERS
 from .ingest import RUNS
-from .stored import expected_profiles
+from .stored import DOCUMENTS, expected_profiles
 
 if TYPE_CHECKING:
     import duckdb
@@ -38,6 +38,7 @@ class Aggregated:
     profiles: dict[str, str] = field(default_factory=dict)
     identities: dict[str, str] = field(default_factory=dict)  # of the runs partitions read (all run sets only)
     plan: incremental.Plan | None = None  # set by `aggregate`
+    destination: Path | None = None  # where `aggregate` wrote the documents
     # rendered documents not built yet: `write_documents` builds them as it writes them (into `documents`)
     pending: Iterator[RunSetDocuments] | None = None
 
@@ -113,27 +114,28 @@ def columns_used(queries: tuple[str, ...] = QUERIES) -> list[str]:
     return [name for name in registry.table(RUNS).column_names if name in words]
 
 
-def publish(warehouse: Warehouse, result: Aggregated, out: Path, run_set: str | None = None) -> None:
-    """What `aggregate` produces from a computed result: the documents under `out` and the
-    forgeloop_* tables (the caller holds the warehouse lock). Having all run sets, it also
-    records them, so that the next `aggregate` computes only what changed."""
-    _write(warehouse, result, out, None if run_set is None else {run_set})
-    if run_set is None and result.identities:
-        incremental.record(warehouse, out, result.tier, result.profiles, result.documents, {}, result.identities)
-
-
-def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bool = False) -> Aggregated:
-    """The `aggregate` of all run sets into `out`: only the run sets that changed since the
-    last one (see `incremental.py`), or all with `full`. The caller holds the lock."""
+def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bool = False,
+              run_set: str | None = None) -> Aggregated:
+    """The `aggregate` of all run sets into `out`: only the run sets that changed since the last one
+    (see `incremental.py`), or all with `full`; with `run_set`, that run set only (the others keep
+    what the last aggregate recorded for them). The caller holds the lock."""
     with collector.paused():  # the documents are many small objects and no cycles
         check(warehouse, tier)
         check_out(out, (), warehouse)
         profiles = expected_profiles(warehouse)
         plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
-        if plan.full:
+        if run_set is not None:
+            if run_set not in warehouse.partitions(RUNS, "run_set_id"):
+                raise LoopmeterError(f"no run set {run_set!r} in {shown_path(warehouse.root)}")
+            identities = plan.identities or incremental.run_set_identities(warehouse)
+            plan = incremental.Plan(full=False, changed=[run_set], identities=identities,
+                                    kept={name: entry for name, entry in plan.kept.items() if name != run_set})
+            result = compute(warehouse, tier=tier, run_sets=[run_set], profiles=profiles, rendered=True)
+            _write(warehouse, result, out, {run_set})
+        elif plan.full:
             result = compute(warehouse, tier=tier, profiles=profiles, rendered=True)
             plan.changed, plan.identities = sorted(result.identities), result.identities
-            publish(warehouse, result, out)
+            _write(warehouse, result, out, None)
         else:
             if plan.changed:
                 result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles, rendered=True)
@@ -141,8 +143,9 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
                 result = Aggregated(None, [], tier=tier, profiles=profiles)
             if plan.changed or plan.removed:
                 _write(warehouse, result, out, {*plan.changed, *plan.removed})
-                incremental.record(warehouse, out, tier, profiles, result.documents, plan.kept, plan.identities)
-    result.plan = plan
+        if plan.full or plan.changed or plan.removed:
+            incremental.record(warehouse, out, tier, profiles, result.documents, plan.kept, plan.identities)
+    result.plan, result.destination = plan, Path(out)
     return result
 
 
@@ -153,7 +156,10 @@ def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collect
     check_out(out, {*computed, *(replace or ())}, warehouse)
     with warehouse.publishing():
         store_tables(warehouse, result.analysis, replace)
-        write_documents(result, out, warehouse)
+        with warehouse.build_table(DOCUMENTS, "run_set_id") as table:
+            table.schema_frame = registry.table(DOCUMENTS).empty_frame()
+            write_documents(result, out, warehouse, table)
+            table.keep_others, table.drop = replace is not None, set(replace or ())
 
 
 def check_out(out: Path, run_sets: Collection[str], warehouse: Warehouse | None = None) -> None:
@@ -183,11 +189,13 @@ def check_out(out: Path, run_sets: Collection[str], warehouse: Warehouse | None 
                                      f"link: never written through); the documents of run set {run_set} go there")
 
 
-def write_documents(result: Aggregated, out: Path, warehouse: Warehouse) -> None:
-    """`out/<runSetId>/<scenarioId>.json` and `summary.json`. Each run set's folder is replaced
-    whole (`folders.py`), together with the tables the caller publishes: after an interruption
-    the documents are all old or all new. A file that holds its document's text already stays
-    as it is (its modification time too); a folder where nothing changed is not touched."""
+def write_documents(result: Aggregated, out: Path, warehouse: Warehouse, table) -> None:
+    """`out/<runSetId>/<scenarioId>.json` and `summary.json`, and the same texts as the rows of the
+    forgeloop_documents table being built (`table`, partitioned by run set), which the reports read.
+    Each run set's folder is replaced whole (`folders.py`), together with the tables the caller
+    publishes: after an interruption the documents are all old or all new. A file that holds its
+    document's text already stays as it is (its modification time too); a folder where nothing
+    changed is not touched."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     folders.collect_leftovers(out)
@@ -198,6 +206,8 @@ def write_documents(result: Aggregated, out: Path, warehouse: Warehouse) -> None
             texts = {child(directory, "scenario", scenario, ".json", where="the runs table").name:
                      dumps_bytes(document, 2) + b"\n" for scenario, document in docs.scenarios.items()}
             texts["summary.json"] = dumps_bytes(docs.summary, 2) + b"\n"
+            table.write(pl.DataFrame({"run_set_id": [docs.run_set_id] * len(texts), "file": list(texts),
+                                      "document": [text.decode() for text in texts.values()]}))
             entry = _stage(directory, texts)
             if entry is not None:
                 staged.append(entry)
@@ -232,7 +242,7 @@ def store_tables(warehouse: Warehouse, analysis: Analysis | None, replace: Colle
     """The analysis as BI tables, one file each (they are small: one row per scenario and mode,
     or per pair). With `replace`, only the rows of those run sets are replaced (by the
     analysis's, which holds no others) and the other run sets' rows kept."""
-    for name in incremental.TABLES:
+    for name in _TABLE_FRAMES:
         frame = None if analysis is None else _TABLE_FRAMES[name](analysis)
         current = warehouse.read(name) if replace is not None else None
         if current is not None:

@@ -1,38 +1,32 @@
-"""What the last `aggregate` stored, read back for the reports, while it is current.
+"""What the last `aggregate` stored, read back for the reports.
 
-`aggregate` of all run sets leaves the documents (`<out>/<runSetId>/*.json`), the forgeloop_*
-tables and a record of what it saw (`incremental.py`). A report reads those instead of
-analysing the runs again only when they hold what an analysis would give now:
-
-- the record was written by this loopmeter (version and schema) for the expected profiles
-  the scenario files give now;
-- the runs partitions are those it read (same run sets, same files: device, inode, size,
-  modification time);
-- every forgeloop_* table is the version it wrote, before and after the report reads it;
-- each document read is the file it wrote (size and modification time, taken from the open
-  file that is read).
-
-`--tier` only sets summary.json's `tier`, which no report shows, so any tier will do.
-Anything else (no record, a run set ingested since, a table or document rewritten or
-removed, a run set the record does not know) means `None`: the caller computes.
-This module imports no DuckDB and no pyarrow; polars only for the tables a report reads.
+`aggregate` stores the analysis as the forgeloop_* tables and its documents, text for text, as
+the rows of `forgeloop_documents`; the reports read those, never the runs. They are current when
+the record the aggregate left (`incremental.py`) names the tables as they are now and every run
+set's runs partition as it is now; otherwise a report says which run sets changed and that
+`loopmeter aggregate` brings the tables up to date (it computes only what changed).
+This module imports no DuckDB; polars only for the tables a report reads.
 """
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..storage.names import problem
+import orjson
+
+from ..errors import LoopmeterError, shown_path
 from . import incremental
-from .ingest import SCENARIOS
+from .ingest import RUNS, SCENARIOS
 
 if TYPE_CHECKING:
     import polars as pl
 
     from ..storage import Warehouse
+
+DOCUMENTS = "forgeloop_documents"
+# the frames of `Analysis` a report may read, and the table `aggregate` stores each in
+TABLE_OF = {"mode_runs": "forgeloop_mode_runs", "comparisons": "forgeloop_comparisons", "outliers": "forgeloop_outliers",
+            "paired_runs": "forgeloop_paired_runs"}
 
 
 @dataclass
@@ -53,96 +47,66 @@ class StoredAnalysis:
 
 @dataclass
 class StoredResult:
-    """What a report needs of an `Aggregated`: the documents and some of the analysis frames."""
+    """What a report needs of an aggregate: the documents and some of the analysis frames."""
     analysis: StoredAnalysis
     documents: list[RunSetDocuments]
 
 
-def expected_profiles(warehouse: Warehouse) -> dict[str, str]:
+def expected_profiles(warehouse: "Warehouse") -> dict[str, str]:
     """Scenario id -> expectedProfile, from the scenario files given at ingest."""
     frame = warehouse.read(SCENARIOS, columns=["scenario_id", "expected_profile"])
     return {} if frame is None else dict(frame.iter_rows())
 
 
-# the frames of `Analysis` a report may read, and the table `aggregate` stores each in
-TABLE_OF = {"mode_runs": "forgeloop_mode_runs", "comparisons": "forgeloop_comparisons", "outliers": "forgeloop_outliers"}
-
-
-def _read_document(path: Path, identity: object) -> dict | None:
-    """The document at `path` if the file read is the one recorded (`[size, mtime_ns]`), a regular file."""
-    from ..storage.files import NotAFile, open_regular
-
-    try:
-        with os.fdopen(open_regular(path), "rb") as handle:
-            stat = os.fstat(handle.fileno())
-            if [stat.st_size, stat.st_mtime_ns] != identity:
-                return None
-            text = handle.read(stat.st_size + 1)
-        document = json.loads(text)
-    except (OSError, ValueError, NotAFile):
-        return None
-    return document if isinstance(document, dict) else None
-
-
-def _documents(out: Path, run_set: str, entry: dict) -> RunSetDocuments | None:
-    facts, identities = entry.get("facts"), entry.get("documents")
-    if not isinstance(facts, dict) or not isinstance(identities, dict):
-        return None
-    scenarios = facts.get("scenarios")
-    if not isinstance(scenarios, list) or any(problem("scenario", s) for s in scenarios) or problem("run set", run_set) \
-            or set(identities) != {*(f"{s}.json" for s in scenarios), "summary.json"}:
-        return None
-    unknown = facts.get("scenariosWithoutFile")
-    documents = RunSetDocuments(run_set, unknown_scenarios=list(unknown) if isinstance(unknown, list) else [])
-    for name in [*(f"{s}.json" for s in scenarios), "summary.json"]:
-        document = _read_document(out / run_set / name, identities[name])
-        if document is None:
-            return None
-        if name == "summary.json":
-            documents.summary = document
-        else:
-            documents.scenarios[name[:-len(".json")]] = document
-    return documents
-
-
-def stored_result(warehouse: Warehouse, run_set: str | None, frames: tuple[str, ...],
-                  profiles: dict[str, str]) -> StoredResult | None:
-    """The documents of `run_set` (or of all run sets, in id order) and the analysis `frames`
-    (names in `TABLE_OF`) as the last aggregate stored them, if they are current (see above);
-    `profiles`: the expected profiles of the scenario files ingested now."""
+def check_current(warehouse: "Warehouse", run_set: str | None = None) -> None:
+    """Refuse, in one line saying what to run, when the stored aggregate is missing or older than the
+    runs (of `run_set`, or of every run set)."""
+    where = shown_path(warehouse.root)
+    if not warehouse.has_table(RUNS):
+        raise LoopmeterError(f"no runs in {where}; run `loopmeter ingest forgeloop RESULTS` first")
+    partitions = warehouse.partitions(RUNS, "run_set_id")
+    if run_set is not None and run_set not in partitions:
+        raise LoopmeterError(f"no run set {run_set!r} in {where}")
     state = incremental.recorded(warehouse)
-    if state is None:
-        return None
-    key = state["key"]
-    out = key.get("out")
-    if not isinstance(out, str) or key != incremental._key(Path(out), key.get("tier"), profiles):
-        return None
+    if state is None or not warehouse.has_table(DOCUMENTS):
+        raise LoopmeterError(f"the runs in {where} are not aggregated yet; run `loopmeter aggregate` first")
     recorded = state["runSets"]
     identities = incremental.run_set_identities(warehouse)
-    if set(identities) != set(recorded) or any(
-            not isinstance(recorded[name], dict) or recorded[name].get("runs") != identity for name, identity in identities.items()):
-        return None
-    versions = incremental._table_versions(warehouse)
-    if state.get("tables") != versions or any(versions[TABLE_OF[name]] is None for name in frames):
-        return None
-    wanted = sorted(recorded) if run_set is None else [run_set]
-    if run_set is not None and run_set not in recorded:
-        return None  # computing tells that no such run set is there
+    wanted = sorted(identities) if run_set is None else [run_set]
+    changed = [name for name in wanted if recorded.get(name, {}).get("runs") != identities[name]]
+    gone = sorted(set(recorded) - set(identities)) if run_set is None else []
+    if state.get("tables") != incremental.table_versions(warehouse):
+        changed, gone = wanted, []  # the tables were rewritten since the record: nothing is vouched for
+    if changed or gone:
+        names = changed + gone
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise LoopmeterError(f"the stored aggregate is older than the runs in {where} (run set{'s' if len(names) > 1 else ''} "
+                             f"{shown}); run `loopmeter aggregate` (it computes only what changed)")
+
+
+def stored_result(warehouse: "Warehouse", run_set: str | None, frames: tuple[str, ...],
+                  profiles: dict[str, str]) -> StoredResult:
+    """The documents of `run_set` (or of all run sets, in id order) and the analysis `frames` (names
+    in `TABLE_OF`) as the last aggregate stored them; refused (`check_current`) when not current."""
+    import polars as pl
+
+    check_current(warehouse, run_set)
+    wanted = sorted(warehouse.partitions(DOCUMENTS, "run_set_id")) if run_set is None else [run_set]
+    files = warehouse.partition_files(DOCUMENTS, "run_set_id", wanted)
+    texts = warehouse.read_files(DOCUMENTS, files) if files else None
     documents = []
-    for name in wanted:
-        docs = _documents(Path(out), name, recorded[name])
-        if docs is None:
-            return None
-        documents.append(docs)
+    if texts is not None:
+        for (name,), rows in texts.partition_by("run_set_id", as_dict=True, maintain_order=True).items():
+            docs = RunSetDocuments(name)
+            for file, text in rows.select("file", "document").iter_rows():
+                if file == "summary.json":
+                    docs.summary = orjson.loads(text)
+                else:
+                    docs.scenarios[file.removesuffix(".json")] = orjson.loads(text)
+            docs.unknown_scenarios = sorted(scenario for scenario in docs.scenarios if scenario not in profiles)
+            documents.append(docs)
     tables = {}
     for name in frames:
-        try:
-            frame = warehouse.read(TABLE_OF[name])
-        except Exception:  # noqa: BLE001 - a stored table that cannot be read: the runs still can
-            return None
-        if frame is None:
-            return None
-        tables[name] = frame if run_set is None else frame.filter(run_set_id=run_set)
-    if incremental._table_versions(warehouse) != versions:  # replaced while read: computing is what is current
-        return None
-    return StoredResult(StoredAnalysis(tables), documents)
+        frame = warehouse.read(TABLE_OF[name])
+        tables[name] = frame if run_set is None else frame.filter(pl.col("run_set_id") == run_set)
+    return StoredResult(StoredAnalysis(tables), sorted(documents, key=lambda docs: docs.run_set_id))

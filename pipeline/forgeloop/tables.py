@@ -157,8 +157,18 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
             ("status", "str", "NOT_COMPARABLE, CONTEXT_INFLATION or NOT_DETECTED"),
         ],
     ),
+    "forgeloop_documents": (
+        "ForgeLoop's aggregate documents as the last `aggregate` wrote them (what the reports read): one row per run "
+        "set and file; partitioned by run set.",
+        [
+            ("run_set_id", "str", "run set id"),
+            ("file", "str", "<scenarioId>.json or summary.json"),
+            ("document", "str", "the document's JSON text, exactly as written to the file"),
+        ],
+    ),
     "forgeloop_confidence": (
-        "Bootstrap intervals on the overhead figures per run set, scenario and ForgeLoop mode (last `report confidence`).",
+        "Bootstrap intervals on the overhead figures per run set, scenario and ForgeLoop mode (last `aggregate "
+        "--confidence`, which `run-all` and `demo` run).",
         [
             *_MODE_KEY,
             ("metric", "str", "tokens or time"),
@@ -174,7 +184,7 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
         ],
     ),
     "forgeloop_objectives": (
-        "Light objectives judged on the intervals: MET, VIOLATED or INCONCLUSIVE (last `report confidence`).",
+        "Light objectives judged on the intervals: MET, VIOLATED or INCONCLUSIVE (last `aggregate --confidence`).",
         [
             ("run_set_id", "str", "run set id"),
             ("scenario_id", "str", "scenario id (expectedProfile light)"),

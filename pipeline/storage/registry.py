@@ -38,7 +38,7 @@ SCALARS: dict[str, tuple[str, str, str]] = {
 KINDS = (*SCALARS, *(f"list_{kind}" for kind in ("str", "i64", "f64")))
 
 # table -> its partition column; the rule its folder names' values follow
-PARTITIONED = {"runs": "run_set_id", "forge_events": "month"}
+PARTITIONED = {"runs": "run_set_id", "forge_events": "month", "forgeloop_documents": "run_set_id"}
 PARTITION_VALUES = {
     "run_set_id": re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"),  # ForgeLoop's runSetId
     "month": re.compile(r"[0-9]{4}-[0-9]{2}"),  # YYYY-MM

@@ -132,6 +132,7 @@ class TableBuilder:
         self.version = versions.new(warehouse.root, name)
         self.written: set[str] = set()
         self.files: set[tuple[str, str]] = set()  # (partition key, file name) written by copy
+        self.parts: dict[str, int] = {}  # partition key -> files written by `write_part`
         self.schema_frame: "pl.DataFrame | None" = None
         self.keep_others = False  # keep the current version's partitions not written here ...
         self.drop: set[str] = set()  # ... except these
@@ -155,6 +156,21 @@ class TableBuilder:
         with thread_pool(usable_cores()) as pool:
             list(pool.map(lambda job: write_file(job[0], job[1], self.name), jobs))
         self.written.update(values)
+
+    def write_part(self, frame: "pl.DataFrame", partition: str | None = None) -> Path:
+        """Write `frame` as the next file of the table, or of partition `partition` (`part-00000.parquet`,
+        `part-00001.parquet`, ...: read in that order): a large table or partition written a piece at a
+        time, so that no more than a piece is ever in memory. Returns the file written."""
+        self.schema_frame = frame.clear()
+        key = self._key(partition)
+        if key in self.written and key not in self.parts:
+            raise ValueError(f"partition written whole and in parts in {self.name}: {key!r}")
+        number = self.parts.get(key, 0)
+        path = self._directory(key) / f"part-{number:05d}.parquet"
+        write_file(frame, path, self.name)
+        self.parts[key] = number + 1
+        self.written.add(key)
+        return path
 
     def copy(self, connection: "duckdb.DuckDBPyConnection", query: str, *, partition: str | None = None,
              params: dict | None = None, part: int | None = None) -> int:

@@ -5,8 +5,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import queries_dir
-from .errors import Exit, LoopmeterError
+from ..config import queries_dir
+from ..errors import Exit, LoopmeterError
 
 if TYPE_CHECKING:
     import duckdb

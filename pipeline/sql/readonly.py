@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from .errors import LoopmeterError, flat_message
+from ..errors import LoopmeterError, flat_message
 
 # Table functions that read and change nothing; any other is refused (fail closed: a function a
 # newer DuckDB adds is refused until it is known here).

@@ -1,173 +1,28 @@
-"""`loopmeter check`: is the warehouse whole? Every table and its files, the publishing journal, the catalog.
+"""`loopmeter check --repair`: rebuild what the warehouse holds the inputs of.
 
-- Each table is a link loopmeter made to a version holding nothing but table files; each file is
-  opened as a regular file, its footer read (its size once decompressed bounded), read to its end a
-  row group at a time (memory bounded by a row group), and its schema compared with the registry's.
-  A link in the root that is not loopmeter's, a FIFO, device or link inside a version: each named.
-- The journal (`.state/publishing.json`) exists only while a publish is under way, and a reader
-  finishes a killed writer's: one left behind names what could not be finished. It must name
-  tables loopmeter knows and versions under `.versions/<table>/`.
-- The catalog (`loopmeter.duckdb`) must hold exactly the views loopmeter writes, for this
-  warehouse's tables and place; its views are compared as text, never run.
-
-`repair` rebuilds what the warehouse holds the inputs of: the Forge summary tables
-(forge_attempts, forge_decisions, forge_tasks) from the per-event tables when those are whole,
-a journal left behind (finished, or removed when what it names is gone), and the catalog. A
-table read from outside (runs, forge_events ...) or computed by `aggregate` cannot be rebuilt
-from the warehouse: the line says which command rebuilds it.
+The Forge summary tables (forge_attempts, forge_decisions, forge_tasks) from the per-event tables
+when those are whole; the ForgeLoop tables an ingest writes from the run files the warehouse's
+ingests recorded (when they are still where they were read); a journal left behind (finished, or
+removed when what it names is gone); the catalog. A table read from outside (forge_events ...) or
+computed by `aggregate` cannot be rebuilt from the warehouse: the line says which command does.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import first_line, shown_path
-from .storage import Warehouse, conformance, publish, registry, versions
-from .storage.warehouse import DATABASE
+from ..errors import first_line, shown_path
+from ..storage import Warehouse, publish, registry, versions
+from ..storage.integrity import Report, check, journal_problems
+from ..storage.warehouse import DATABASE
 
 _FORGELOOP_INGESTED = {"runs", "scenarios", "ingest_manifest"}
 _FORGELOOP_AGGREGATES = (
     "forgeloop_mode_runs", "forgeloop_mode_stats", "forgeloop_comparisons", "forgeloop_paired_runs",
-    "forgeloop_outliers", "forgeloop_outlier_fences", "forgeloop_context_inflation",
+    "forgeloop_outliers", "forgeloop_outlier_fences", "forgeloop_context_inflation", "forgeloop_documents",
 )
 
 
-@dataclass
-class Problem:
-    kind: str  # "table file", "table", "journal", "catalog", "link"
-    path: Path
-    detail: str
-    table: str | None = None
-
-    shown: str = ""  # the path for people (a table's file as under the table's link)
-
-    def line(self) -> str:
-        return f"{self.shown or shown_path(self.path)}: {self.detail}"
-
-    def as_dict(self) -> dict:
-        return {"kind": self.kind, "path": self.shown or shown_path(self.path), "table": self.table, "problem": self.detail}
-
-
-@dataclass
-class Report:
-    root: Path
-    tables: int = 0
-    files: int = 0
-    problems: list[Problem] = field(default_factory=list)
-    repaired: list[str] = field(default_factory=list)  # what --repair rebuilt, one line each
-    not_repaired: list[str] = field(default_factory=list)  # what it could not, with how to
-
-    def as_dict(self) -> dict:
-        return {"warehouse": shown_path(self.root), "tables": self.tables, "files": self.files,
-                "ok": not self.problems, "problems": [p.as_dict() for p in self.problems],
-                "repaired": self.repaired, "notRepaired": self.not_repaired}
-
-
-def file_problem(table: str, path: Path, *, whole: bool = True) -> str | None:
-    """What is wrong with table file `path` (None: nothing); `whole`: every row group read too."""
-    problem = conformance.file_problem(table, path, whole=whole)
-    if problem is None or problem.startswith(("is ", "expands", "cannot", conformance.UNREADABLE)):
-        return problem
-    return f"does not hold the schema of {table}: {problem}"
-
-
-def damaged_files(root: Path) -> list[tuple[Path, str, str]]:
-    """(file, table, what is wrong) for the table files of the warehouse at `root` that are damaged,
-    for telling which file an error came from: every footer and schema first; when all of those are
-    whole, each file read to its end until the first damaged one."""
-    warehouse = Warehouse(Path(root))
-    files = []
-    for name in warehouse.table_names():
-        listing = conformance.list_version(name, warehouse.table_dir(name))
-        files += [(name, path) for path in listing.files]
-    found = []
-    for name, path in files:
-        problem = file_problem(name, path, whole=False)
-        if problem is not None:
-            found.append((Path(warehouse.shown(path)), name, problem))
-    if found:
-        return found
-    for name, path in files:
-        problem = file_problem(name, path)
-        if problem is not None:
-            return [(Path(warehouse.shown(path)), name, problem)]
-    return []
-
-
-def check(warehouse: Warehouse) -> Report:
-    """Everything wrong with the warehouse, read only: nothing is run that loopmeter did not write."""
-    report = Report(warehouse.root)
-    if not warehouse.root.is_dir():
-        report.problems.append(Problem("warehouse", warehouse.root, "no such directory"))
-        return report
-    report.problems += _links(warehouse)
-    names = warehouse.table_names()
-    report.tables = len(names)
-    for name in names:
-        listing = conformance.list_version(name, warehouse.table_dir(name))
-        report.problems += [Problem("table", path, problem, name, warehouse.shown(path)) for path, problem in listing.problems]
-        for path in listing.files:
-            report.files += 1
-            problem = file_problem(name, path)
-            if problem is not None:
-                report.problems.append(Problem("table file", path, problem, name, warehouse.shown(path)))
-    report.problems += _journal(warehouse)
-    if not any(p.kind in ("table", "table file") for p in report.problems):
-        report.problems += _catalog(warehouse, names)
-    return report
-
-
-def _links(warehouse: Warehouse) -> list[Problem]:
-    """The links in the root that are not tables: loopmeter's that lead nowhere, and any other."""
-    problems = []
-    with os.scandir(warehouse.root) as entries:
-        for entry in entries:
-            if entry.name.startswith(".") or not entry.is_symlink():
-                continue
-            if versions.current(warehouse.root, entry.name) is not None:
-                continue
-            target = versions.link_target(warehouse.root, entry.name)
-            if registry.known(entry.name) and versions.parts(entry.name, target) is not None:
-                problems.append(Problem("table", Path(entry.path), f"table {entry.name} points at a missing version "
-                                        f"({shown_path(target or '')})", entry.name))
-            else:
-                problems.append(Problem("link", Path(entry.path), "a symbolic link loopmeter did not make (not a table; "
-                                        "left out by every command): remove it (what it points to is not touched)"))
-    return problems
-
-
-def _journal(warehouse: Warehouse) -> list[Problem]:
-    journal = warehouse.state.path(publish.JOURNAL)
-    if not warehouse.state.exists(publish.JOURNAL):
-        return []
-    problem = publish.problem_of(warehouse.root, warehouse.state.read(publish.JOURNAL))
-    if problem is not None:
-        return [Problem("journal", journal, problem)]
-    entries = warehouse.state.read(publish.JOURNAL)
-    gone = [name for name, relative in entries["tables"].items() if versions.own(warehouse.root, name, relative) is None]
-    if gone:
-        return [Problem("journal", journal, f"names a version of {gone[0]} that is gone: {entries['tables'][gone[0]]}")]
-    return [Problem("journal", journal, "a publish was left unfinished (a reader finishes it when no writer holds the lock)")]
-
-
-def _catalog(warehouse: Warehouse, names: list[str]) -> list[Problem]:
-    from .storage.catalog import catalog_needs_rebuild, objects_problems
-
-    database = warehouse.root / DATABASE
-    if not names:
-        return []
-    if not os.path.lexists(database):
-        return [Problem("catalog", database, "missing")]
-    if os.path.islink(database) or not os.path.isfile(database):
-        return [Problem("catalog", database, "is not a regular file")]
-    problems = [Problem("catalog", database, problem) for problem in objects_problems(warehouse)]
-    if not problems and catalog_needs_rebuild(warehouse):
-        problems.append(Problem("catalog", database, "was built for another place, other tables or another loopmeter"))
-    return problems
-
-
-# ---- repair ---------------------------------------------------------------------------------------
 REPAIRING = "loopmeter check --repair"
 
 
@@ -176,21 +31,22 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
     lock; the warehouse checked again after. The lock is taken as a reader's moment of writing is
     (`lock_if_free`), not as a writer's: a writer first rewrites every table file not in its
     table's schema, and refuses a damaged one, which is what is to be replaced here."""
-    from .storage.catalog import refresh_catalog
-    from .errors import WarehouseBusy
+    from ..errors import WarehouseBusy
+    from ..storage.catalog import refresh_catalog
 
-    damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table}
+    damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table and not _foreign(warehouse, p)}
     with warehouse.lock_if_free(REPAIRING) as taken:
         if not taken:
             raise WarehouseBusy(f"warehouse {shown_path(warehouse.root)} is locked by another process (or its lock "
                                 "file cannot be opened); run `loopmeter check --repair` again when it has ended")
+        report.repaired += _remove_foreign(warehouse, report)
         if any(p.kind == "journal" for p in report.problems):
             report.repaired += _repair_journal(warehouse)
         summaries = _summaries()
         rebuildable = damaged & set(summaries)
         inputs_damaged = damaged & set(_summary_inputs())
         if rebuildable and not inputs_damaged:
-            from .forge.derive import rebuild_summaries
+            from ..forge.derive import rebuild_summaries
 
             with warehouse.publishing():
                 rebuild_summaries(warehouse)
@@ -219,20 +75,42 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
     return report
 
 
-def _summaries() -> dict[str, tuple[str, ...]]:
-    from importlib.util import find_spec
+def _foreign(warehouse: Warehouse, problem) -> bool:
+    """A problem that is an entry loopmeter never makes, which repairing removes: a link in the root that
+    is not a table, a link, FIFO, device or socket inside a table's version."""
+    from ..storage.files import kind_of
 
-    if find_spec("loopmeter.forge.derive") is None:
-        return {}
-    from .forge.derive import SUMMARIES
+    if problem.kind == "link":
+        return True
+    inside = os.path.commonpath([os.path.abspath(warehouse.root / versions.FOLDER), os.path.abspath(problem.path)])
+    return (problem.kind == "table" and inside == os.path.abspath(warehouse.root / versions.FOLDER)
+            and kind_of(problem.path) in ("link", "FIFO", "device", "socket"))
+
+
+def _remove_foreign(warehouse: Warehouse, report: Report) -> list[str]:
+    """Remove the entries loopmeter never makes (`_foreign`): the entry itself, never what a link names."""
+    removed = []
+    for problem in report.problems:
+        if _foreign(warehouse, problem):
+            try:
+                os.unlink(problem.path)
+            except OSError as error:
+                report.not_repaired.append(f"{problem.line()}: cannot be removed ({error.strerror})")
+                continue
+            removed.append(f"{problem.shown or shown_path(problem.path)}: removed ({problem.detail})")
+    return removed
+
+
+def _summaries() -> dict[str, tuple[str, ...]]:
+    from ..forge.derive import SUMMARIES
 
     return {table: needed for table, _, needed in SUMMARIES}
 
 
 def _summary_inputs() -> list[str]:
-    from .forge.derive import summary_inputs
+    from ..forge.derive import summary_inputs
 
-    return summary_inputs() if _summaries() else []
+    return summary_inputs()
 
 
 def _how_to_rebuild(name: str, inputs_damaged: set[str]) -> str:
@@ -250,7 +128,7 @@ def _repair_journal(warehouse: Warehouse) -> list[str]:
     """Finish the journal's publish when it can be; else take the journal away: every table keeps
     the version its link holds (each a whole version, swapped in one rename)."""
     journal = warehouse.state.path(publish.JOURNAL)
-    problems = _journal(warehouse)
+    problems = journal_problems(warehouse)
     if all(p.detail.startswith("a publish was left unfinished") for p in problems):
         try:
             warehouse.finish_publishing()
@@ -298,7 +176,7 @@ def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: l
     written anew, whatever its size and time say), after the runs partitions holding a damaged
     file are set aside. All of it is published together, or, on an error, none of it.
     (what was rebuilt, what was not and how to), one line each."""
-    from .forgeloop.ingest import ingest_forgeloop
+    from ..forgeloop.ingest import ingest_forgeloop
 
     recorded = _recorded_ingests(warehouse)
     if not recorded:

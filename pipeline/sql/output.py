@@ -1,0 +1,171 @@
+"""What `loopmeter sql` prints or writes: the result as a table, csv, json, jsonl or Parquet, and
+the inputs it reads besides the SQL (`--file`, `--param`)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Exit, LoopmeterError, shown_path
+from ..storage.files import write_output
+
+if TYPE_CHECKING:
+    import polars as pl
+
+FORMATS = ("table", "csv", "json", "jsonl", "parquet")
+# The format a file's name says (`sql --out x.parquet`), by its extension, in any case.
+EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+
+
+def output_format_of(given: str | None, out: Path | None) -> str:
+    """The format of `sql`: --format's, else the one --out's name says, else the table. A name
+    that says another format than --format, or a name that says none without --format, is refused
+    (a usage error): what lands in the file is never a guess."""
+    if given is not None and given not in FORMATS:
+        raise LoopmeterError(f"--format must be one of {', '.join(FORMATS)} (got {given!r})", Exit.USAGE)
+    if out is None:
+        if given == "parquet":
+            raise LoopmeterError("--format parquet needs --out FILE", Exit.USAGE)
+        return given or "table"
+    named = EXTENSIONS.get(out.suffix.lower())
+    shown = shown_path(out)
+    if given is None:
+        if named is None:
+            raise LoopmeterError(f"--out {shown}: its name says no format; name it .csv, .json, .jsonl, .ndjson or "
+                                 ".parquet, or give --format", Exit.USAGE)
+        return named
+    if given == "table":
+        raise LoopmeterError("--format table prints to the terminal; with --out, give csv, json, jsonl or parquet "
+                             "(or leave --format out: --out's name says it)", Exit.USAGE)
+    if named is not None and named != given:
+        raise LoopmeterError(f"--out {shown} names a {named} file, but --format is {given}; give --out a "
+                             f"{'.' + given} name, or leave --format out", Exit.USAGE)
+    return given
+
+
+def _json_default(value: Any) -> Any:
+    """JSON for what orjson leaves: bytes (BLOB) as base64 text, a DECIMAL as its exact number."""
+    import base64
+    from decimal import Decimal
+
+    import orjson
+
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Decimal) and value.is_finite():
+        return orjson.Fragment(str(value))
+    return str(value)
+
+
+def _dumps(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value, default=_json_default,
+                        option=orjson.OPT_NAIVE_UTC | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def cell_text(value: Any) -> str:
+    """A value as a table cell: bytes as base64 (as in csv and json)."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _json_default(value)
+    return str(value)
+
+
+def _flat(frame: "pl.DataFrame") -> "pl.DataFrame":
+    """`frame` with what CSV cannot hold as text: a list or struct cell as its JSON text, bytes as base64."""
+    import polars as pl
+
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
+    binary = [name for name, dtype in frame.schema.items() if dtype == pl.Binary]
+    return frame.with_columns(
+        pl.Series(name, [None if v is None else _dumps(v) for v in frame[name].to_list()], dtype=pl.String)
+        for name in nested
+    ).with_columns(
+        pl.Series(name, [None if v is None else _json_default(v) for v in frame[name].to_list()], dtype=pl.String)
+        for name in binary
+    )
+
+
+def table_rows(frame: "pl.DataFrame") -> list[list[str]]:
+    """The cells of `--format table`: numbers and lists as csv writes them (NaN, inf, -inf; 1e-7; [1.0,null]),
+    a null as an empty cell, other values as their text."""
+    import polars as pl
+
+    flat = _flat(frame)
+    flat = flat.with_columns(pl.col(name).cast(pl.String) for name, dtype in flat.schema.items() if dtype.is_float())
+    return [[cell_text(value) for value in row] for row in flat.iter_rows()]
+
+
+def _wide(frame: "pl.DataFrame") -> list[str]:
+    import polars as pl
+
+    return [name for name, dtype in frame.schema.items() if dtype in (pl.Int128, pl.UInt128)]
+
+
+def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) -> str | None:
+    """Render `frame` as csv/json/jsonl text (returned when `out` is None) or write it to `out` (atomically:
+    a failed write leaves what was there)."""
+    import orjson
+    import polars as pl
+
+    if output_format not in FORMATS:
+        raise LoopmeterError(f"--format must be one of {', '.join(FORMATS)}", Exit.USAGE)
+    if output_format == "parquet":
+        if out is None:
+            raise LoopmeterError("--format parquet needs --out FILE", Exit.USAGE)
+        wide = _wide(frame)
+        try:  # Parquet has no 128-bit integers: DECIMAL(38, 0) holds them up to 38 digits
+            frame = frame.with_columns(pl.col(name).cast(pl.Decimal(38, 0), strict=True) for name in wide)
+        except pl.exceptions.PolarsError:
+            raise LoopmeterError(f"column {', '.join(wide)}: integers of more than 38 digits do not fit Parquet's "
+                                 "DECIMAL(38); cast them in SQL (e.g. CAST(x AS VARCHAR))") from None
+        write_output(Path(out), frame.write_parquet)
+        return None
+    if output_format == "csv":  # NaN, inf and -inf as polars writes them (the table shows the same text)
+        text = _flat(frame).write_csv()
+    elif output_format in ("json", "jsonl"):  # NaN, inf and -inf as null: JSON has no such numbers
+        rows = frame.to_dicts()
+        for name in _wide(frame):  # 128-bit integers as JSON integers (orjson stops at 64 bits)
+            for row in rows:
+                if row[name] is not None:
+                    row[name] = orjson.Fragment(str(row[name]))
+        text = _dumps(rows) + "\n" if output_format == "json" else "".join(_dumps(row) + "\n" for row in rows)
+    else:
+        raise LoopmeterError("--format table prints to the terminal; use csv, json, jsonl or parquet with --out", Exit.USAGE)
+    if out is None:
+        return text
+    write_output(Path(out), lambda path: path.write_text(text, encoding="utf-8"))
+    return None
+
+
+SQL_FILE_LIMIT = 16 << 20  # bytes of `sql --file`: far more than any query, far less than memory
+
+
+def read_sql_file(file: Path, limit: int = SQL_FILE_LIMIT) -> str:
+    """The SQL text of `--file`: at most `limit` bytes are read, whatever the file is (a regular
+    file, a pipe such as <(...), a device such as /dev/zero), and one more refuses it."""
+    shown = shown_path(file)
+    try:
+        with open(file, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as error:
+        raise LoopmeterError(f"--file {shown}: {error.strerror or error}") from None
+    if len(data) > limit:
+        raise LoopmeterError(f"--file {shown}: larger than {limit >> 20} MiB, the most loopmeter sql reads as SQL")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise LoopmeterError(f"--file {shown}: not UTF-8 text (byte {error.start}: {error.reason})") from None
+
+
+def parse_parameters(pairs: list[str]) -> dict[str, Any]:
+    """`--param name=value` pairs; values stay text (cast in SQL where needed)."""
+    parameters = {}
+    for pair in pairs:
+        name, separator, value = pair.partition("=")
+        if not separator or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise LoopmeterError(f"--param takes name=value (got {pair!r})", Exit.USAGE)
+        parameters[name] = value
+    return parameters

@@ -1,0 +1,154 @@
+"""Is the warehouse whole? Every table and its files, the publishing journal, the catalog (`loopmeter check`).
+
+- Each table is a link loopmeter made to a version holding nothing but table files; each file is
+  opened as a regular file, its footer read (its size once decompressed bounded), read to its end a
+  row group at a time (memory bounded by a row group), and its schema compared with the registry's.
+  A link in the root that is not loopmeter's, a FIFO, device or link inside a version: each named.
+- The journal (`.state/publishing.json`) exists only while a publish is under way, and a reader
+  finishes a killed writer's: one left behind names what could not be finished. It must name
+  tables loopmeter knows and versions under `.versions/<table>/`.
+- The catalog (`loopmeter.duckdb`) must hold exactly the views loopmeter writes, for this
+  warehouse's tables and place; its views are compared as text, never run.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import shown_path
+from . import conformance, publish, registry, versions
+from .warehouse import DATABASE, Warehouse
+
+@dataclass
+class Problem:
+    kind: str  # "table file", "table", "journal", "catalog", "link"
+    path: Path
+    detail: str
+    table: str | None = None
+
+    shown: str = ""  # the path for people (a table's file as under the table's link)
+
+    def line(self) -> str:
+        return f"{self.shown or shown_path(self.path)}: {self.detail}"
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "path": self.shown or shown_path(self.path), "table": self.table, "problem": self.detail}
+
+
+@dataclass
+class Report:
+    root: Path
+    tables: int = 0
+    files: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)  # what --repair rebuilt, one line each
+    not_repaired: list[str] = field(default_factory=list)  # what it could not, with how to
+
+    def as_dict(self) -> dict:
+        return {"warehouse": shown_path(self.root), "tables": self.tables, "files": self.files,
+                "ok": not self.problems, "problems": [p.as_dict() for p in self.problems],
+                "repaired": self.repaired, "notRepaired": self.not_repaired}
+
+
+def file_problem(table: str, path: Path, *, whole: bool = True) -> str | None:
+    """What is wrong with table file `path` (None: nothing); `whole`: every row group read too."""
+    problem = conformance.file_problem(table, path, whole=whole)
+    if problem is None or problem.startswith(("is ", "expands", "cannot", conformance.UNREADABLE)):
+        return problem
+    return f"does not hold the schema of {table}: {problem}"
+
+
+def damaged_files(root: Path) -> list[tuple[Path, str, str]]:
+    """(file, table, what is wrong) for the table files of the warehouse at `root` that are damaged,
+    for telling which file an error came from: every footer and schema first; when all of those are
+    whole, each file read to its end until the first damaged one."""
+    warehouse = Warehouse(Path(root))
+    files = []
+    for name in warehouse.table_names():
+        listing = conformance.list_version(name, warehouse.table_dir(name))
+        files += [(name, path) for path in listing.files]
+    found = []
+    for name, path in files:
+        problem = file_problem(name, path, whole=False)
+        if problem is not None:
+            found.append((Path(warehouse.shown(path)), name, problem))
+    if found:
+        return found
+    for name, path in files:
+        problem = file_problem(name, path)
+        if problem is not None:
+            return [(Path(warehouse.shown(path)), name, problem)]
+    return []
+
+
+def check(warehouse: Warehouse) -> Report:
+    """Everything wrong with the warehouse, read only: nothing is run that loopmeter did not write."""
+    report = Report(warehouse.root)
+    if not warehouse.root.is_dir():
+        report.problems.append(Problem("warehouse", warehouse.root, "no such directory"))
+        return report
+    report.problems += _links(warehouse)
+    names = warehouse.table_names()
+    report.tables = len(names)
+    for name in names:
+        listing = conformance.list_version(name, warehouse.table_dir(name))
+        report.problems += [Problem("table", path, problem, name, warehouse.shown(path)) for path, problem in listing.problems]
+        for path in listing.files:
+            report.files += 1
+            problem = file_problem(name, path)
+            if problem is not None:
+                report.problems.append(Problem("table file", path, problem, name, warehouse.shown(path)))
+    report.problems += journal_problems(warehouse)
+    if not any(p.kind in ("table", "table file") for p in report.problems):
+        report.problems += _catalog(warehouse, names)
+    return report
+
+
+def _links(warehouse: Warehouse) -> list[Problem]:
+    """The links in the root that are not tables: loopmeter's that lead nowhere, and any other."""
+    problems = []
+    with os.scandir(warehouse.root) as entries:
+        for entry in entries:
+            if entry.name.startswith(".") or not entry.is_symlink():
+                continue
+            if versions.current(warehouse.root, entry.name) is not None:
+                continue
+            target = versions.link_target(warehouse.root, entry.name)
+            if registry.known(entry.name) and versions.parts(entry.name, target) is not None:
+                problems.append(Problem("table", Path(entry.path), f"table {entry.name} points at a missing version "
+                                        f"({shown_path(target or '')})", entry.name))
+            else:
+                problems.append(Problem("link", Path(entry.path), "a symbolic link loopmeter did not make (not a table; "
+                                        "left out by every command): remove it (what it points to is not touched)"))
+    return problems
+
+
+def journal_problems(warehouse: Warehouse) -> list[Problem]:
+    journal = warehouse.state.path(publish.JOURNAL)
+    if not warehouse.state.exists(publish.JOURNAL):
+        return []
+    problem = publish.problem_of(warehouse.root, warehouse.state.read(publish.JOURNAL))
+    if problem is not None:
+        return [Problem("journal", journal, problem)]
+    entries = warehouse.state.read(publish.JOURNAL)
+    gone = [name for name, relative in entries["tables"].items() if versions.own(warehouse.root, name, relative) is None]
+    if gone:
+        return [Problem("journal", journal, f"names a version of {gone[0]} that is gone: {entries['tables'][gone[0]]}")]
+    return [Problem("journal", journal, "a publish was left unfinished (a reader finishes it when no writer holds the lock)")]
+
+
+def _catalog(warehouse: Warehouse, names: list[str]) -> list[Problem]:
+    from .catalog import catalog_needs_rebuild, objects_problems
+
+    database = warehouse.root / DATABASE
+    if not names:
+        return []
+    if not os.path.lexists(database):
+        return [Problem("catalog", database, "missing")]
+    if os.path.islink(database) or not os.path.isfile(database):
+        return [Problem("catalog", database, "is not a regular file")]
+    problems = [Problem("catalog", database, problem) for problem in objects_problems(warehouse)]
+    if not problems and catalog_needs_rebuild(warehouse):
+        problems.append(Problem("catalog", database, "was built for another place, other tables or another loopmeter"))
+    return problems
