@@ -11,7 +11,7 @@ import pytest
 
 from forge_fixtures import cli, event, run_user, write_store
 from loopmeter.forge import samples
-from loopmeter.forge import store as store_module
+from loopmeter.forge import sqlite_store as store_module
 from loopmeter.forge import tables as t
 from loopmeter.forge.ingest import ingest_forge
 from loopmeter.storage.registry import polars_type as polars_dtype

@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from forge_fixtures import cli
-from loopmeter.forge import store as store_module
+from loopmeter.forge import sqlite_store as store_module
 from loopmeter.forge import tables as t
 from loopmeter.forge.ingest import ingest_forge
 from loopmeter.storage import Warehouse

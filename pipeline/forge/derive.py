@@ -191,3 +191,15 @@ def rebuild_summaries(warehouse: Warehouse, *, part_rows: int = PART_ROWS) -> No
             copy_summaries(connection, warehouse, bar.advance, part_rows=part_rows)
     finally:
         connection.close()
+
+
+def report_frame(rows: list[dict], table: str) -> pl.DataFrame:
+    """A report's rows (dicts) as the frame of table `table`: its columns, in order and type."""
+    from ..frames import schema
+
+    columns = t.columns(table)
+    if not rows:
+        return pl.DataFrame(schema=schema(columns))
+    return typed_frame(pl.DataFrame(rows, schema_overrides={k: v for k, v in schema(columns).items()
+                                                            if any(k in row for row in rows)},
+                                    infer_schema_length=None, strict=False), table)

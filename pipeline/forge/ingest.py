@@ -37,7 +37,8 @@ from ..storage import Warehouse
 from . import tables as t
 from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
 from .stage import EVENT_TABLES, PLAN_TABLES, STAGE_WORKERS, DirectWrite, Repeated, Stage, prefetch
-from .store import BATCH_ROWS, open_store
+from .sources import open_store
+from .store import BATCH_ROWS
 from .write import write_new_events, write_rejections, write_repos
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
 from datetime import datetime, timezone
 
@@ -31,9 +30,10 @@ from ..errors import Exit, LoopmeterError
 from ..sql.queries import run_query
 from ..storage import Warehouse
 from . import tables as t
-from .derive import connect, typed_frame
+from .derive import connect, report_frame
 from .routing import Scope, routing_report, wilson
 from .srm import few_assignments, flagged_pairs, p_text
+from .text import fitted
 
 
 # ---- routing -------------------------------------------------------------------------------
@@ -154,25 +154,6 @@ def _routing_blocks(document: dict, srm: dict | None = None) -> list[tuple]:
     return blocks
 
 
-def fitted(blocks: list[tuple], width: int | None) -> str:
-    """The blocks' lines joined; at a `width` they are wider than, each prose line wrapped at spaces
-    and each block of rows that does not fit printed as a table (`tables_text.table_lines`, numbers
-    aligned right), indented as the rows were, so that no value is split."""
-    from ..tables_text import fit_line, fits, table_lines
-
-    out: list[str] = []
-    for lines, headers, rows, indent in blocks:
-        if headers is None or fits(lines, width):
-            out += [fit_line(line, width) for line in lines]
-            continue
-        right = [header for index, header in enumerate(headers)
-                 if rows and all(_NUMERIC.fullmatch(row[index]) for row in rows)]
-        room = width - indent if width - indent >= 20 else width
-        out += [(" " * (width - room) + line).rstrip() for line in table_lines(list(headers), rows, room, right)]
-    return "\n".join(out)
-
-
-_NUMERIC = re.compile(r"[+\-]?\d+(?:\.\d+)?[%d]?|-")
 
 def routing_frames(document: dict, scope: Scope) -> dict[str, pl.DataFrame]:
     """The forge_routing_* tables; a non-finite number is null, as --json writes it."""
@@ -199,20 +180,9 @@ def routing_frames(document: dict, scope: Scope) -> dict[str, pl.DataFrame]:
                     row[f"{arm}_{key}"] = value
         randomized.append(row)
     return {
-        t.OBSERVATIONAL: _frame(observational, t.OBSERVATIONAL),
-        t.RANDOMIZED: _frame(randomized, t.RANDOMIZED),
+        t.OBSERVATIONAL: report_frame(observational, t.OBSERVATIONAL),
+        t.RANDOMIZED: report_frame(randomized, t.RANDOMIZED),
     }
-
-
-def _frame(rows: list[dict], table: str) -> pl.DataFrame:
-    from ..frames import schema
-
-    columns = t.columns(table)
-    if not rows:
-        return pl.DataFrame(schema=schema(columns))
-    return typed_frame(pl.DataFrame(rows, schema_overrides={k: v for k, v in schema(columns).items()
-                                                            if any(k in row for row in rows)},
-                                    infer_schema_length=None, strict=False), table)
 
 
 # ---- survival ------------------------------------------------------------------------------
@@ -263,7 +233,7 @@ def survival_frame(document: dict) -> pl.DataFrame:
     now = datetime.now(timezone.utc)
     rows = [{**{k: v for k, v in g.items() if k != "revert_ci"}, "revert_ci_low": g["revert_ci"][0],
              "revert_ci_high": g["revert_ci"][1], "computed_at": now} for g in document["groups"]]
-    return _frame(rows, t.SURVIVAL)
+    return report_frame(rows, t.SURVIVAL)
 
 
 def surviving_share(lines_surviving: int, lines_added: int, tasks: int) -> tuple[float | None, float | None, float | None]:

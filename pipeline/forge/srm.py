@@ -116,7 +116,7 @@ def p_text(p: float) -> str:
 
 def srm_text(document: dict, width: int | None = None) -> str:
     """The SRM rows for people; at a `width` they are wider than, a table of the same values."""
-    from .reports import fitted
+    from .text import fitted
 
     title = ["sample ratio mismatch: per randomized pair, every paired assignment (no window), the alternative's "
              "draws against the sum of P(alternative)"]
@@ -146,7 +146,7 @@ def srm_text(document: dict, width: int | None = None) -> str:
 
 def srm_frame(document: dict, scope: Scope) -> pl.DataFrame:
     """The forge_routing_srm table of an SRM document."""
-    from .reports import _frame
+    from .derive import report_frame as _frame
 
     now = datetime.now(timezone.utc)
     rows = [{**{k: v for k, v in r.items() if k != "default"}, "default_spec": r["default"],

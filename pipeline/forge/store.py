@@ -284,17 +284,3 @@ def _jsonl_batch(numbers: list[int], lines: list[bytes], rejected: list[tuple] |
         {"line": pl.Series("line", numbers, dtype=pl.Int64), "text": pl.Series("text", lines, dtype=pl.Binary)}
     )
     return SourceBatch("jsonl", frame.with_columns(pl.col("line").alias("position")), True, list(rejected or []))
-
-
-def open_store(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATCH_ROWS,
-               scratch: Path | None = None) -> tuple[Container, Iterator[SourceBatch]]:
-    """The store's container facts and batches; `scratch`: where a WAL-mode store is copied to be read."""
-    path = Path(path)
-    format_ = detect_format(path)
-    if format_ == "sqlite":
-        return read_sqlite(path, busy_timeout=busy_timeout, batch_rows=batch_rows, scratch=scratch)
-    return read_jsonl(path, batch_rows=batch_rows)
-
-
-# the SQLite reader, kept importable from here
-from .sqlite_store import batch_plan, read_sqlite  # noqa: E402,F401

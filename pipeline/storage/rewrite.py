@@ -2,25 +2,21 @@
 table's by the next writer: values kept, types widened only where no value changes (`conform`)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import LoopmeterError
 from . import registry
 from .conformance import UNREADABLE
 from .writing import conform
 
-if TYPE_CHECKING:
-    from .warehouse import Warehouse
 
 
-def rewrite(warehouse: "Warehouse", name: str, bad: list[tuple[Path, str]]) -> None:
+def rewrite(warehouse, name: str, bad: list[tuple[Path, str]]) -> None:
     """A new version of table `name` in which the files `bad` (with their problems) are rewritten in
     its schema; the other files kept. A file that is not a readable Parquet file of a sane size, or
     that cannot be rewritten without changing a value, stops the writer with one line naming it."""
     import polars as pl
-
-    from .warehouse import note_rewritten
 
     shown = {path: warehouse.shown(path) for path, _ in bad}  # as under the table's link, before it moves
     for path, problem in bad:
@@ -52,4 +48,4 @@ def rewrite(warehouse: "Warehouse", name: str, bad: list[tuple[Path, str]]) -> N
         raise LoopmeterError(f"{shown[path]}: {problem}, and it cannot be rewritten in {name}'s schema "
                              f"({str(error).splitlines()[0]}); move it out of the warehouse and ingest again") from None
     for path, problem in bad:
-        note_rewritten(shown[path], problem, name)
+        print(f"loopmeter: note: {shown[path]}: {problem}; rewritten in {name}'s schema", file=sys.stderr)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -174,6 +173,15 @@ class Warehouse:
 
     def partition_file_list(self, name: str, directory: Path) -> list[Path]:
         return [path for path in self.table_files(name) if path.parent == directory]
+
+    def _partition_files(self, name: str, column: str | None) -> dict[str, list[Path]]:
+        """Partition value -> its files, of table `name`'s current version (none when unpartitioned)."""
+        found: dict[str, list[Path]] = {}
+        if column is not None and self.has_table(name):
+            for path in self.table_files(name):
+                if path.parent.name.startswith(column + "="):
+                    found.setdefault(path.parent.name[len(column) + 1:], []).append(path)
+        return found
 
     def partition_files(self, name: str, column: str, values: Iterable[str]) -> list[str]:
         """The Parquet files of these partitions (those that exist), in the order given; checked."""
@@ -339,7 +347,7 @@ class Warehouse:
 
         registry.table(name)
         self._mark()  # a warehouse written through the library, without the lock, is one too
-        builder = TableBuilder(self, name, partition_by)
+        builder = TableBuilder(self.root, name, partition_by, lambda: self._partition_files(name, partition_by))
         try:
             yield builder
             if not builder.cancelled:
@@ -455,6 +463,3 @@ class Warehouse:
                 elif version.is_dir(follow_symlinks=False) and (current is None or os.path.realpath(version.path) != os.path.realpath(current)):
                     shutil.rmtree(version.path, ignore_errors=True)
 
-
-def note_rewritten(shown: str, problem: str, name: str) -> None:
-    print(f"loopmeter: note: {shown}: {problem}; rewritten in {name}'s schema", file=sys.stderr)

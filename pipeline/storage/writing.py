@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .. import SCHEMA_VERSION
 from .. import faults
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     import duckdb
     import polars as pl
     import pyarrow as pa
-
-    from .warehouse import Warehouse
 
 
 def tags(table: str) -> dict[str, str]:
@@ -125,11 +123,14 @@ def copy_file(connection: "duckdb.DuckDBPyConnection", query: str, path: Path, t
 class TableBuilder:
     """One version of a table being written; see `Warehouse.build_table`."""
 
-    def __init__(self, warehouse: "Warehouse", name: str, partition_by: str | None):
+    def __init__(self, root: Path, name: str, partition_by: str | None,
+                 current: Callable[[], dict[str, list[Path]]] = dict):
+        """A new version of table `name` in the warehouse at `root`; `current` gives the current version's
+        partitions (value -> its files), which `keep_others` keeps."""
         from . import versions
 
-        self.warehouse, self.name, self.partition_by = warehouse, name, partition_by
-        self.version = versions.new(warehouse.root, name)
+        self.name, self.partition_by, self.current = name, partition_by, current
+        self.version = versions.new(root, name)
         self.written: set[str] = set()
         self.files: set[tuple[str, str]] = set()  # (partition key, file name) written by copy
         self.parts: dict[str, int] = {}  # partition key -> files written by `write_part`
@@ -216,12 +217,12 @@ class TableBuilder:
         """Complete the version: the current version's partitions kept (`keep_others`), hard-linked;
         an empty table's columns. The caller publishes it."""
         if self.partition_by is not None and self.keep_others:
-            for value, directory in self.warehouse.partitions(self.name, self.partition_by).items():
+            for value, files in self.current().items():
                 if value in self.written or value in self.drop:
                     continue
-                target = self.version / directory.name
+                target = self.version / f"{self.partition_by}={value}"
                 target.mkdir()
-                for file in self.warehouse.partition_file_list(self.name, directory):
+                for file in files:
                     os.link(file, target / file.name)
                 self.written.add(value)
         if not self.written:  # an empty table still has its columns
