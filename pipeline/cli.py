@@ -53,21 +53,20 @@ def _register() -> None:
 _register()
 
 
-def main(restore_interrupt: bool = False) -> None:
-    """Run the command. A wrong command line is one line too, as every other error
-    (`loopmeter: error: ...`, exit 2), not click's usage block. Once the command has ended,
-    Ctrl-C is ignored: its work is done, and the interpreter's exit would end killed by SIGINT,
-    without a word. `restore_interrupt`: give Ctrl-C back its default handler (KeyboardInterrupt)
-    once inside the handling below (`entry.py` answers it until then)."""
-    import signal
+def run(args: list[str] | None = None) -> int:
+    """Run the command line `args` (default: the process's own) and return its exit code: what the
+    program does, without ending the process (tests run commands this way, in their own process).
+    A wrong command line is one line, as every other error (`loopmeter: error: ...`, exit 2), not
+    click's usage block."""
     import sys
 
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
+    from .commands import common
+
+    common.INTERRUPT_REPORTED = False
     try:
-        if restore_interrupt:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        code = app(standalone_mode=False, prog_name="loopmeter")
+        code = app(args=args, standalone_mode=False, prog_name="loopmeter")
     except NoArgsIsHelpError as error:  # `loopmeter` or a group alone: its help
         error.show()
         code = error.exit_code
@@ -81,28 +80,40 @@ def main(restore_interrupt: bool = False) -> None:
     except typer.Abort:
         print("loopmeter: aborted", file=sys.stderr)
         code = 1
-    except KeyboardInterrupt:  # between the command and the exit
+    except KeyboardInterrupt:  # between the command and its end
+        code = 130
+    code = code if isinstance(code, int) else 0
+    if code == 130 and not common.INTERRUPT_REPORTED:  # typer took the Ctrl-C, outside the command's own answer
+        print(f"loopmeter: {common.interrupted_message()}", file=sys.stderr)
+    return code
+
+
+def main(restore_interrupt: bool = False) -> None:
+    """The `loopmeter` program: `run`, then the process's end. Once the command has ended, Ctrl-C is
+    ignored: its work is done, and the interpreter's exit would end killed by SIGINT, without a word.
+    `restore_interrupt`: give Ctrl-C back its default handler (KeyboardInterrupt) first (`entry.py`
+    answers it until then)."""
+    import gc
+    import os
+    import signal
+    import sys
+
+    try:
+        if restore_interrupt:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        code = run()
+    except KeyboardInterrupt:  # between the handler's return and here
         code = 130
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    code = code if isinstance(code, int) else 0
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
     if code == 130:
-        import os
-
-        from .commands import common
-
-        if not common.INTERRUPT_REPORTED:  # typer took the Ctrl-C, outside the command's own answer
-            print(f"loopmeter: {common.interrupted_message()}", file=sys.stderr)
         # interrupted: end now, without the exit's joins of pool threads a Ctrl-C may have left waiting
         # (the warehouse lock and scratch space were let go as the command unwound; workers end with us)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(130)
-    # done: what the command made is left out of the collections the interpreter's exit runs, which
-    # would walk every object of polars, DuckDB and pyarrow again (0.05 to 0.08 s a command)
-    import gc
-
+    # done: what the command made is left out of the collections the interpreter's exit runs
     gc.freeze()
     sys.exit(code)

@@ -1,11 +1,14 @@
 """Shared fixtures: the ForgeLoop corpus, the CLI as a user runs it, temporary warehouses."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -52,14 +55,29 @@ def corpus() -> Path:
     return path
 
 
+@dataclass
+class Ran:
+    """What a command did: as `subprocess.CompletedProcess` says it."""
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, env: dict | None = None,
-            timeout: float | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """Run `loopmeter ARGS` in a fresh process, as a user would (`timeout`: seconds, for what could hang)."""
-    environment = dict(os.environ, **(env or {}))
-    command = [sys.executable, "-m", "loopmeter", *args]
-    if warehouse is not None:
-        command += ["--warehouse", str(warehouse)]
-    result = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=cwd, timeout=timeout)
+            timeout: float | None = None, cwd: Path = ROOT, process: bool = False) -> Ran:
+    """Run `loopmeter ARGS` and return its exit code and output. In this process (`loopmeter.cli.run`,
+    what the program runs, with stdout and stderr captured, `env` set and `cwd` the working directory
+    while it runs) unless `process` or `timeout` asks for a process of its own, as a user starts it:
+    where the process is the point (signals, its exit, what it imports) or the command could hang."""
+    command = [*args, *(["--warehouse", str(warehouse)] if warehouse is not None else [])]
+    if process or timeout is not None:
+        environment = dict(os.environ, **(env or {}))
+        done = subprocess.run([sys.executable, "-m", "loopmeter", *command], capture_output=True, text=True,
+                              env=environment, cwd=cwd, timeout=timeout)
+        result = Ran(command, done.returncode, done.stdout, done.stderr)
+    else:
+        result = _in_process(command, env or {}, cwd)
     if check is not None and result.returncode != check:
         raise AssertionError(
             f"loopmeter {' '.join(args)} exited {result.returncode} (expected {check})\n"
@@ -68,11 +86,32 @@ def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, en
     return result
 
 
+def _in_process(command: list[str], env: dict, cwd: Path) -> Ran:
+    from loopmeter import progress
+    from loopmeter.cli import run
+    from loopmeter.commands import common
+
+    saved_environment, saved_directory = dict(os.environ), os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.update({name: str(value) for name, value in env.items()})
+    os.chdir(cwd)
+    progress.QUIET, common.DEBUG = False, False
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run(command)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_environment)
+        os.chdir(saved_directory)
+    return Ran(command, code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture(scope="session")
 def corpus_warehouse(tmp_path_factory, corpus) -> Path:
-    """A warehouse with both corpus run sets and their scenarios ingested (read-only for tests)."""
+    """A warehouse with both corpus run sets and their scenarios ingested and aggregated (read-only for tests)."""
     warehouse = tmp_path_factory.mktemp("corpus") / "warehouse"
-    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), warehouse=warehouse)
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--aggregate",
+            warehouse=warehouse)
     return warehouse
 
 

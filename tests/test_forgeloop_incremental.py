@@ -14,7 +14,7 @@ from conftest import run_cli
 from loopmeter.forgeloop.incremental import TABLES
 from loopmeter.forgeloop.ingest import ingest_forgeloop
 from loopmeter.forgeloop.samples import RunSetPlan, write_results
-from loopmeter.forgeloop.stage import aggregate
+from loopmeter.forgeloop.aggregation import aggregate
 from loopmeter.storage import Warehouse
 
 PLANS = [RunSetPlan(f"rs-{index}", 4, "1" if index == 2 else "2", ("api-feature", "small-bug-fix")) for index in range(4)]

@@ -15,7 +15,7 @@ from loopmeter.forgeloop.contract import CONTEXT_ITEMS, MODES, RUNAWAY_SIGNALS
 from loopmeter.forgeloop.fragments import js_number_text as js_number_text_expr
 from loopmeter.forgeloop.fragments import plain_number
 from loopmeter.forgeloop.ingest import ingest_forgeloop
-from loopmeter.forgeloop.stage import compute
+from loopmeter.forgeloop.aggregation import compute
 from loopmeter.forgeloop.stats import robust_statistics, rounded, statistics
 from loopmeter.jsjson import dumps, dumps_bytes, js_number_text
 from loopmeter.numbers import js_round4, js_round4_expr

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from loopmeter.forgeloop.ingest import ingest_forgeloop
-from loopmeter.forgeloop.stage import compute
+from loopmeter.forgeloop.aggregation import compute
 from loopmeter.storage import Warehouse
 from runs import context, quality, run, write_tree
 
@@ -260,7 +260,7 @@ def test_written_documents_take_the_slow_path_where_polars_would_print_an_expone
     """`aggregate` writes statistic blocks and pairedRuns rendered by polars (fragments.py); a block
     with a number polars prints with an exponent (1e-6) is encoded from its dict instead, and every
     file is byte for byte the text of the documents `compute` gives."""
-    from loopmeter.forgeloop.stage import aggregate as aggregate_stage
+    from loopmeter.forgeloop.aggregation import aggregate as aggregate_stage
     from loopmeter.jsjson import dumps
 
     runs = pairs([1000, 2000, 3000, 4000], [1100, 2100, 3300, 2**53 - 1])

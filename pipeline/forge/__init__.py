@@ -2,7 +2,7 @@
 
     store.py     a store (SQLite read-only, or JSON Lines) -> batches of rows
     ingest.py    a store -> forge_events and the per-event tables: the flow, the counts
-    stage.py     batches -> checked, typed events (DuckDB) in scratch files
+    staging.py   batches -> checked, typed events (DuckDB) in scratch files
     write.py     the staged new events -> the per-event tables, summaries, forge_events
     derive.py    per-event tables -> forge_attempts, forge_decisions, forge_tasks
     routing.py   forge_tasks -> the observational and randomized tables (the seed's numbers)

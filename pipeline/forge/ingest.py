@@ -4,7 +4,7 @@ The flow, batch by batch so memory stays flat whatever the size of the store:
 
 1. `store.py` reads the container (SQLite read-only, or JSON Lines) in batches, in a
    thread of its own so reading overlaps the checking;
-2. DuckDB checks each batch and parses each event's data once (`stage.py`); the batch's
+2. DuckDB checks each batch and parses each event's data once (`staging.py`); the batch's
    typed rows, rejected ones deleted, go to Parquet files in the scratch directory, so the
    DuckDB session (memory-limited, spilling to the scratch directory) holds one batch at a time;
 3. staged events are compared by rid with each other and with the events stored before
@@ -36,7 +36,7 @@ from ..lifetime import thread_pool
 from ..storage import Warehouse
 from . import tables as t
 from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
-from .stage import EVENT_TABLES, PLAN_TABLES, STAGE_WORKERS, DirectWrite, Repeated, Stage, prefetch
+from .staging import EVENT_TABLES, PLAN_TABLES, STAGE_WORKERS, DirectWrite, Repeated, Stage, prefetch
 from .sources import open_store
 from .store import BATCH_ROWS
 from .write import write_new_events, write_rejections, write_repos

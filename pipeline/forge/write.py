@@ -17,7 +17,7 @@ from ..storage import Warehouse
 from ..storage.names import quote_literal
 from . import tables as t
 from .derive import SUMMARIES, copy_summaries, store_query, typed_frame, typed_sql
-from .stage import EVENT_TABLES, PLAN_PARTS, PLAN_TABLES, Stage, plan_part_columns
+from .staging import EVENT_TABLES, PLAN_PARTS, PLAN_TABLES, Stage, plan_part_columns
 
 
 def write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: datetime) -> None:

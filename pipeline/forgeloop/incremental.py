@@ -4,8 +4,8 @@ A run set's documents and table rows depend on its runs, the scenario files' exp
 profiles and `--tier`, nothing else. After every aggregate of all run sets, the warehouse
 keeps a record (`.state/forgeloop-aggregate.json`): where the documents went, the tier, a
 digest of the profiles, the versions of the forgeloop_* tables written, and per run set
-the identity of its `runs` partition files (device, inode, size, mtime: a partition left
-unchanged by an ingest is the same hard-linked file) and of its documents.
+the identity of its runs (a digest of every run's source path and content hash: a warehouse copied,
+restored or read again holds the same) and of its documents.
 
 The next aggregate into the same place recomputes only the run sets whose partition
 changed or is new, or whose documents were touched, and drops the rows of run sets no
@@ -51,17 +51,22 @@ def recorded(warehouse: Warehouse) -> dict | None:
     return state
 
 
-def run_set_identities(warehouse: Warehouse) -> dict[str, str]:
-    """Run set -> the identity of its partition files in `runs`."""
-    identities = {}
-    for run_set, directory in warehouse.partitions(RUNS, "run_set_id").items():
-        files = sorted(
-            (entry.name, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-            for entry in os.scandir(directory)
-            if entry.name.endswith(".parquet") and (stat := entry.stat())
-        )
-        identities[run_set] = hashlib.blake2b(repr(files).encode(), digest_size=12).hexdigest()
-    return identities
+def run_set_identities(warehouse: Warehouse, run_sets: list[str] | None = None) -> dict[str, str]:
+    """Run set -> the identity of its runs (of every run set, or of `run_sets`): a digest of each run's
+    source path and content hash, in path order. It follows the runs themselves, not their files, so a
+    warehouse copied, restored from a backup or whose runs were read again holds the same identities."""
+    import polars as pl
+
+    partitions = warehouse.partitions(RUNS, "run_set_id")
+    wanted = sorted(partitions) if run_sets is None else [name for name in run_sets if name in partitions]
+    files = warehouse.partition_files(RUNS, "run_set_id", wanted)
+    if not files:
+        return {}
+    runs = warehouse.read_files(RUNS, files, ["run_set_id", "source_path", "content_hash"])
+    digests = (runs.sort("run_set_id", "source_path")
+               .group_by("run_set_id", maintain_order=True)
+               .agg(pl.concat_str("source_path", pl.lit("\0"), "content_hash", pl.lit("\n")).str.join("").alias("text")))
+    return {name: hashlib.blake2b(text.encode(), digest_size=12).hexdigest() for name, text in digests.iter_rows()}
 
 
 def _key(out: Path, tier: str | None, profiles: dict[str, str]) -> dict:

@@ -13,7 +13,7 @@ from .contract import MODES, OUTLIER_POLICY
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .stage import Aggregated
+    from .aggregation import Aggregated
     from .stored import RunSetDocuments
 
 OUTLIER_NOTE = "Outlier classification is a benchmark diagnostic. It never changes lifecycle truth or completion validity."

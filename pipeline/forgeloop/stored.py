@@ -78,6 +78,8 @@ def check_current(warehouse: "Warehouse", run_set: str | None = None) -> None:
     if state.get("tables") != incremental.table_versions(warehouse):
         changed, gone = wanted, []  # the tables were rewritten since the record: nothing is vouched for
     if changed or gone:
+        # a runs file changed by hand (not by an ingest) is named for what it is first
+        warehouse.check_table(RUNS, warehouse.partition_files(RUNS, "run_set_id", changed))
         names = changed + gone
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise LoopmeterError(f"the stored aggregate is older than the runs in {where} (run set{'s' if len(names) > 1 else ''} "

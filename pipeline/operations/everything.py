@@ -103,7 +103,7 @@ def _run_all(store: Warehouse, *, results: Path | None, scenarios: Path | None, 
 def _forgeloop(store: Warehouse, results: Path, scenarios: Path | None, tier: str | None, outcome: AllStages,
                step: Callable[[str], None]) -> None:
     from ..forgeloop.ingest import ingest_forgeloop
-    from ..forgeloop.stage import aggregate
+    from ..forgeloop.aggregation import aggregate
     from .forgeloop import store_confidence
 
     ingested = ingest_forgeloop(store, results, scenarios)

@@ -21,7 +21,7 @@ REPORT_NAMES = ("outliers", "tail", "summary", "regression")
 class Ingested:
     """What `ingest_forgeloop` did: the ingest's result, and the aggregate when it aggregated too."""
     ingest: Any  # forgeloop.ingest.IngestResult
-    aggregated: Any  # forgeloop.stage.Aggregated, or None
+    aggregated: Any  # forgeloop.aggregation.Aggregated, or None
     warehouse: Path
 
     def as_dict(self) -> dict:
@@ -44,7 +44,7 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
                      wait: bool = False) -> Ingested:
     """Read ForgeLoop's run files (`RESULTS/raw/<runSetId>/**/*.json`) and scenario files into the
     warehouse; with `then_aggregate`, aggregate them too (into `<warehouse>/aggregate`)."""
-    from ..forgeloop import stage
+    from ..forgeloop import aggregation
     from ..forgeloop.ingest import ingest_forgeloop as ingest
 
     check_number("--max-file-mb", max_file_mb, minimum=0, inclusive=False)
@@ -56,7 +56,7 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
                         max_file_bytes=max(1, int(max_file_mb * 1024 * 1024)), run_sets=run_sets, full=full)
         aggregated = None
         if then_aggregate and store.has_table("runs"):
-            aggregated = stage.aggregate(store, store.root / "aggregate")
+            aggregated = aggregation.aggregate(store, store.root / "aggregate")
     return Ingested(result, aggregated, store.root)
 
 
@@ -66,8 +66,8 @@ def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: st
     """ForgeLoop's aggregate documents (`<out>/<runSetId>/*.json`, default `<warehouse>/aggregate`) and
     the forgeloop_* tables, of the run sets that changed since the last aggregate (every one with
     `full`, one with `run_set`); with `confidence`, the intervals of `report_confidence` stored as
-    forgeloop_confidence and forgeloop_objectives too. Returns `forgeloop.stage.Aggregated`."""
-    from ..forgeloop import stage
+    forgeloop_confidence and forgeloop_objectives too. Returns `forgeloop.aggregation.Aggregated`."""
+    from ..forgeloop import aggregation
     from ..forgeloop.contract import TIERS
 
     check_choice("--tier", tier, TIERS)
@@ -76,9 +76,9 @@ def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: st
         check_utf8_path(out, "--out")
         refuse_inside_warehouse("--out", Path(out), store.root, inside_aggregate, AGGREGATE_HINT)
     destination = Path(out) if out is not None else store.root / "aggregate"
-    stage.check(store, tier)
+    aggregation.require_runs(store, tier)
     with writing(store, wait=wait, command="aggregate"):
-        result = stage.aggregate(store, destination, tier, full, run_set)
+        result = aggregation.aggregate(store, destination, tier, full, run_set)
         if confidence:
             store_confidence(store, run_set)
     return result
@@ -166,7 +166,7 @@ def execute(*, adapter: str, scenarios: str | os.PathLike, output: str | os.Path
 def _aggregate_run_set(execution, scenarios: Path, store: Warehouse, wait: bool) -> None:
     """Ingest the benchmark's RESULTS into the warehouse, then aggregate its run set into RESULTS/aggregate/."""
     from ..errors import WarehouseBusy
-    from ..forgeloop import stage
+    from ..forgeloop import aggregation
     from ..forgeloop.ingest import ingest_forgeloop as ingest
 
     prefix = f"raw/{execution.run_set_id}/"
@@ -178,7 +178,7 @@ def _aggregate_run_set(execution, scenarios: Path, store: Warehouse, wait: bool)
                 path, field_name, reason = own[0]
                 raise LoopmeterError(f"ingest rejected {path}: {field_name}: {reason} ({len(own)} rejected in the run set)")
             execution.other_rejections = len(ingested.rejections)
-            result = stage.aggregate(store, execution.paths.results / "aggregate", execution.tier,
+            result = aggregation.aggregate(store, execution.paths.results / "aggregate", execution.tier,
                                      run_set=execution.run_set_id)
     except WarehouseBusy as error:  # only the lock raises it
         raise WarehouseBusy(

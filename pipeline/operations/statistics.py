@@ -28,11 +28,11 @@ def report_confidence(*, warehouse: str | os.PathLike | Warehouse | None = None,
     """Per run set, scenario and ForgeLoop mode: intervals on the paired token and time overhead and
     the token distribution deltas; the light objectives judged MET, VIOLATED or INCONCLUSIVE."""
     from ..forgeloop.confidence import confidence_report
-    from ..forgeloop.stage import check
+    from ..forgeloop.aggregation import require_runs
 
     chosen = settings(level, resamples, seed)
     store = open_warehouse(warehouse)
-    check(store)
+    require_runs(store)
     return Shown(confidence_report(store, run_set, chosen))
 
 

@@ -141,3 +141,21 @@ def write_output(out: Path, write: Callable[[Path], None], option: str = "--out"
         raise LoopmeterError(f"{option} {shown_path(out)}: cannot write it: {error.strerror or error}") from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """Remove `path`: a real folder with everything in it, anything else (a link, a FIFO, a file) as
+    itself. Never follows a link, never opens a FIFO (shutil.rmtree opens the path it is given to read
+    it as a folder, and would wait for ever on a FIFO). Errors are ignored: what cannot be removed stays."""
+    import shutil
+
+    kind = kind_of(path)
+    if kind is None:
+        return
+    if kind == "directory":
+        shutil.rmtree(path, ignore_errors=True)  # below the top, rmtree opens only real folders
+        return
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

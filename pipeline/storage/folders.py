@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import LoopmeterError, shown_path
 from .. import faults
-from .files import atomic_write, kind_of
+from .files import atomic_write, kind_of, remove_tree
 
 NEW = ".loopmeter-new"  # a staged folder (after an exchange: the old contents, about to go)
 OLD = ".loopmeter-old"  # the old contents renamed aside (file systems without RENAME_EXCHANGE)
@@ -94,7 +94,7 @@ def stage(target: Path, files: dict[str, bytes]) -> Staged | None:
         faults.checkpoint(f"staged:{target.name}")
         status = os.stat(staged)
     except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
+        remove_tree(staged)
         raise
     return Staged(staged, target, (status.st_dev, status.st_ino))
 
@@ -142,13 +142,13 @@ def remove_old(entry: Staged) -> None:
     """Remove the old contents a swap left (under the staged name after an exchange, or aside)."""
     for place in (entry.staged, entry.aside):
         if os.path.lexists(place) and _identity(place) != entry.identity:
-            shutil.rmtree(place, ignore_errors=True)
+            remove_tree(place)
 
 
 def discard(entry: Staged) -> None:
     """A staged folder not to be swapped in after all."""
     if _identity(entry.staged) == entry.identity:
-        shutil.rmtree(entry.staged, ignore_errors=True)
+        remove_tree(entry.staged)
 
 
 def collect_leftovers(parent: Path) -> None:
@@ -160,7 +160,7 @@ def collect_leftovers(parent: Path) -> None:
         return
     for entry in entries:
         if entry.name.startswith(".") and entry.name.endswith((NEW, OLD)) and entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
+            remove_tree(entry.path)
 
 
 def _entries(target: Path) -> dict[str, bool] | None:

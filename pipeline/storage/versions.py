@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import LoopmeterError, shown_path
 from . import registry
-from .files import is_real_directory, kind_of
+from .files import is_real_directory, kind_of, remove_tree
 
 FOLDER = ".versions"
 
@@ -108,9 +107,9 @@ def swap(root: Path, name: str, version: Path) -> Path | None:
 
 def remove_superseded(previous: Path | None, version: Path) -> None:
     """Remove the version a table's link left for `version` (none, or the same one: nothing);
-    `previous` is a real directory of the table's (`own`). rmtree follows no link inside."""
+    `previous` is a real directory of the table's (`own`). no link inside is followed."""
     if previous is not None and os.path.realpath(previous) != os.path.realpath(version):
-        shutil.rmtree(previous, ignore_errors=True)
+        remove_tree(previous)
 
 
 def fsync_directory(path: Path) -> None:

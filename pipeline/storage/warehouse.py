@@ -22,7 +22,6 @@ into a new version, not copied.
 from __future__ import annotations
 
 import os
-import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from .. import faults
 from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
 from . import conformance, folders, lock, publish, registry, versions
-from .files import NotAFile, atomic_write, is_real_directory, kind_of, read_bounded
+from .files import NotAFile, atomic_write, is_real_directory, kind_of, read_bounded, remove_tree
 from .state import State
 
 if TYPE_CHECKING:
@@ -330,7 +329,7 @@ class Warehouse:
             pending, self._pending = self._pending, None
             staged, self._pending_folders = self._pending_folders, []
             for version in pending.values():
-                shutil.rmtree(version, ignore_errors=True)
+                remove_tree(version)
             for entry in staged:
                 folders.discard(entry)
             raise
@@ -380,7 +379,7 @@ class Warehouse:
             superseded = self._pending.get(name)
             self._pending[name] = version
             if superseded is not None and superseded != version:
-                shutil.rmtree(superseded, ignore_errors=True)
+                remove_tree(superseded)
         else:
             publish.publish_one(self.root, name, version)
         faults.checkpoint(f"after-publish:{name}")
@@ -417,7 +416,7 @@ class Warehouse:
         try:
             yield path
         finally:
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
 
     def _conform_tables(self) -> None:
         """Rewrite, in its table's schema, every table file that does not hold it (the caller holds the
@@ -446,7 +445,7 @@ class Warehouse:
         scratch = self.root / SCRATCH
         if kind_of(scratch) == "link":
             scratch.unlink()
-        shutil.rmtree(scratch, ignore_errors=True)  # only the lock holder uses it
+        remove_tree(scratch)  # only the lock holder uses it
         root = self.root / versions.FOLDER
         if not is_real_directory(root):
             return
@@ -461,5 +460,5 @@ class Warehouse:
                 if version.is_symlink():
                     os.unlink(version.path)
                 elif version.is_dir(follow_symlinks=False) and (current is None or os.path.realpath(version.path) != os.path.realpath(current)):
-                    shutil.rmtree(version.path, ignore_errors=True)
+                    remove_tree(version.path)
 

@@ -12,15 +12,14 @@ block ends (`Warehouse.build_table`).
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .. import SCHEMA_VERSION
-from .. import faults
+from .. import SCHEMA_VERSION, faults
 from ..lifetime import thread_pool, usable_cores
 from . import registry
 from .conformance import EMPTY_FILE, file_problem, in_partition, schema_problem
+from .files import remove_tree
 from .names import quote_literal
 
 if TYPE_CHECKING:
@@ -231,4 +230,4 @@ class TableBuilder:
             write_file(self.schema_frame, self.version / EMPTY_FILE, self.name)
 
     def discard(self) -> None:
-        shutil.rmtree(self.version, ignore_errors=True)
+        remove_tree(self.version)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import queue
-import shutil
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +29,7 @@ import polars as pl
 from ..lifetime import usable_cores
 from ..sql.queries import query_text
 from ..storage import Warehouse, duck
+from ..storage.files import remove_tree
 from ..storage.names import quote_literal
 from . import tables as t
 from .derive import typed_sql
@@ -136,7 +136,7 @@ class DirectWrite:
         self.files: dict[str, list[tuple[str | None, Path, int]]] = {}  # table -> (month, file, rows)
 
     def reset(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
+        remove_tree(self.directory)
         self.files.clear()
 
     def _write(self, c: duckdb.DuckDBPyConnection, table: str, number: int, query: str,

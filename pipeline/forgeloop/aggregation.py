@@ -1,4 +1,4 @@
-"""The `aggregate` stage: analyse the warehouse's runs, write ForgeLoop's documents, store the tables."""
+"""The `aggregate` of the ForgeLoop runs: analyse the warehouse's runs, write ForgeLoop's documents, store the tables."""
 from __future__ import annotations
 
 import os
@@ -62,7 +62,7 @@ class Aggregated:
         }
 
 
-def check(warehouse: Warehouse, tier: str | None = None) -> None:
+def require_runs(warehouse: Warehouse, tier: str | None = None) -> None:
     """The errors an aggregate can tell before it starts."""
     if not warehouse.has_table(RUNS):
         raise LoopmeterError(f"no runs in {warehouse.root}; run `loopmeter ingest forgeloop RESULTS` first")
@@ -76,7 +76,7 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     """Analyse the runs (of one run set, of `run_sets`, or all) and assemble ForgeLoop's documents
     (`rendered`: documents only to be written, see `iter_documents`; `write_documents` builds
     them as it writes them, `publish` too)."""
-    check(warehouse, tier)
+    require_runs(warehouse, tier)
     identities = incremental.run_set_identities(warehouse) if run_set is None and run_sets is None else {}
     with runs_in_duckdb(warehouse, columns_used(), run_set, run_sets) as connection:
         analysis = analyse(connection, run_set)
@@ -120,7 +120,7 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
     (see `incremental.py`), or all with `full`; with `run_set`, that run set only (the others keep
     what the last aggregate recorded for them). The caller holds the lock."""
     with collector.paused():  # the documents are many small objects and no cycles
-        check(warehouse, tier)
+        require_runs(warehouse, tier)
         check_out(out, (), warehouse)
         profiles = expected_profiles(warehouse)
         plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
