@@ -154,11 +154,12 @@ def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collect
     (once `check_out` finds nothing in their way)."""
     computed = [] if result.analysis is None else result.analysis.mode_runs.get_column("run_set_id").unique().to_list()
     check_out(out, {*computed, *(replace or ())}, warehouse)
+    digests = incremental.run_set_identities(warehouse, computed) if computed else {}
     with warehouse.publishing():
         store_tables(warehouse, result.analysis, replace)
         with warehouse.build_table(DOCUMENTS, "run_set_id") as table:
             table.schema_frame = registry.table(DOCUMENTS).empty_frame()
-            write_documents(result, out, warehouse, table)
+            write_documents(result, out, warehouse, table, digests)
             table.keep_others, table.drop = replace is not None, set(replace or ())
 
 
@@ -189,9 +190,10 @@ def check_out(out: Path, run_sets: Collection[str], warehouse: Warehouse | None 
                                      f"link: never written through); the documents of run set {run_set} go there")
 
 
-def write_documents(result: Aggregated, out: Path, warehouse: Warehouse, table) -> None:
+def write_documents(result: Aggregated, out: Path, warehouse: Warehouse, table, digests: dict[str, str]) -> None:
     """`out/<runSetId>/<scenarioId>.json` and `summary.json`, and the same texts as the rows of the
-    forgeloop_documents table being built (`table`, partitioned by run set), which the reports read.
+    forgeloop_documents table being built (`table`, partitioned by run set), which the reports read,
+    each with the digest of the runs it was computed from (`digests`: run set -> digest).
     Each run set's folder is replaced whole (`folders.py`), together with the tables the caller
     publishes: after an interruption the documents are all old or all new. A file that holds its
     document's text already stays as it is (its modification time too); a folder where nothing
@@ -207,7 +209,9 @@ def write_documents(result: Aggregated, out: Path, warehouse: Warehouse, table) 
                      dumps_bytes(document, 2) + b"\n" for scenario, document in docs.scenarios.items()}
             texts["summary.json"] = dumps_bytes(docs.summary, 2) + b"\n"
             table.write(pl.DataFrame({"run_set_id": [docs.run_set_id] * len(texts), "file": list(texts),
-                                      "document": [text.decode() for text in texts.values()]}))
+                                      "document": [text.decode() for text in texts.values()],
+                                      "runs_digest": [digests.get(docs.run_set_id)] * len(texts)},
+                                     schema_overrides={"runs_digest": pl.String}))
             entry = _stage(directory, texts)
             if entry is not None:
                 staged.append(entry)

@@ -60,23 +60,24 @@ def expected_profiles(warehouse: "Warehouse") -> dict[str, str]:
 
 def check_current(warehouse: "Warehouse", run_set: str | None = None) -> None:
     """Refuse, in one line saying what to run, when the stored aggregate is missing or older than the
-    runs (of `run_set`, or of every run set)."""
+    runs (of `run_set`, or of every run set): each run set's documents carry the digest of the runs
+    they were computed from (`incremental.run_set_identities`), compared with the runs stored now."""
+    import polars as pl
+
     where = shown_path(warehouse.root)
     if not warehouse.has_table(RUNS):
         raise LoopmeterError(f"no runs in {where}; run `loopmeter ingest forgeloop RESULTS` first")
     partitions = warehouse.partitions(RUNS, "run_set_id")
     if run_set is not None and run_set not in partitions:
         raise LoopmeterError(f"no run set {run_set!r} in {where}")
-    state = incremental.recorded(warehouse)
-    if state is None or not warehouse.has_table(DOCUMENTS):
+    if not warehouse.has_table(DOCUMENTS):
         raise LoopmeterError(f"the runs in {where} are not aggregated yet; run `loopmeter aggregate` first")
-    recorded = state["runSets"]
-    identities = incremental.run_set_identities(warehouse)
-    wanted = sorted(identities) if run_set is None else [run_set]
-    changed = [name for name in wanted if recorded.get(name, {}).get("runs") != identities[name]]
-    gone = sorted(set(recorded) - set(identities)) if run_set is None else []
-    if state.get("tables") != incremental.table_versions(warehouse):
-        changed, gone = wanted, []  # the tables were rewritten since the record: nothing is vouched for
+    wanted = sorted(partitions) if run_set is None else [run_set]
+    stored = warehouse.read(DOCUMENTS, columns=["run_set_id", "runs_digest"]).unique()
+    digests = dict(stored.filter(pl.col("runs_digest").is_not_null()).iter_rows())
+    identities = incremental.run_set_identities(warehouse, wanted)
+    changed = [name for name in wanted if digests.get(name) != identities.get(name)]
+    gone = sorted(set(stored["run_set_id"].to_list()) - set(partitions)) if run_set is None else []
     if changed or gone:
         # a runs file changed by hand (not by an ingest) is named for what it is first
         warehouse.check_table(RUNS, warehouse.partition_files(RUNS, "run_set_id", changed))

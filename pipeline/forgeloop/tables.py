@@ -164,6 +164,8 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
             ("run_set_id", "str", "run set id"),
             ("file", "str", "<scenarioId>.json or summary.json"),
             ("document", "str", "the document's JSON text, exactly as written to the file"),
+            ("runs_digest", "str", "digest of the run set's runs (each run's source path and content hash) the "
+                                   "documents were computed from: the reports compare it with the runs stored now"),
         ],
     ),
     "forgeloop_confidence": (

@@ -58,14 +58,14 @@ def run_sql(
     from .queries import check_parameters, query_parameters, query_text
 
     parameters = dict(parameters or {})
+    for name in warehouse.table_names():  # a table holding what is not a table file is named, never read
+        warehouse.check_table(name)
     connection = open_read_only(warehouse)
     previous_directory = os.getcwd()
 
     def answer() -> "pl.DataFrame":
         os.chdir(warehouse.root)
         statement = check_read_only(connection, text)
-        for name in warehouse.table_names():  # a file that does not hold its table's schema is named, not read
-            warehouse.check_table(name)
         bodies = [query_text(name) for name in prerequisites]
         needs = [_named_parameters(connection, body) for body in bodies] + [_named_parameters(connection, text)]
         in_order = query_parameters("\n".join(bodies + [text]))  # DuckDB's names, in the order the SQL uses them
