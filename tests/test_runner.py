@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, imported_packages, run_cli
-from loopmeter.forgeloop import run_document, runner
+from loopmeter.forgeloop import run_document, run_set
 from loopmeter.forgeloop.schema import RunRejected
 from loopmeter.jsjson import dumps
 from loopmeter.storage import Warehouse
@@ -234,9 +234,9 @@ def test_bad_command_lines_exit_2_and_write_nothing(tmp_path, scenarios, target,
 
 
 def test_tier_defaults_and_bounds():
-    assert [runner.resolve_runs(tier, None) for tier in (None, "smoke", "evidence", "tail")] == [5, 1, 5, 20]
-    assert [runner.resolve_runs("tail", 30), runner.resolve_runs(None, 100), runner.resolve_runs("smoke", 3)] == [30, 100, 3]
-    assert runner.generated_run_set_id(datetime(2026, 8, 31, 7, 36, 38, 108000, tzinfo=timezone.utc)) == "20260831T073638108Z"
+    assert [run_set.resolve_runs(tier, None) for tier in (None, "smoke", "evidence", "tail")] == [5, 1, 5, 20]
+    assert [run_set.resolve_runs("tail", 30), run_set.resolve_runs(None, 100), run_set.resolve_runs("smoke", 3)] == [30, 100, 3]
+    assert run_set.generated_run_set_id(datetime(2026, 8, 31, 7, 36, 38, 108000, tzinfo=timezone.utc)) == "20260831T073638108Z"
 
 
 def test_execute_help_and_usage_errors_do_not_import_the_heavy_libraries(tmp_path, scenarios):
@@ -504,8 +504,8 @@ def test_answers_that_break_the_contract_are_rejected_with_field_and_rule(answer
 
 
 def test_project_revision_is_git_head_or_none(tmp_path, target):
-    assert runner.project_revision(target[0]) == target[1]
-    assert runner.project_revision(tmp_path / "scenarios-none") is None
+    assert run_set.project_revision(target[0]) == target[1]
+    assert run_set.project_revision(tmp_path / "scenarios-none") is None
     plain = tmp_path / "plain"
     plain.mkdir()
-    assert runner.project_revision(plain) is None
+    assert run_set.project_revision(plain) is None

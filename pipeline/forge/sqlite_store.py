@@ -17,150 +17,26 @@ The repos table is small: its rows are judged here, in Python (`_judge_repos`). 
 mapping (repo or path null, empty, not text, not UTF-8) or that gives a repo another path than an earlier
 row is rejected, and its rejection travels with the first batch of the events (`SourceBatch.rejected`),
 so it is counted and stored with the others.
+
+The store is opened by `sqlite_open.py` and its events read into Arrow by `sqlite_arrow.py`; this
+module holds `read_sqlite`, which runs the reading, the exact row-by-row reader (`_sqlite_batches`),
+and the judging of the repos rows.
 """
 from __future__ import annotations
 
-import bisect
 import json
-import os
-import shutil
 import sqlite3
 import threading
-import time
-import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import polars as pl
 
+from .sqlite_arrow import _NotPlain, _Snapshot, _arrow_batches
+from .sqlite_arrow import batch_plan as batch_plan  # offered beside read_sqlite: the tests plan batches here
+from .sqlite_open import (_REPOS_QUERY, _connect_read_only, _sqlite_problem, _take_read_lock, check_sqlite_schema,
+                          copy_wal_store, uses_wal)
 from .store import (BATCH_ROWS, Container, EVENT_FIELDS, FETCH_BYTES, FETCH_ROWS, FIRST_FETCH, LARGE_BYTES, LARGE_LINE, MAX_RECORD_BYTES, SourceBatch, StoreError, TEXT_FIELDS, _size)
-
-
-_REQUIRED = {
-    "events": EVENT_FIELDS,
-    "repos": ("repo", "path"),
-}
-
-
-def _read_only_uri(path: Path) -> str:
-    return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
-
-
-# how long SQLite waits for a writer's lock before the wait is taken up again in Python (which answers
-# Ctrl-C between two waits), up to --busy-timeout
-_LOCK_WAIT = 0.1
-# SQLite virtual machine steps between two calls of the progress handler (the main thread answers
-# Ctrl-C in it; a reading thread stops there when the ingest was stopped)
-_PROGRESS_STEPS = 200_000
-
-
-def _connect_read_only(path: Path, source: Path, stop: threading.Event) -> sqlite3.Connection:
-    try:
-        connection = sqlite3.connect(_read_only_uri(source), uri=True, timeout=_LOCK_WAIT, isolation_level=None,
-                                     check_same_thread=False)
-    except sqlite3.Error as error:
-        raise StoreError(f"{path}: cannot be opened read-only ({error})") from None
-
-    def progress() -> bool:  # Python code: the main thread's Ctrl-C is raised in it (and ends the statement)
-        return stop.is_set()
-    connection.set_progress_handler(progress, _PROGRESS_STEPS)
-    return connection
-
-
-def _take_read_lock(connection: sqlite3.Connection, busy_timeout: float) -> None:
-    """Start the read transaction, waiting up to `busy_timeout` seconds for a writer's lock a moment at
-    a time (so that Ctrl-C is answered while it waits); then SQLite waits as long by itself."""
-    connection.execute("BEGIN")
-    deadline = time.monotonic() + busy_timeout
-    while True:
-        try:
-            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()  # takes the shared lock
-            break
-        except sqlite3.OperationalError as error:
-            if not ("locked" in str(error) or "busy" in str(error)) or time.monotonic() >= deadline:
-                raise
-    connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-
-
-def uses_wal(path: Path) -> bool:
-    """The store is in WAL mode (its header's format bytes 18 and 19 are 2), or a -wal file lies beside
-    it (SQLite reads it then whatever the header says)."""
-    with open(path, "rb") as handle:
-        header = handle.read(20)
-    return header[18:20] == b"\x02\x02" or os.path.exists(f"{path.resolve()}-wal")
-
-
-COPY_ATTEMPTS = 3
-
-
-def _stamp(path: str) -> tuple | None:
-    try:
-        status = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return status.st_ino, status.st_size, status.st_mtime_ns
-
-
-def copy_wal_store(path: Path, directory: Path) -> Path:
-    """A copy of a WAL-mode store and its -wal in `directory`, to be read there. SQLite reading a WAL
-    store in place creates its -shm (and -wal) beside it and leaves them, and cannot read one in a
-    folder it may not write; `immutable=1` would not read what is committed in the -wal. The copy
-    is taken again (up to COPY_ATTEMPTS times) when the store or its -wal changed while it was made,
-    so it is one committed state."""
-    real = path.resolve()
-    wal = Path(f"{real}-wal")
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / "dataset.sqlite"
-    copied_wal = Path(f"{target}-wal")
-    for _ in range(COPY_ATTEMPTS):
-        before = (_stamp(str(real)), _stamp(str(wal)))
-        try:
-            shutil.copyfile(real, target)
-            if before[1] is not None:
-                shutil.copyfile(wal, copied_wal)
-            else:
-                copied_wal.unlink(missing_ok=True)
-        except FileNotFoundError:
-            continue  # the -wal went away meanwhile (a writer's checkpoint): take it again
-        except OSError as error:
-            raise StoreError(f"{path}: a WAL-mode store is read from a copy in the warehouse's scratch space, "
-                             f"and it cannot be copied to {directory} ({error.strerror})") from None
-        if (_stamp(str(real)), _stamp(str(wal))) == before:
-            return target
-    raise StoreError(f"{path}: the store changed each time it was copied to be read ({COPY_ATTEMPTS} times); "
-                     "try again when Forge is idle")
-
-
-def _sqlite_problem(path: Path, error: sqlite3.Error, busy_timeout: float) -> StoreError:
-    message = str(error)
-    if "locked" in message or "busy" in message:
-        return StoreError(f"{path}: the store is locked by a writer (waited {busy_timeout:g} s); "
-                          "try again when Forge is idle")
-    if "not a database" in message or "malformed" in message:
-        return StoreError(f"{path}: is not a readable SQLite database ({message})")
-    return StoreError(f"{path}: SQLite error ({message})")
-
-
-def check_sqlite_schema(connection: sqlite3.Connection, path: Path) -> None:
-    """`StoreError` unless events and repos are tables holding the format's columns. A view or a virtual
-    table is refused: its rows are computed as they are read, and a recursive view never ends."""
-    kinds = {name: (kind, sql or "") for name, kind, sql in connection.execute(
-        "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')")}
-    for table, wanted in _REQUIRED.items():
-        if table not in kinds:
-            raise StoreError(f"{path}: has no table {table!r}; a Forge store (format version 1) has tables "
-                             "events(rid, kind, src, ts, run, task, repo, mode, data) and repos(repo, path)")
-        kind, sql = kinds[table]
-        if kind != "table" or sql.lstrip().upper().startswith("CREATE VIRTUAL"):
-            found = "a view" if kind == "view" else "a virtual table"
-            raise StoreError(f"{path}: {table} is {found}, not a table; a Forge store's events and repos are "
-                             "tables (format version 1), whose rows are stored, not computed")
-        present = {row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')}
-        missing = [column for column in wanted if column not in present]
-        if missing:
-            raise StoreError(f"{path}: table {table} lacks column(s) {', '.join(missing)}; "
-                             f"format version 1 needs {table}({', '.join(wanted)})")
 
 
 _SCHEMA = {name: pl.String for name in EVENT_FIELDS} | {"ts": pl.Float64}
@@ -320,199 +196,6 @@ def _large_bytes(frame: pl.DataFrame) -> int:
     return int(total.item() or 0)
 
 
-def batch_plan(total: int, batch_rows: int, workers: int = 2) -> list[int]:
-    """The sizes of the batches `total` rows are checked in, when the total is known (the Arrow
-    reader). The workers check batches side by side, each taking the next batch when it is done;
-    a last batch checked alone would leave the other cores idle for as long as it takes (about
-    0.45 s for 75,000 events). So the first batch is half a batch, which
-    puts the first worker half a batch ahead of the second; the last is about half a batch too,
-    and the ones between (at most `batch_rows`, as equal as can be) a multiple of `workers`, so
-    that the workers finish together."""
-    half = max(1, batch_rows // 2)
-    if total <= 2 * half:
-        return [size for size in (min(total, half), total - half) if size > 0]
-    rest = total - 2 * half
-    count = -(-rest // batch_rows)
-    count += -count % workers
-    count = min(count, rest)
-    # the last half batch in proportion to the others (they may be smaller than batch_rows)
-    last = min(half, max(1, (rest // count + 1) // 2))
-    middle = rest + half - last
-    size, larger = divmod(middle, count)
-    return [half] + [size + 1] * larger + [size] * (count - larger) + [last]
-
-
-class _NotPlain(Exception):
-    """The Arrow reader met a row it cannot take as it is: the rows are read again by `_sqlite_batches`.
-    `oversize`: the rows with a value over MAX_RECORD_BYTES, (rowid, field, bytes), when it found them."""
-
-    def __init__(self, message: str, oversize: list[tuple[int, str, int]] | None = None):
-        super().__init__(message)
-        self.oversize = oversize
-
-
-# the rows holding a value over MAX_RECORD_BYTES: the first such field and its bytes, measured without
-# reading the values (octet_length)
-_OVERSIZE_QUERY = ("SELECT rowid, CASE " + " ".join(f"WHEN octet_length({name}) > {MAX_RECORD_BYTES} THEN '{name}'"
-                                                    for name in TEXT_FIELDS)
-                   + " END, CASE " + " ".join(f"WHEN octet_length({name}) > {MAX_RECORD_BYTES} THEN octet_length({name})"
-                                              for name in TEXT_FIELDS)
-                   + " END FROM events WHERE " + " OR ".join(f"octet_length({name}) > {MAX_RECORD_BYTES}"
-                                                             for name in TEXT_FIELDS))
-
-
-# rows the Arrow reader takes as they are: what `_sqlite_batches` puts in its typed frame without a question.
-# SQLite tests it as a WHERE clause (each row stops at its first failing column): as a column of the
-# result it cost about 0.4 s more CPU for a million rows
-# and not longer than MAX_RECORD_BYTES (such a row is read by `_EXACT_QUERY`, which names it): the ADBC
-# driver's SQLite (3.43 or later) measures a text's bytes with octet_length without reading the value
-_PLAIN = " AND ".join([f"(typeof({name}) = 'null' OR (typeof({name}) = 'text' AND "
-                       f"octet_length({name}) <= {MAX_RECORD_BYTES}))" for name in TEXT_FIELDS]
-                      + ["typeof(ts) <> 'text' AND typeof(ts) <> 'blob'"])
-# a first row of the right types, so the driver gives every column its type (it infers them from the
-# first batch: a column null all through it would be typed as integers, and text later a mismatch);
-# it also carries the number of events of the same snapshot (one statement): fewer plain rows than
-# that, and some row was not plain
-_ARROW_QUERY = ("SELECT '' AS rid, '' AS kind, '' AS src, 0.0 AS ts, '' AS run, '' AS task, '' AS repo, '' AS mode, "
-                f"'' AS data, (SELECT count(*) FROM events) AS total "
-                f"UNION ALL SELECT {', '.join(EVENT_FIELDS)}, 0 FROM events WHERE {_PLAIN}")
-
-
-def _row_large_bytes(record) -> "list[int] | None":
-    """The running total over the rows of `record` of their text values of LARGE_LINE bytes or more
-    (None when it holds none: the usual case, which costs a length per value; the list is made only
-    for a batch that holds large values)."""
-    import pyarrow.compute as pc
-
-    total = None
-    for name in TEXT_FIELDS:
-        lengths = pc.fill_null(pc.binary_length(record.column(name)), 0)
-        large = pc.if_else(pc.greater_equal(lengths, LARGE_LINE), lengths, 0)
-        total = large if total is None else pc.add(total, large)
-    if total is None or not pc.max(total).as_py():
-        return None
-    return pc.cumulative_sum(pc.cast(total, "int64")).to_pylist()
-
-
-def _arrow_batches(path: Path, busy_timeout: float, batch_rows: int, snapshot: "_Snapshot",
-                   stop: threading.Event | None = None) -> Iterator[SourceBatch]:
-    """The events as Arrow tables straight from SQLite (ADBC's driver: no Python object per value),
-    typed as `_sqlite_batches` types them. Raises `_NotPlain` after the last batch when a row was not
-    plain (left out by the query), or at any driver error: the caller reads again the exact way, which
-    judges such rows one by one. Raises it too, before any batch, when this second connection does not
-    see what the first one saw (`snapshot`: a WAL store a writer committed to in between), and between
-    two of the driver's batches once `stop` is set."""
-    import adbc_driver_manager
-    import adbc_driver_sqlite.dbapi as adbc
-    import pyarrow as pa
-
-    try:
-        connection = adbc.connect(_read_only_uri(path))
-    except (adbc_driver_manager.Error, OSError) as error:
-        raise _NotPlain(str(error)) from None
-    try:
-        cursor = connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        if snapshot.events is not None:  # WAL: this connection's transaction (it holds one) may see more
-            cursor.execute(_REPOS_QUERY)
-            if [tuple(row) for row in cursor.fetchall()] != snapshot.repos:
-                raise _NotPlain("the repos changed since the store was opened")
-        # the driver's batches (half a batch: the first batch is the first of them, so checking starts
-        # as soon as it is read) are cut and joined where the plan says (known once the first tells the total)
-        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(max(1, batch_rows // 2))})
-        cursor.execute(_ARROW_QUERY)
-        schema = pa.schema([(name, pa.float64() if name == "ts" else pa.string()) for name in EVENT_FIELDS])
-        position, total, plan = 0, None, []
-        held: list[pa.RecordBatch] = []  # of the next batch
-        held_rows = held_large = 0
-
-        def batch() -> SourceBatch:
-            nonlocal position, held, held_rows
-            table = pa.Table.from_batches(held, schema)
-            rows, held, held_rows = table.num_rows, [], 0
-            numbers = pl.int_range(position, position + rows, dtype=pl.Int64, eager=True).to_arrow()
-            position += rows
-            return SourceBatch("sqlite", table.add_column(0, "position", numbers))
-
-        for record in cursor.fetch_record_batch():
-            if stop is not None and stop.is_set():
-                raise _NotPlain("stopped")
-            if total is None:  # the typing row
-                total, record = record.column("total")[0].as_py(), record.slice(1)
-                if snapshot.events is not None and total != snapshot.events:
-                    raise _NotPlain("events were written since the store was opened")
-                # planned with the typing row, which the first driver batch holds: the first batch is that
-                # driver batch's events exactly
-                plan = batch_plan(total + 1, batch_rows)
-                plan[0] -= 1
-                if not plan[0]:
-                    plan.pop(0)
-            rows = record.num_rows
-            if not rows:
-                continue
-            columns = []
-            for name in EVENT_FIELDS:
-                column = record.column(name)
-                wanted = schema.field(name).type
-                if column.null_count == rows:
-                    column = pa.nulls(rows, wanted)
-                elif column.type != wanted:
-                    raise _NotPlain(f"{name} read as {column.type}")
-                elif name != "ts":
-                    column.validate(full=True)  # valid UTF-8, else ArrowInvalid
-                columns.append(column)
-            record = pa.RecordBatch.from_arrays(columns, schema=schema)
-            weights = _row_large_bytes(record)  # running total of each row's large values, or None
-            while record.num_rows:  # cut where the plan says (fewer rows than planned: some are not plain)
-                take = min(record.num_rows, plan[0] - held_rows) if plan else record.num_rows
-                full = False
-                if weights is not None:  # ... or where the large values reach LARGE_BYTES
-                    crossing = bisect.bisect_left(weights, LARGE_BYTES - held_large)
-                    if crossing < take:
-                        take, full = crossing + 1, True
-                    taken = weights[take - 1]
-                    held_large += taken
-                    weights = [weight - taken for weight in weights[take:]]
-                held.append(record.slice(0, take))
-                held_rows += take
-                record = record.slice(take)
-                if plan and held_rows == plan[0]:
-                    plan.pop(0)
-                    held_large = 0
-                    yield batch()
-                elif full:
-                    if plan:
-                        plan[0] -= held_rows  # the rest of the planned batch comes next
-                    held_large = 0
-                    yield batch()
-        if held:
-            yield batch()
-        if position != total:
-            try:
-                cursor.execute(_OVERSIZE_QUERY)
-                oversize = [(int(rowid), name, int(size)) for rowid, name, size in cursor.fetchall()]
-            except adbc_driver_manager.Error:  # a table WITHOUT ROWID: `_EXACT_QUERY` measures them itself
-                oversize = None
-            raise _NotPlain(f"{total - position} rows of another storage class", oversize)
-    except (adbc_driver_manager.Error, OSError, pa.ArrowException) as error:
-        raise _NotPlain(str(error)) from None
-    finally:
-        connection.close()
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """What the first connection saw: the repos rows (as `_REPOS_QUERY` reads them), and (WAL stores
-    only) the number of events."""
-    repos: list[tuple]
-    events: int | None
-
-
-# the repos rows as they are stored, whatever their storage class or bytes (hex: text that is not UTF-8
-# reads as well as any other, and two connections compare what they see exactly); in the table's order
-_REPOS_QUERY = "SELECT typeof(repo), hex(repo), typeof(path), hex(path) FROM repos"
-
-
 def _repo_value(storage_class: str, hex_text: str) -> tuple[str | None, str]:
     """A repos column's text, or None and what was found instead (as `_storage_class` names it)."""
     if storage_class != "text":
@@ -656,6 +339,3 @@ def read_sqlite(path: Path, *, busy_timeout: float = 5.0, batch_rows: int = BATC
             yield SourceBatch("sqlite", pl.DataFrame(schema={"position": pl.Int64} | _SCHEMA), rejected=pending)
 
     return container, StoreBatches(batches(), stop)
-
-
-# ---- JSON Lines ------------------------------------------------------------------------

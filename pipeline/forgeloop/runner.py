@@ -13,16 +13,15 @@ ingest uses before the file is written). Files:
     RESULTS/runner/<runSetId>/adapter-stderr.log              a command adapter's stderr
 
 (`runner/` sits beside `raw/` because ingest reads every `*.json` below `raw/<runSetId>/`.)
+
+The run set's plan and places (runs per mode, id, scenarios, revision, environment, the paths above)
+are settled by `run_set.py`.
 """
 from __future__ import annotations
 
 import copy
-import platform
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,172 +33,14 @@ from ..jsjson import dumps
 from ..numbers import js_round4
 from ..storage.files import atomic_write
 from .adapters import AdapterFailed, load_adapter
-from .contract import TIERS as BENCHMARK_TIERS
-from .contract import MODES, RUN_SET_ID
+from .contract import MODES
 from .run_document import BENCHMARK_VERSION, build_run, quality_shape, run_id, run_text, utc_timestamp
-from .scenarios import parse_scenario
+from .run_set import (RunSetPaths, check_run_set_id, environment_defaults, generated_run_set_id, load_scenarios,
+                      project_revision, read_existing_run, resolve_runs)
 from .schema import RunRejected, flatten_run
 
 
-
-@dataclass(frozen=True)
-class Tier:
-    minimum_runs: int
-    maximum_runs: int
-    default_runs: int
-
-
-# ForgeLoop's sample-size policy (BENCHMARK_TIERS)
-TIERS = {name: Tier(*runs) for name, runs in BENCHMARK_TIERS.items()}
-DEFAULT_RUNS = 5
-MAXIMUM_RUNS = 100
 NOT_CONFIGURED = {"status": "NOT_CONFIGURED"}
-
-
-
-
-# ---- options -----------------------------------------------------------------------------
-def resolve_runs(tier: str | None, runs: int | None) -> int:
-    """Runs per scenario and mode from --tier and --runs, by ForgeLoop's rules."""
-    if tier is not None and tier not in TIERS:
-        raise usage_error(f"--tier must be one of {', '.join(TIERS)} (got {tier!r})")
-    policy = TIERS[tier] if tier is not None else None
-    if runs is None:
-        runs = DEFAULT_RUNS if policy is None else policy.default_runs
-    if isinstance(runs, bool) or not isinstance(runs, int) or not 1 <= runs <= MAXIMUM_RUNS:
-        raise usage_error(f"--runs must be an integer from 1 through {MAXIMUM_RUNS} (got {runs})")
-    if policy is not None and not policy.minimum_runs <= runs <= policy.maximum_runs:
-        raise usage_error(
-            f"--runs must be between {policy.minimum_runs} and {policy.maximum_runs} for the {tier} tier (got {runs})"
-        )
-    return runs
-
-
-def check_run_set_id(run_set_id: str) -> str:
-    if not RUN_SET_ID.fullmatch(run_set_id):
-        raise usage_error(
-            f"--run-set {run_set_id!r} must match ^[A-Za-z0-9][A-Za-z0-9_-]{{0,63}}$ (letters, digits, _ and -)"
-        )
-    return run_set_id
-
-
-def generated_run_set_id(now: datetime | None = None) -> str:
-    """ForgeLoop's default: the UTC ISO timestamp without - : . (20260831T073638108Z)."""
-    now = now or datetime.now(timezone.utc)
-    return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
-
-
-def load_scenarios(directory: Path, only: list[str] | None = None) -> list[dict]:
-    """The scenario files of `directory` in file-name order, each validated as ingest does."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise LoopmeterError(f"--scenarios {directory} is not a directory")
-    scenarios = []
-    for path in sorted(directory.glob("*.json")):
-        try:
-            content = path.read_bytes()
-        except OSError as error:
-            raise LoopmeterError(f"scenario file {path} cannot be read ({error.strerror})") from None
-        try:
-            parse_scenario(content, path.name)
-        except RunRejected as error:
-            raise LoopmeterError(f"scenario file {path}: {error.field}: {error.rule}") from None
-        scenarios.append(orjson.loads(content))
-    if not scenarios:
-        raise LoopmeterError(f"no scenario files (<scenarioId>.json) in {directory}")
-    if only:
-        known = {scenario["scenarioId"] for scenario in scenarios}
-        missing = [scenario_id for scenario_id in only if scenario_id not in known]
-        if missing:
-            raise usage_error(f"--scenario {', '.join(missing)}: no such scenario file in {directory}")
-        scenarios = [scenario for scenario in scenarios if scenario["scenarioId"] in only]
-    return scenarios
-
-
-def project_revision(target: Path) -> str | None:
-    """The commit checked out in `target` (git HEAD), or None outside a git repository."""
-    from ..forge.git import safe_argv, safe_env
-
-    try:
-        result = subprocess.run(
-            safe_argv(str(target), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"),
-            capture_output=True, text=True, timeout=30, env=safe_env(),
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    revision = result.stdout.strip()
-    return revision if result.returncode == 0 and revision else None
-
-
-NODE_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64", "i386": "ia32", "i686": "ia32"}
-
-
-def environment_defaults() -> dict[str, str]:
-    """The runner's own environment under ForgeLoop's key names: `nodeVersion` holds the
-    Python version, `os` and `arch` use Node's names (linux, darwin, win32; x64, arm64)."""
-    machine = platform.machine().lower()
-    return {
-        "environmentClass": f"{sys.platform}-python{sys.version_info.major}",
-        "nodeVersion": platform.python_version(),
-        "os": sys.platform,
-        "arch": NODE_ARCH.get(machine, machine or "unknown"),
-    }
-
-
-# ---- the run set on disk -------------------------------------------------------------------
-@dataclass(frozen=True)
-class RunSetPaths:
-    results: Path
-    run_set_id: str
-
-    @property
-    def raw(self) -> Path:
-        return self.results / "raw" / self.run_set_id
-
-    @property
-    def aggregate(self) -> Path:
-        return self.results / "aggregate" / self.run_set_id
-
-    @property
-    def runner(self) -> Path:
-        return self.results / "runner" / self.run_set_id
-
-    @property
-    def plan(self) -> Path:
-        return self.runner / "plan.json"
-
-    @property
-    def failures(self) -> Path:
-        return self.runner / "failures.jsonl"
-
-    @property
-    def adapter_log(self) -> Path:
-        return self.runner / "adapter-stderr.log"
-
-    def run_file(self, scenario_id: str, mode: str, run_index: int) -> Path:
-        return self.raw / scenario_id / mode / f"run-{run_index:03d}.json"
-
-    def exists(self) -> list[Path]:
-        """What marks the run set as started: runs, an aggregate, a plan or failures."""
-        return [path for path in (self.raw, self.aggregate, self.plan, self.failures) if path.exists()]
-
-
-def read_existing_run(path: Path, paths: RunSetPaths, scenario_id: str, mode: str, run_index: int) -> dict:
-    """A run file a previous invocation wrote; it must be valid and be the run its path names."""
-    shown = path.relative_to(paths.results)
-    try:
-        document = orjson.loads(path.read_bytes())
-        flatten_run(document)
-    except OSError as error:
-        raise LoopmeterError(f"{shown} cannot be read ({error.strerror})") from None
-    except orjson.JSONDecodeError as error:
-        raise LoopmeterError(f"{shown} is not valid JSON ({error}); remove it to run it again") from None
-    except RunRejected as error:
-        raise LoopmeterError(f"{shown} is not a valid run: {error.field}: {error.rule}; remove it to run it again") from None
-    identity = (document["runSetId"], document["scenarioId"], document["mode"], document["runIndex"])
-    if identity != (paths.run_set_id, scenario_id, mode, run_index):
-        raise LoopmeterError(f"{shown} holds run {document['runId']} of run set {document['runSetId']}, not the run its path names")
-    return document
 
 
 # ---- executing -------------------------------------------------------------------------------
