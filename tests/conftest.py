@@ -71,7 +71,7 @@ def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, en
     while it runs) unless `process` or `timeout` asks for a process of its own, as a user starts it:
     where the process is the point (signals, its exit, what it imports) or the command could hang."""
     command = [*args, *(["--warehouse", str(warehouse)] if warehouse is not None else [])]
-    if process or timeout is not None:
+    if process or timeout is not None or "LOOPMETER_CRASH_AT" in (env or {}):  # a crash point kills its process
         environment = dict(os.environ, **(env or {}))
         done = subprocess.run([sys.executable, "-m", "loopmeter", *command], capture_output=True, text=True,
                               env=environment, cwd=cwd, timeout=timeout)

@@ -38,7 +38,7 @@ def ingest_forge(store_path: str | os.PathLike, *, warehouse: str | os.PathLike 
     check_utf8_path(store_path)
     detect_format(Path(store_path))  # a clear error before taking the lock
     store = open_warehouse(warehouse, writing=True)
-    with writing(store, wait=wait, command="ingest forge"):
+    with writing(store, wait=wait, command="ingest forge"), store.publishing():  # the tables and the report, as one
         result = ingest(store, Path(store_path), busy_timeout=busy_timeout)
         store_routing(store)
     result.warehouse = store.root

@@ -8,7 +8,8 @@ finishes them. So an interrupted stage leaves all its tables old, or all new.
 
 The journal is input too (a warehouse may be copied, shared, or forged): it is followed only
 when every table it names is one loopmeter knows, every version is `.versions/<table>/<id>` of
-real directories, and every folder is a staged folder beside its target inside the warehouse.
+real directories, and every folder is a staged folder beside its target; a staged folder is moved
+only when it belongs to this user, as every folder loopmeter stages does.
 A journal loopmeter cannot have written is named in a warning and removed; nothing it names is done.
 """
 from __future__ import annotations
@@ -89,12 +90,12 @@ def finish(root: Path) -> tuple[bool, str | None]:
             versions.swap(root, name, version)
     failed, error = [], None
     for entry in entries["folders"]:
-        target = folders.Staged.from_json(entry).target
-        if not _inside(root, target.parent):
-            # the --out of the killed command: not followed from a journal, which anyone who can write
-            # the warehouse could have written; its documents are written again by the next aggregate
-            warn(f"{shown_path(state.path(JOURNAL))}: the documents of {shown_path(target)}, outside the warehouse, "
-                 "were not swapped in; run `loopmeter aggregate` with the same --out again")
+        staged = folders.Staged.from_json(entry)
+        if not _ours(staged):
+            # a staged folder another user made: a journal anyone who can write the warehouse could have
+            # written must not move a folder of this user's for it; the next aggregate writes them again
+            warn(f"{shown_path(state.path(JOURNAL))}: the documents staged for {shown_path(staged.target)} are not "
+                 "this user's and were not swapped in; run `loopmeter aggregate` with the same --out again")
             continue
         try:
             folders.swap(folders.Staged.from_json(entry))
@@ -134,9 +135,17 @@ def problem_of(root: Path, entries: object) -> str | None:
     return None
 
 
-def _inside(root: Path, path: Path) -> bool:
-    real_root = os.path.realpath(root)
-    return os.path.commonpath([real_root, os.path.realpath(path)]) == real_root
+def _ours(staged: folders.Staged) -> bool:
+    """The staged folder (or, after an exchange or a rename aside, what stands for it) belongs to this
+    process's user, as every folder loopmeter stages does: one nobody else could have made."""
+    for place in (staged.staged, staged.aside, staged.target):
+        try:
+            status = os.lstat(place)
+        except OSError:
+            continue
+        if (status.st_dev, status.st_ino) == staged.identity:
+            return status.st_uid == os.geteuid()
+    return True  # gone everywhere: nothing to move, the swap finds nothing to do
 
 
 @contextmanager
