@@ -223,7 +223,8 @@ def test_report_html_on_a_warehouse_without_data_is_an_error(tmp_path):
         if warehouse.name == "empty":
             warehouse.mkdir()
         result = run_cli("report", "html", "--out", str(out), warehouse=warehouse, check=None)
-        one_line_error(result, 1, f"no ForgeLoop runs and no Forge data in {warehouse}")
+        said = f"no warehouse at {warehouse}" if warehouse.name == "missing" else f"{warehouse} is not a loopmeter warehouse"
+        one_line_error(result, 1, said)
     assert not out.exists() and not (tmp_path / "missing").exists()
 
 

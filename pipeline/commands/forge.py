@@ -40,9 +40,10 @@ def ingest_forge_command(
 ) -> int:
     set_quiet(quiet or json)
     from ..operations import ingest_forge
-    from ..tables_text import print_fitted
 
     result = ingest_forge(store_path, warehouse=warehouse, busy_timeout=busy_timeout, wait=wait)
+    from ..tables_text import print_fitted
+
     if json:
         from ..forge.reports import routing_json
 
@@ -78,11 +79,12 @@ def report_routing(
     json: JsonOption = False,
 ) -> int:
     set_quiet(quiet)
-    from ..forge.reports import routing_json, routing_text
     from ..operations import report_routing as routing
-    from ..tables_text import stdout_width
 
     shown = routing(warehouse=warehouse, repo=repo, since=since)
+    from ..forge.reports import routing_json, routing_text
+    from ..tables_text import stdout_width
+
     for line in shown.notes:
         note(line)
     document, srm = shown.document
@@ -106,11 +108,12 @@ def report_srm(
     json: JsonOption = False,
 ) -> int:
     set_quiet(quiet)
-    from ..forge.srm import srm_json, srm_text
     from ..operations import report_srm as srm
-    from ..tables_text import stdout_width
 
     shown = srm(warehouse=warehouse, repo=repo, since=since)
+    from ..forge.srm import srm_json, srm_text
+    from ..tables_text import stdout_width
+
     for line in shown.notes:
         note(line)
     write_stdout((srm_json(shown.document) if json else srm_text(shown.document, stdout_width())) + "\n")
@@ -144,14 +147,15 @@ def harvest_survival(
     json: JsonOption = False,
 ) -> int:
     set_quiet(quiet or json)
-    from ..forge.reports import harvest_problems_line, harvest_text, routing_json, unharvested_notes
     from ..operations import harvest_survival as harvest
     from ..operations.forge import parse_time
-    from ..tables_text import stdout_width
 
     moment = parse_time(now) if now else None
     found = harvest(warehouse=warehouse, repo=repo, horizon_days=horizon_days or [14], now=moment, dry_run=dry_run,
                     include_temp=include_temp, workers=workers, wait=wait)
+    from ..forge.reports import harvest_problems_line, harvest_text, routing_json, unharvested_notes
+    from ..tables_text import stdout_width
+
     if json:
         write_stdout(routing_json(found.as_dict(not dry_run, dry_run)) + "\n")
     else:
@@ -179,10 +183,11 @@ def report_survival(
     json: JsonOption = False,
 ) -> int:
     set_quiet(quiet)
-    from ..forge.reports import routing_json, survival_text
     from ..operations import report_survival as survival
-    from ..tables_text import stdout_width
 
     document = survival(warehouse=warehouse).document
+    from ..forge.reports import routing_json, survival_text
+    from ..tables_text import stdout_width
+
     write_stdout((routing_json(document) if json else survival_text(document, stdout_width())) + "\n")
     return Exit.OK

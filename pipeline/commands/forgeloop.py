@@ -50,10 +50,11 @@ def ingest_forgeloop_command(
 ) -> int:
     set_quiet(quiet or json)
     from ..operations import ingest_forgeloop
-    from ..tables_text import print_fitted
 
     ingested = ingest_forgeloop(results, scenarios, warehouse=warehouse, max_file_mb=max_file_mb, run_sets=run_set or None,
                                 full=full, then_aggregate=then_aggregate, wait=wait)
+    from ..tables_text import print_fitted
+
     result, aggregated, root = ingested.ingest, ingested.aggregated, ingested.warehouse
     if json:
         print_json(ingested.as_dict(), 2)

@@ -31,11 +31,11 @@ def ingest_forge(store_path: str | os.PathLike, *, warehouse: str | os.PathLike 
                  busy_timeout: float = 5.0, wait: bool = False):
     """Read a Forge event store (dataset.sqlite, opened read-only, or a JSON Lines export) into the
     warehouse, and store the routing report's tables for every task. Returns `forge.ingest.IngestResult`."""
+    check_number("--busy-timeout", busy_timeout, minimum=0)
+    check_utf8_path(store_path)
     from ..forge.ingest import ingest_forge as ingest
     from ..forge.store import detect_format
 
-    check_number("--busy-timeout", busy_timeout, minimum=0)
-    check_utf8_path(store_path)
     detect_format(Path(store_path))  # a clear error before taking the lock
     store = open_warehouse(warehouse, writing=True)
     with writing(store, wait=wait, command="ingest forge"), store.publishing():  # the tables and the report, as one
@@ -78,6 +78,7 @@ def report_routing(*, warehouse: str | os.PathLike | Warehouse | None = None, re
                    since: float | None = None) -> Shown:
     """First-pass rates by tier and model (observational) and the randomized pairs; `document` is
     (routing, srm): the routing report and the SRM check of its pairs."""
+    check_number("--since", since, minimum=0)
     from ..forge import tables as t
     from ..forge.srm import routing_and_srm
 
@@ -94,6 +95,7 @@ def report_routing(*, warehouse: str | os.PathLike | Warehouse | None = None, re
 def report_srm(*, warehouse: str | os.PathLike | Warehouse | None = None, repo: str | os.PathLike | None = None,
                since: float | None = None) -> Shown:
     """The sample-ratio-mismatch check of every randomized pair."""
+    check_number("--since", since, minimum=0)
     from ..forge import tables as t
     from ..forge.srm import srm_document
 
@@ -121,11 +123,11 @@ def harvest_survival(*, warehouse: str | os.PathLike | Warehouse | None = None, 
     """Per task an integration brought in, the lines it added that git blame still credits to it at each
     horizon, and later reverts: recorded as outcome events and stored as forge_survival (unless
     `dry_run`). Git runs read-only. Returns `forge.survival.Harvests`."""
+    moment = parse_time(now) if isinstance(now, str) else now
     from ..forge import tables as t
     from ..forge.reports import survival_document, survival_frame
     from ..forge.survival import harvest_horizons, record
 
-    moment = parse_time(now) if isinstance(now, str) else now
     store = open_warehouse(warehouse)
     require(store, t.INTEGRATIONS)
     options = dict(horizons=list(horizon_days), repo=str(_known_repo(store, Path(repo))) if repo else None,

@@ -44,12 +44,12 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
                      wait: bool = False) -> Ingested:
     """Read ForgeLoop's run files (`RESULTS/raw/<runSetId>/**/*.json`) and scenario files into the
     warehouse; with `then_aggregate`, aggregate them too (into `<warehouse>/aggregate`)."""
-    from ..forgeloop import aggregation
-    from ..forgeloop.ingest import ingest_forgeloop as ingest
-
     check_number("--max-file-mb", max_file_mb, minimum=0, inclusive=False)
     check_utf8_path(results, "RESULTS")
     check_utf8_path(scenarios, "--scenarios")
+    from ..forgeloop import aggregation
+    from ..forgeloop.ingest import ingest_forgeloop as ingest
+
     store = open_warehouse(warehouse, writing=True)
     with writing(store, wait=wait, command="ingest forgeloop"):
         result = ingest(store, Path(results), None if scenarios is None else Path(scenarios),
@@ -67,10 +67,11 @@ def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: st
     the forgeloop_* tables, of the run sets that changed since the last aggregate (every one with
     `full`, one with `run_set`); with `confidence`, the intervals of `report_confidence` stored as
     forgeloop_confidence and forgeloop_objectives too. Returns `forgeloop.aggregation.Aggregated`."""
-    from ..forgeloop import aggregation
     from ..forgeloop.contract import TIERS
 
     check_choice("--tier", tier, TIERS)
+    from ..forgeloop import aggregation
+
     store = open_warehouse(warehouse)
     if out is not None:
         check_utf8_path(out, "--out")
