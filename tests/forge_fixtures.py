@@ -5,33 +5,17 @@ import hashlib
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
-
-from typer.testing import CliRunner
 
 import forge_oracle
 from forge_oracle import export as oracle_export
 from forge_oracle import routing as oracle_routing
-from loopmeter.cli import app
+from loopmeter import operations
 from loopmeter.forge import samples
 from loopmeter.forge.ingest import ingest_forge
 from loopmeter.storage import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(*args: str, warehouse: Path | None = None):
-    """`loopmeter ARGS` in this process (typer's runner): result.exit_code, .stdout, .stderr."""
-    argv = list(args) + (["--warehouse", str(warehouse)] if warehouse is not None else [])
-    return CliRunner().invoke(app, argv)  # $LOOPMETER_WAREHOUSE: conftest's own place, never data/warehouse
-
-
-def run_user(*args: str, warehouse: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """`loopmeter ARGS` in a fresh process, as a user runs it."""
-    command = [sys.executable, "-m", "loopmeter", *args] + (["--warehouse", str(warehouse)] if warehouse else [])
-    return subprocess.run(command, capture_output=True, text=True, cwd=cwd or ROOT)
 
 
 def write_store(path: Path, events: list[dict], repos: list[tuple[str, str]] = (("api", "/nowhere/api"),)) -> Path:
@@ -48,8 +32,9 @@ def retarget(warehouse: Warehouse, store: Path, repo: str, path: Path) -> None:
 
 
 def ingested(tmp: Path, store: Path) -> Warehouse:
+    """The store ingested as `loopmeter ingest forge` ingests it (the routing report's tables stored too)."""
     warehouse = Warehouse(tmp / "warehouse")
-    ingest_forge(warehouse, store)
+    operations.ingest_forge(store, warehouse=warehouse)
     return warehouse
 
 

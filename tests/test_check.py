@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from forge_fixtures import run_user
+from conftest import run_cli
 from loopmeter.forge import samples
 from loopmeter.forge.ingest import ingest_forge
 from loopmeter.storage import Warehouse
@@ -19,7 +19,7 @@ def forge_warehouse(tmp_path_factory) -> Path:
     sample = samples.build_git_sample(root / "repos")
     store = samples.write_sqlite(root / "dataset.sqlite", sample.repos, sample.events)
     ingest_forge(Warehouse(root / "warehouse"), store)
-    assert run_user("catalog", warehouse=root / "warehouse").returncode == 0
+    assert run_cli("catalog", warehouse=root / "warehouse", process=True, check=None).returncode == 0
     return root / "warehouse"
 
 
@@ -27,18 +27,18 @@ def forge_warehouse(tmp_path_factory) -> Path:
 def copy(forge_warehouse, tmp_path) -> Path:
     target = tmp_path / "warehouse"
     shutil.copytree(forge_warehouse, target, symlinks=True)
-    assert run_user("catalog", warehouse=target).returncode == 0  # built for this place
+    assert run_cli("catalog", warehouse=target, process=True, check=None).returncode == 0  # built for this place
     return target
 
 
 def checked(warehouse: Path, *options: str) -> tuple[int, dict]:
-    result = run_user("check", "--json", *options, warehouse=warehouse)
+    result = run_cli("check", "--json", *options, warehouse=warehouse, process=True, check=None)
     assert "Traceback" not in result.stderr, result.stderr
     return result.returncode, json.loads(result.stdout)
 
 
 def count(warehouse: Path, table: str) -> int:
-    result = run_user("sql", f"SELECT count(*) AS n FROM {table}", "--format", "json", warehouse=warehouse)
+    result = run_cli("sql", f"SELECT count(*) AS n FROM {table}", "--format", "json", warehouse=warehouse, process=True, check=None)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)[0]["n"]
 
@@ -46,7 +46,7 @@ def count(warehouse: Path, table: str) -> int:
 def test_a_whole_warehouse_checks_whole(copy):
     code, report = checked(copy)
     assert code == 0 and report["ok"] and report["problems"] == [] and report["tables"] == 15
-    plain = run_user("check", warehouse=copy)
+    plain = run_cli("check", warehouse=copy, process=True, check=None)
     assert plain.returncode == 0 and plain.stderr.strip().endswith("journal and catalog: all whole")
 
 
@@ -61,7 +61,7 @@ def test_a_damaged_summary_file_is_named_and_rebuilt(copy, damage):
     # the catalog's views are not run (they read the files named already): only the file is named
     assert [(p["kind"], p["path"], p["table"]) for p in report["problems"]] == [("table file", str(damaged), "forge_attempts")]
     assert report["problems"][0]["problem"].startswith("cannot be read as Parquet (")
-    plain = run_user("check", warehouse=copy)
+    plain = run_cli("check", warehouse=copy, process=True, check=None)
     assert plain.returncode == 1 and plain.stderr.splitlines()[0].startswith(f"loopmeter: {damaged}: cannot be read")
     code, repaired = checked(copy, "--repair")
     assert code == 0 and repaired["ok"] and repaired["problems"] == [] and len(repaired["found"]) == 1
@@ -109,8 +109,8 @@ def forgeloop_warehouse(tmp_path_factory, corpus) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("check-forgeloop") / "warehouse"
     for args in (("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "-q"),
                  ("aggregate", "-q")):
-        assert run_user(*args, warehouse=root).returncode == 0
-    tail = run_user("report", "tail", "--json", warehouse=root)
+        assert run_cli(*args, warehouse=root, process=True, check=None).returncode == 0
+    tail = run_cli("report", "tail", "--json", warehouse=root, process=True, check=None)
     assert tail.returncode == 0
     return root, tail.stdout
 
@@ -128,4 +128,4 @@ def test_a_damaged_runs_file_is_read_again_from_the_recorded_run_files(forgeloop
     code, repaired = checked(copy, "--repair")
     assert code == 0 and repaired["ok"] and repaired["problems"] == [], repaired
     assert repaired["repaired"][0].startswith("runs: read again from ")
-    assert run_user("report", "tail", "--json", warehouse=copy).stdout == tail
+    assert run_cli("report", "tail", "--json", warehouse=copy, process=True, check=None).stdout == tail

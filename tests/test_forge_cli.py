@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from forge_fixtures import ROOT, run_user, seed_json, seed_routing
+from conftest import run_cli
+from forge_fixtures import ROOT, seed_json, seed_routing
 from loopmeter.forge import samples
 
 
@@ -20,35 +21,35 @@ def demo(tmp_path_factory):
 def test_the_demo_as_a_user_runs_it(demo):
     directory, info = demo
     warehouse = directory / "warehouse"
-    ingest = run_user("ingest", "forge", str(directory / "dataset.sqlite"), warehouse=warehouse)
+    ingest = run_cli("ingest", "forge", str(directory / "dataset.sqlite"), warehouse=warehouse, process=True, check=None)
     assert ingest.returncode == 0, ingest.stderr
     assert re.match(r"\d+ rows read: \d+ new events, 0 already stored, 0 rejected, 3 repositories", ingest.stdout)
-    again = run_user("ingest", "forge", str(directory / "export.jsonl"), "--json", warehouse=warehouse)
+    again = run_cli("ingest", "forge", str(directory / "export.jsonl"), "--json", warehouse=warehouse, process=True, check=None)
     assert again.returncode == 0 and json.loads(again.stdout)["stored"] == 0
 
-    routing = run_user("report", "routing", "--json", warehouse=warehouse)
+    routing = run_cli("report", "routing", "--json", warehouse=warehouse, process=True, check=None)
     assert routing.returncode == 0, routing.stderr
     assert routing.stdout == seed_json(seed_routing(directory / "dataset.sqlite")) + "\n"
 
-    harvest = run_user("harvest", "survival", "--include-temp", "--now", str(info["now"]), "--json", warehouse=warehouse)
+    harvest = run_cli("harvest", "survival", "--include-temp", "--now", str(info["now"]), "--json", warehouse=warehouse, process=True, check=None)
     assert harvest.returncode == 0, harvest.stderr
     document = json.loads(harvest.stdout)
     assert document["recorded"] == 6 and document["counts"] == {"ok": 5, "lost": 1, "pending": 1}
-    survival = run_user("report", "survival", "--json", warehouse=warehouse)
+    survival = run_cli("report", "survival", "--json", warehouse=warehouse, process=True, check=None)
     assert survival.returncode == 0 and sum(g["tasks"] for g in json.loads(survival.stdout)["groups"]) == 5
 
-    listed = run_user("queries")
+    listed = run_cli("queries", process=True, check=None)
     assert listed.returncode == 0 and "forge_routing_observational" in listed.stdout
 
 
 def test_harvest_time_can_be_given_as_iso(demo, tmp_path):
     directory, info = demo
     warehouse = tmp_path / "w"
-    assert run_user("ingest", "forge", str(directory / "dataset.sqlite"), "-q", warehouse=warehouse).returncode == 0
-    result = run_user("harvest", "survival", "--include-temp", "--dry-run", "--now", "2026-02-14T08:00:00Z",
-                      warehouse=warehouse)
+    assert run_cli("ingest", "forge", str(directory / "dataset.sqlite"), "-q", warehouse=warehouse, process=True, check=None).returncode == 0
+    result = run_cli("harvest", "survival", "--include-temp", "--dry-run", "--now", "2026-02-14T08:00:00Z",
+                      warehouse=warehouse, process=True, check=None)
     assert result.returncode == 0 and result.stdout.startswith("would record 6 survival outcome(s) at 14 days")
-    bad = run_user("harvest", "survival", "--now", "tomorrow-ish", warehouse=warehouse)
+    bad = run_cli("harvest", "survival", "--now", "tomorrow-ish", warehouse=warehouse, process=True, check=None)
     assert bad.returncode == 2 and "give unix seconds or an ISO 8601 time" in bad.stderr
 
 

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from conftest import run_cli
-from forge_fixtures import cli, event, run_user, write_store
+from forge_fixtures import event, write_store
 from loopmeter.forge import samples
 from loopmeter.forge import sqlite_store as store_module
 from loopmeter.forge import tables as t
@@ -37,8 +37,8 @@ def test_sqlite_store_loads_every_event_and_is_left_byte_identical(sample, tmp_p
     _, store, _, events = sample
     before = digest(store)
     siblings = sorted(p.name for p in store.parent.iterdir())
-    result = cli("ingest", "forge", str(store), "--json", warehouse=tmp_path / "w")
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("ingest", "forge", str(store), "--json", warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert (report["read"], report["stored"], report["rejected"], report["repos"]) == (len(events), len(events), 0, 2)
     assert report["unknownKinds"] == {"heartbeat": 2}
@@ -123,8 +123,8 @@ HOSTILE_LINES = [
 def test_an_export_saved_with_a_byte_order_mark_keeps_its_first_line(tmp_path):
     export = tmp_path / "export.jsonl"
     export.write_bytes(b"\xef\xbb\xbf" + "\n".join(HOSTILE_LINES[:2]).encode() + b"\n")
-    result = cli("ingest", "forge", str(export), warehouse=tmp_path / "w")
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("ingest", "forge", str(export), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 0, result.stderr
     assert "2 lines read: 1 new events, 0 already stored, 0 rejected, 1 repositories" in result.stdout
     assert Warehouse(tmp_path / "w").read(t.REPOS).select("repo", "path").rows() == [("api", "/repos/api")]
 
@@ -132,8 +132,8 @@ def test_an_export_saved_with_a_byte_order_mark_keeps_its_first_line(tmp_path):
 def test_hostile_json_lines_each_rejection_names_line_rid_field_and_rule(tmp_path):
     export = tmp_path / "export.jsonl"
     export.write_bytes(("\n".join(HOSTILE_LINES) + "\n").encode() + b'{"rid":"bad\xff","kind":"x","ts":1,"data":{}}\n\n')
-    result = cli("ingest", "forge", str(export), warehouse=tmp_path / "w")
-    assert result.exit_code == 3
+    result = run_cli("ingest", "forge", str(export), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 3
     lines = [line for line in result.stderr.splitlines() if line.startswith("rejected ")]
     assert lines == [
         f"rejected {export}:3: line: is not valid JSON",
@@ -182,8 +182,8 @@ def test_hostile_sqlite_rows_are_rejected_by_rid(tmp_path):
     ]
     store = sqlite_store(tmp_path / "dataset.sqlite", rows,
                          events_sql="CREATE TABLE events(rid, kind, src, ts, run, task, repo, mode, data)")
-    result = cli("ingest", "forge", str(store), warehouse=tmp_path / "w")
-    assert result.exit_code == 3, result.stderr
+    result = run_cli("ingest", "forge", str(store), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 3, result.stderr
     rejected = [line for line in result.stderr.splitlines() if line.startswith("rejected ")]
     assert rejected == [
         f"rejected {store} rid blob: data: must be a JSON object as text (found blob)",
@@ -200,8 +200,8 @@ def test_sqlite_ts_null_is_rejected_and_an_integer_ts_kept_exactly(tmp_path):
         ("fine", "attempt", "forge", 1700000000.1234567, "r1", "t1", "api", "parallel", '{"n": 1}'),
         ("nots", "attempt", "forge", None, "r1", "t1", "api", "parallel", '{"n": 1}'),
     ], events_sql="CREATE TABLE events(rid, kind, src, ts, run, task, repo, mode, data)")
-    result = cli("ingest", "forge", str(store), warehouse=tmp_path / "w")
-    assert result.exit_code == 3, result.stderr
+    result = run_cli("ingest", "forge", str(store), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 3, result.stderr
     assert f"rejected {store} rid nots: ts: must be unix seconds, a number (found null)" in result.stderr
     stored = Warehouse(tmp_path / "w").read(t.EVENTS).sort("rid")
     assert stored["rid"].to_list() == ["fine", "int"]
@@ -324,8 +324,8 @@ def test_sqlite_text_that_is_not_utf8_rejects_only_its_row(tmp_path):
                "'parallel', '{\"n\": 1}')")
     db.commit()
     db.close()
-    result = cli("ingest", "forge", str(store), warehouse=tmp_path / "w")
-    assert result.exit_code == 3
+    result = run_cli("ingest", "forge", str(store), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 3
     assert f"rejected {store} rid bad: run: is not valid UTF-8" in result.stderr
     assert Warehouse(tmp_path / "w").read(t.EVENTS)["rid"].to_list() == ["ok1"]
 
@@ -337,25 +337,25 @@ def test_sqlite_text_that_is_not_utf8_rejects_only_its_row(tmp_path):
 def test_a_file_that_is_not_a_store(tmp_path, content, message):
     path = tmp_path / "dataset.bin"
     path.write_bytes(content)
-    result = cli("ingest", "forge", str(path), warehouse=tmp_path / "w")
-    assert result.exit_code == 1
+    result = run_cli("ingest", "forge", str(path), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 1
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "w" / t.EVENTS).exists()
 
 
 def test_missing_file_table_and_columns(tmp_path):
-    result = cli("ingest", "forge", str(tmp_path / "nope.sqlite"), warehouse=tmp_path / "w")
-    assert result.exit_code == 1 and "no such file" in result.stderr
+    result = run_cli("ingest", "forge", str(tmp_path / "nope.sqlite"), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 1 and "no such file" in result.stderr
     no_repos = tmp_path / "no_repos.sqlite"
     db = sqlite3.connect(no_repos)
     db.execute("CREATE TABLE events(rid TEXT, kind TEXT, src TEXT, ts REAL, run TEXT, task TEXT, repo TEXT, mode TEXT, data TEXT)")
     db.close()
-    result = cli("ingest", "forge", str(no_repos), warehouse=tmp_path / "w")
-    assert result.exit_code == 1 and "has no table 'repos'" in result.stderr
+    result = run_cli("ingest", "forge", str(no_repos), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 1 and "has no table 'repos'" in result.stderr
     short = sqlite_store(tmp_path / "short.sqlite", [], events_sql="CREATE TABLE events(rid TEXT, kind TEXT, ts REAL)")
-    result = cli("ingest", "forge", str(short), warehouse=tmp_path / "w")
-    assert result.exit_code == 1
+    result = run_cli("ingest", "forge", str(short), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 1
     assert "table events lacks column(s) src, run, task, repo, mode, data" in result.stderr
 
 
@@ -365,13 +365,13 @@ def test_a_store_locked_by_a_writer_is_reported_not_waited_for_forever(tmp_path)
     writer = sqlite3.connect(store, isolation_level=None, check_same_thread=False)
     writer.execute("BEGIN EXCLUSIVE")
     try:
-        result = cli("ingest", "forge", str(store), "--busy-timeout", "0.2", warehouse=tmp_path / "w")
+        result = run_cli("ingest", "forge", str(store), "--busy-timeout", "0.2", warehouse=tmp_path / "w", check=None)
     finally:
         writer.execute("ROLLBACK")
         writer.close()
-    assert result.exit_code == 1
+    assert result.returncode == 1
     assert "the store is locked by a writer (waited 0.2 s)" in result.stderr
-    assert cli("ingest", "forge", str(store), warehouse=tmp_path / "w").exit_code == 0
+    assert run_cli("ingest", "forge", str(store), warehouse=tmp_path / "w", check=None).returncode == 0
 
 
 def test_a_store_in_wal_mode_with_a_live_reader_is_read(tmp_path):
@@ -472,11 +472,11 @@ def test_a_second_writer_waits_or_leaves(sample, tmp_path):
     thread.start()
     holding.wait(10)
     try:
-        result = cli("ingest", "forge", str(store), warehouse=warehouse.root)
+        result = run_cli("ingest", "forge", str(store), warehouse=warehouse.root, check=None)
     finally:
         release.set()
         thread.join()
-    assert result.exit_code == 4 and "locked by" in result.stderr
+    assert result.returncode == 4 and "locked by" in result.stderr
 
 
 def test_help_does_not_import_the_heavy_libraries():
@@ -487,7 +487,7 @@ def test_help_does_not_import_the_heavy_libraries():
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    result = run_user("ingest", "forge", "--help")
+    result = run_cli("ingest", "forge", "--help", process=True, check=None)
     assert result.returncode == 0 and "STORE" in result.stdout
 
 

@@ -14,7 +14,8 @@ import sqlite3
 import polars as pl
 import pytest
 
-from forge_fixtures import cli, event
+from conftest import run_cli
+from forge_fixtures import event
 from runs import run as forgeloop_run
 from loopmeter.forge import samples
 from loopmeter.forge import store as store_module
@@ -38,8 +39,8 @@ def events_lines(count: int = 1) -> list[str]:
 def refused(tmp_path, path, *reasons: str):
     """`ingest forge PATH` is refused before anything is written: exit 1, one line naming the file."""
     warehouse = tmp_path / "w"
-    result = cli("ingest", "forge", str(path), warehouse=warehouse)
-    assert result.exit_code == 1, result.stdout + result.stderr
+    result = run_cli("ingest", "forge", str(path), warehouse=warehouse, check=None)
+    assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert str(path) in lines[0] and "is neither a SQLite Forge store nor a JSON Lines export" in lines[0], lines[0]
@@ -82,8 +83,8 @@ def test_an_empty_file_is_refused_unless_named_as_an_export(tmp_path):
     refused(tmp_path, empty, "it is empty")
     export = tmp_path / "export.jsonl"  # an export of a store without events
     export.write_text("")
-    result = cli("ingest", "forge", str(export), warehouse=tmp_path / "w")
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("ingest", "forge", str(export), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 0, result.stderr
     assert "0 lines read: 0 new events" in result.stdout
 
 
@@ -139,8 +140,8 @@ def test_an_export_with_broken_first_lines_loads_its_good_lines(tmp_path):
     path = tmp_path / "export.txt"  # any name: the content decides
     path.write_text("\n".join(["{", "[1, 2]", "this is not json", *good, "}"]) + "\n")
     assert detect_format(path) == "jsonl"
-    result = cli("ingest", "forge", str(path), "--json", warehouse=tmp_path / "w")
-    assert result.exit_code == 3, result.stderr
+    result = run_cli("ingest", "forge", str(path), "--json", warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 3, result.stderr
     outcome = json.loads(result.stdout)
     assert outcome["stored"] == len(good) and outcome["rejected"] == 4
     assert [r["line"] for r in outcome["rejections"]] == [1, 2, 3, len(good) + 4]
@@ -176,25 +177,25 @@ def test_an_export_whose_every_line_is_rejected_publishes_every_table_forge_even
     path.write_text('{"rid":"a1","kind":"attempt","ts":"yesterday","data":{"n":1}}\n'
                     '{"rid":"a2","kind":"attempt","ts":110,"data":[1,2]}\n')
     warehouse = tmp_path / "w"
-    result = cli("ingest", "forge", str(path), warehouse=warehouse)
-    assert result.exit_code == 3, result.stderr
+    result = run_cli("ingest", "forge", str(path), warehouse=warehouse, check=None)
+    assert result.returncode == 3, result.stderr
     assert "2 lines read: 0 new events, 0 already stored, 2 rejected" in result.stdout
     stored = Warehouse(warehouse)
     for table in INGEST_TABLES:
         assert_documented_and_empty(stored, table, rows=2 if table == t.REJECTIONS else 0)
-    counted = cli("sql", "select count(*) AS n from forge_events", "--format", "csv", warehouse=warehouse)
-    assert counted.exit_code == 0, counted.stderr
+    counted = run_cli("sql", "select count(*) AS n from forge_events", "--format", "csv", warehouse=warehouse, check=None)
+    assert counted.returncode == 0, counted.stderr
     assert counted.stdout.split() == ["n", "0"]
-    routing = cli("report", "routing", "--json", warehouse=warehouse)
-    assert routing.exit_code == 0, routing.stderr
+    routing = run_cli("report", "routing", "--json", warehouse=warehouse, check=None)
+    assert routing.returncode == 0, routing.stderr
     assert json.loads(routing.stdout)["observational"] == []
 
 
 def test_a_store_without_events_publishes_every_table_empty(tmp_path):
     store = samples.write_sqlite(tmp_path / "dataset.sqlite", [], [])
     warehouse = tmp_path / "w"
-    result = cli("ingest", "forge", str(store), warehouse=warehouse)
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("ingest", "forge", str(store), warehouse=warehouse, check=None)
+    assert result.returncode == 0, result.stderr
     stored = Warehouse(warehouse)
     for table in INGEST_TABLES:
         assert_documented_and_empty(stored, table)
@@ -265,8 +266,8 @@ def test_the_library_result_of_an_export_whose_every_line_is_rejected(tmp_path):
 def test_the_command_does_not_say_the_rest_is_stored_when_nothing_was(tmp_path):
     path = tmp_path / "export.jsonl"
     path.write_text('{"rid":"a1","kind":"attempt","ts":"yesterday","data":{"n":1}}\n')
-    result = cli("ingest", "forge", str(path), warehouse=tmp_path / "w")
-    assert result.exit_code == 3
+    result = run_cli("ingest", "forge", str(path), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 3
     assert result.stderr.strip().splitlines()[-1] == "loopmeter: 1 of 1 rejected; no event is stored"
 
 

@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from forge_fixtures import cli
+from conftest import run_cli
 from loopmeter.forge import sqlite_store as store_module
 from loopmeter.forge import tables as t
 from loopmeter.forge.ingest import ingest_forge
@@ -89,8 +89,8 @@ def test_a_repos_row_with_a_null_or_empty_repo_or_path_is_rejected_not_dropped(t
 
 def test_the_cli_names_each_rejected_repos_row_and_exits_3(tmp_path):
     store = sqlite_store(tmp_path / "dataset.sqlite", BAD_REPOS[:3], [row("e1")])
-    result = cli("ingest", "forge", str(store), warehouse=tmp_path / "w")
-    assert result.exit_code == 3, result.stderr
+    result = run_cli("ingest", "forge", str(store), warehouse=tmp_path / "w", check=None)
+    assert result.returncode == 3, result.stderr
     assert [line for line in result.stderr.splitlines() if line.startswith("rejected ")] == [
         f'rejected {store}: repo: a repos row needs repo, non-empty text (found null; the row\'s path: "/r/x")',
         f'rejected {store}: path: a repos row needs path, non-empty text (found null; the row\'s repo: "web")',

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forge_fixtures import cli, decision, event, ingested, seed_json, seed_routing, write_store
+from conftest import run_cli
+from forge_fixtures import decision, event, ingested, seed_json, seed_routing, write_store
 from forge_oracle import routing as oracle_routing
 from loopmeter.forge import derive, routing, samples
 from loopmeter.forge import tables as t
@@ -292,8 +293,8 @@ def test_sample_report_equals_the_seed_byte_for_byte(sample):
     expected = seed_routing(store)
     assert any(r.get("ci") for r in expected["randomized"]), "the sample must reach bootstrap intervals"
     assert any(r.get("note") for r in expected["randomized"])
-    result = cli("report", "routing", "--json", warehouse=warehouse.root)
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("report", "routing", "--json", warehouse=warehouse.root, check=None)
+    assert result.returncode == 0, result.stderr
     assert result.stdout == seed_json(expected) + "\n"
 
 
@@ -309,13 +310,13 @@ def test_sample_report_scoped_by_repo_and_since_equals_the_seed(sample):
 
 def test_text_report_and_stored_tables(sample):
     _, warehouse, _ = sample
-    result = cli("report", "routing", warehouse=warehouse.root)
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("report", "routing", warehouse=warehouse.root, check=None)
+    assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("observational: first attempts by declared tier and the model that ran them\n")
     assert "randomized (plan --explore)" in result.stdout and "-> " in result.stdout
     observational = warehouse.read(t.OBSERVATIONAL)
     randomized = warehouse.read(t.RANDOMIZED)
-    document = json.loads(cli("report", "routing", "--json", warehouse=warehouse.root).stdout)
+    document = json.loads(run_cli("report", "routing", "--json", warehouse=warehouse.root, check=None).stdout)
     assert observational.height == len(document["observational"])
     assert randomized.height == len(document["randomized"])
     first = document["observational"][0]
@@ -326,9 +327,9 @@ def test_text_report_and_stored_tables(sample):
 
 
 def test_report_without_data_says_what_to_do(tmp_path):
-    result = cli("report", "routing", warehouse=tmp_path / "empty")
-    assert result.exit_code == 1
-    assert "run `loopmeter ingest forge STORE` first" in result.stderr
+    result = run_cli("report", "routing", warehouse=tmp_path / "empty", check=None)
+    assert result.returncode == 1
+    assert "`loopmeter ingest forge STORE`" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
 
 

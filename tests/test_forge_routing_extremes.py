@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forge_fixtures import cli, decision, event, ingested, seed_routing, write_store
+from conftest import run_cli
+from forge_fixtures import decision, event, ingested, seed_routing, write_store
 from forge_oracle import routing as oracle_routing
 from loopmeter.forge import routing
 from loopmeter.forge import tables as t
@@ -67,8 +68,8 @@ def exploration_events(runs: int, tasks: int, failing: int, odd: dict[tuple[int,
 def report(tmp_path, events):
     store = write_store(tmp_path / "dataset.sqlite", events)
     warehouse = ingested(tmp_path, store)
-    result = cli("report", "routing", "--json", warehouse=warehouse.root)
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("report", "routing", "--json", warehouse=warehouse.root, check=None)
+    assert result.returncode == 0, result.stderr
     return store, warehouse, result.stdout
 
 
@@ -100,8 +101,8 @@ def test_a_subnormal_propensity_is_null_in_the_json_where_the_seed_writes_nan(tm
     assert [row["ci"] for row in document["observational"]] == [[0.3906175873976139, 0.8618821601026385]] * 2
     assert '"ci": [\n        null,\n        null\n      ],\n      "default": "flash",\n      "difference": null,' in text
 
-    shown = cli("report", "routing", warehouse=warehouse.root)
-    assert shown.exit_code == 0, shown.stderr
+    shown = run_cli("report", "routing", warehouse=warehouse.root, check=None)
+    assert shown.returncode == 0, shown.stderr
     assert "nan" not in shown.stdout.lower() and "difference" not in shown.stdout
     line = "    %-11s %-24s assigned  12  first-pass    -  n_eff     -  not followed 0  no outcome 0  dwarf min -" % (
         where, tiny_arm["spec"])
@@ -125,7 +126,7 @@ def test_a_bootstrap_bound_the_seed_finds_among_nans_is_kept(tmp_path):
     assert (pair["ci"], pair["difference"], pair["arms"]["alternative"]["first_pass"]) == ([0.125, None], None, None)
     assert pair["verdict"] == seed["verdict"] == "not enough randomized data (16/30 alternative assignments)"
     assert text == json.dumps(nulled(seed_routing(store)), indent=2, sort_keys=True) + "\n"
-    shown = cli("report", "routing", warehouse=warehouse.root)
+    shown = run_cli("report", "routing", warehouse=warehouse.root, check=None)
     assert "    difference -  95% [+0.12, -]" in shown.stdout.splitlines()
     row = warehouse.read(t.RANDOMIZED).row(0, named=True)
     assert (row["ci_low"], row["ci_high"], row["difference"]) == (0.125, None, None)
@@ -163,7 +164,7 @@ def test_a_runtime_that_overflows_is_null_not_infinity(tmp_path):
         attempts=1, ci=[0.34237195288961925, 1.0], first_pass=1.0, passed=1.0, runtime_min=None, spec="m:low",
         tasks=2, tier="low", unfinished=0)], "randomized": []}
     assert text == json.dumps(nulled(seed), indent=2, sort_keys=True) + "\n"
-    shown = cli("report", "routing", warehouse=warehouse.root).stdout
+    shown = run_cli("report", "routing", warehouse=warehouse.root, check=None).stdout
     assert "  low     m:low                          2   100% [34%-100%]   100%          0      1.0        -" in shown
     assert warehouse.read(t.OBSERVATIONAL).row(0, named=True)["runtime_min"] is None
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from forge_fixtures import cli, decision, event, ingested, seed_json, seed_routing, write_store
+from forge_fixtures import decision, event, ingested, seed_json, seed_routing, write_store
 from loopmeter.forge import samples, srm
 from loopmeter.forge import tables as t
 from loopmeter.forge.reports import routing_document, routing_text
@@ -136,8 +136,8 @@ def test_an_assignment_the_propensities_rule_out_is_a_mismatch(tmp_path):
     (row,) = srm.srm_document(warehouse)["rows"]
     assert row == dict(tier="low", default="flash", alternative="sonnet", assigned=3, alternative_assigned=2,
                        expected_alternative=3.0, chi_square=None, p_value=0.0, srm=True, p_value_bound=0.0)
-    result = cli("report", "srm", "--json", warehouse=warehouse.root)
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("report", "srm", "--json", warehouse=warehouse.root, check=None)
+    assert result.returncode == 0, result.stderr
     assert '"chi_square": null' in result.stdout and json.loads(result.stdout)["rows"] == [row]
 
 
@@ -270,8 +270,8 @@ def mismatched(tmp_path_factory):
 
 def test_a_miscalibrated_router_is_a_mismatch_and_a_fair_one_is_not(mismatched):
     _, warehouse, draws = mismatched
-    result = cli("report", "srm", "--json", warehouse=warehouse.root)
-    assert result.exit_code == 0, result.stderr
+    result = run_cli("report", "srm", "--json", warehouse=warehouse.root, check=None)
+    assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert list(document) == ["rows"] and all(list(row) == sorted(srm.KEYS) for row in document["rows"])
     low, medium = (by_pair(document)[pair] for pair in (("low", "flash", "sonnet"), ("medium", "sonnet", "flash")))
@@ -289,9 +289,9 @@ def test_a_miscalibrated_router_is_a_mismatch_and_a_fair_one_is_not(mismatched):
 
 def test_the_routing_report_marks_the_pair_and_its_json_is_unchanged(mismatched):
     store, warehouse, _ = mismatched
-    as_json = cli("report", "routing", "--json", warehouse=warehouse.root)
-    assert as_json.exit_code == 0 and as_json.stdout == seed_json(seed_routing(store)) + "\n"
-    text = cli("report", "routing", warehouse=warehouse.root).stdout
+    as_json = run_cli("report", "routing", "--json", warehouse=warehouse.root, check=None)
+    assert as_json.returncode == 0 and as_json.stdout == seed_json(seed_routing(store)) + "\n"
+    text = run_cli("report", "routing", warehouse=warehouse.root, check=None).stdout
     marks = [line for line in text.splitlines() if "sample ratio mismatch" in line]
     assert marks == ["    !! sample ratio mismatch: 30 of 88 assignments went to the alternative, 8.8 expected "
                      "(p 5.0e-14): this comparison is untrustworthy"]
@@ -307,8 +307,8 @@ def test_the_routing_report_marks_the_pair_and_its_json_is_unchanged(mismatched)
 def test_the_table_holds_the_json_rows_and_both_reports_write_it(mismatched, tmp_path):
     store, _, _ = mismatched
     warehouse = ingested(tmp_path, store)
-    assert cli("report", "routing", warehouse=warehouse.root).exit_code == 0  # report routing writes it too
-    document = json.loads(cli("report", "srm", "--json", warehouse=warehouse.root).stdout)
+    assert run_cli("report", "routing", warehouse=warehouse.root, check=None).returncode == 0  # report routing writes it too
+    document = json.loads(run_cli("report", "srm", "--json", warehouse=warehouse.root, check=None).stdout)
     stored = warehouse.read(t.SRM)
     assert stored.columns == [name for name, _, _ in t.columns(t.SRM)]
     assert [{**{k: row[k] for k in srm.KEYS if k != "default"}, "default": row["default_spec"]}
@@ -337,8 +337,8 @@ def test_scope_since_and_repo(tmp_path):
     scoped = srm.srm_document(warehouse, Scope(since=now - 2.5 * 86400))
     assert by_pair(scoped) == by_pair(rows_document(draws[:18]))
     assert srm.srm_document(warehouse, Scope(repo=str(tmp_path / "api"))) == srm.srm_document(warehouse)
-    other = cli("report", "srm", "--repo", str(tmp_path), warehouse=warehouse.root)
-    assert other.exit_code == 1 and "no Forge repository" in other.stderr
+    other = run_cli("report", "srm", "--repo", str(tmp_path), warehouse=warehouse.root, check=None)
+    assert other.returncode == 1 and "no Forge repository" in other.stderr
 
 
 def rows_document(draws: list[tuple]) -> dict:
@@ -357,23 +357,23 @@ def test_the_demo_sample_draws_fairly(tmp_path):
 
 
 def test_without_data_or_pairs(tmp_path):
-    result = cli("report", "srm", warehouse=tmp_path / "empty")
-    assert result.exit_code == 1 and "run `loopmeter ingest forge STORE` first" in result.stderr
+    result = run_cli("report", "srm", warehouse=tmp_path / "empty", check=None)
+    assert result.returncode == 1 and "`loopmeter ingest forge STORE`" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     events = [event("p", "plan", 1, data=dict(revision=1, tasks={"t1": {"declared_difficulty": "low", "route": []}}))]
     warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", events))
-    assert json.loads(cli("report", "srm", "--json", warehouse=warehouse.root).stdout) == {"rows": []}
-    shown = cli("report", "srm", warehouse=warehouse.root).stdout
+    assert json.loads(run_cli("report", "srm", "--json", warehouse=warehouse.root, check=None).stdout) == {"rows": []}
+    shown = run_cli("report", "srm", warehouse=warehouse.root, check=None).stdout
     assert "no exploratory decisions in pairs yet" in shown
     assert warehouse.read(t.SRM).height == 0
-    wrong = cli("report", "srm", "--since", "-1", warehouse=warehouse.root)
-    assert wrong.exit_code == 2 and "--since" in wrong.stderr
+    wrong = run_cli("report", "srm", "--since", "-1", warehouse=warehouse.root, check=None)
+    assert wrong.returncode == 2 and "--since" in wrong.stderr
 
 
 def test_the_html_report_marks_the_mismatched_pair(mismatched, tmp_path):
     _, warehouse, _ = mismatched
     out = tmp_path / "page.html"
-    assert cli("report", "html", "--out", str(out), warehouse=warehouse.root).exit_code == 0
+    assert run_cli("report", "html", "--out", str(out), warehouse=warehouse.root, check=None).returncode == 0
     page = out.read_text()
     chart = page.split('aria-label="randomized differences"', 1)[1].split("</svg>", 1)[0]
     labels = re.findall(r'class="label">([^<]*)</text>', chart)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from forge_fixtures import cli, retarget, seed_harvest, tree_fingerprint
+from conftest import run_cli
+from forge_fixtures import retarget, seed_harvest, tree_fingerprint
 from loopmeter.forge import samples
 from loopmeter.forge import tables as t
 from loopmeter.forge.ingest import ingest_forge
@@ -76,18 +77,18 @@ def test_recording_is_idempotent_and_touches_neither_store_nor_repositories(tmp_
     sample, store, warehouse = build(tmp_path)
     repos = {name: tree_fingerprint(Path(path)) for name, path in sample.repos}
     store_before = tree_fingerprint(store.parent)
-    dry = cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--dry-run", "--json",
-              warehouse=warehouse.root)
-    assert dry.exit_code == 0 and json.loads(dry.stdout)["recorded"] == 0
+    dry = run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--dry-run", "--json",
+              warehouse=warehouse.root, check=None)
+    assert dry.returncode == 0 and json.loads(dry.stdout)["recorded"] == 0
     assert warehouse.read(t.OUTCOMES).height == 0
-    first = cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--json", warehouse=warehouse.root)
-    assert first.exit_code == 0, first.stderr
+    first = run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--json", warehouse=warehouse.root, check=None)
+    assert first.returncode == 0, first.stderr
     document = json.loads(first.stdout)
     assert document["recorded"] == 6 and len(document["outcomes"]) == 6
     assert set(document["outcomes"][0]) == {"rid", "run", "task", "data"}
     assert document["counts"] == {"ok": 5, "lost": 1, "pending": 1}
-    second = json.loads(cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--json",
-                            warehouse=warehouse.root).stdout)
+    second = json.loads(run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--json",
+                            warehouse=warehouse.root, check=None).stdout)
     assert (second["recorded"], second["counts"]) == (0, {"pending": 1, "already": 6})
     assert warehouse.read(t.OUTCOMES).height == 6
     stored = warehouse.read(t.EVENTS).filter(t_kind("outcome"))
@@ -95,8 +96,8 @@ def test_recording_is_idempotent_and_touches_neither_store_nor_repositories(tmp_
     assert {name: tree_fingerprint(Path(path)) for name, path in sample.repos} == repos
     assert tree_fingerprint(store.parent) == store_before
     # the horizon passes: the pending task is measured by the next harvest
-    later = json.loads(cli("harvest", "survival", "--include-temp", "--now", str(sample.now + 30 * 86400), "--json",
-                           warehouse=warehouse.root).stdout)
+    later = json.loads(run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now + 30 * 86400), "--json",
+                           warehouse=warehouse.root, check=None).stdout)
     assert later["recorded"] == 1 and later["outcomes"][0]["run"] == "run-z"
 
 
@@ -147,14 +148,14 @@ def test_unreachable_repositories_stay_unharvested_with_their_reason(tmp_path):
         assert result.counts[reason] == 3, (reason, result.counts)  # run-a, run-b, run-z
         assert {e["reason"] for e in result.unharvested} == {reason}
         assert {(o["run"], o["data"]["status"]) for o in result.outcomes} == {("run-w", "lost")}
-    result = cli("harvest", "survival", "--include-temp", "--now", str(sample.now), warehouse=warehouse.root)
-    assert result.exit_code == 3
+    result = run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now), warehouse=warehouse.root, check=None)
+    assert result.returncode == 3
     assert "not harvested: api" in result.stderr and "a shallow clone" in result.stderr
     assert "Traceback" not in result.stderr
     # the repository comes back: what was left is harvested now
     retarget(warehouse, store, "api", api)
-    again = json.loads(cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--json",
-                           warehouse=warehouse.root).stdout)
+    again = json.loads(run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--json",
+                           warehouse=warehouse.root, check=None).stdout)
     assert again["recorded"] == 5 and again["counts"]["already"] == 1
 
 
@@ -206,9 +207,9 @@ def obvious_survival(warehouse) -> dict:
 
 def test_survival_join_per_model_and_tier(tmp_path):
     sample, store, warehouse = build(tmp_path)
-    assert cli("harvest", "survival", "--include-temp", "--now", str(sample.now), warehouse=warehouse.root).exit_code == 0
-    result = cli("report", "survival", "--json", warehouse=warehouse.root)
-    assert result.exit_code == 0, result.stderr
+    assert run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now), warehouse=warehouse.root, check=None).returncode == 0
+    result = run_cli("report", "survival", "--json", warehouse=warehouse.root, check=None)
+    assert result.returncode == 0, result.stderr
     groups = json.loads(result.stdout)["groups"]
     assert sum(g["tasks"] for g in groups) == 5 and sum(g["lost"] for g in groups) == 1
     assert sum(g["lines_added"] for g in groups) == 6 + 4 + 10 + 4 + 3
@@ -223,8 +224,8 @@ def test_survival_join_per_model_and_tier(tmp_path):
             assert g["surviving_share"] == g["lines_surviving"] / g["lines_added"]
     stored = warehouse.read(t.SURVIVAL)
     assert stored.height == len(groups) and stored["lines_added"].sum() == 27
-    text = cli("report", "survival", warehouse=warehouse.root)
-    assert text.exit_code == 0 and text.stdout.startswith("survival of merged work")
+    text = run_cli("report", "survival", warehouse=warehouse.root, check=None)
+    assert text.returncode == 0 and text.stdout.startswith("survival of merged work")
 
 
 def test_the_sample_store_names_its_repositories_by_absolute_path(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from loopmeter.demo import SAMPLE_PLANS
+from loopmeter.operations.everything import SAMPLE_PLANS
 
 MODES = 3  # direct, forgeloopBalanced, forgeloopAdaptive: runs of each per scenario
 

@@ -74,8 +74,9 @@ class Warehouse:
         if self.is_marked():
             return
         if not self.root.exists():
-            raise LoopmeterError(f"no warehouse at {shown_path(self.root)}; ingest something first "
-                                 "(`loopmeter ingest forgeloop RESULTS`), or run `loopmeter demo` (is --warehouse right?)")
+            raise LoopmeterError(f"no warehouse at {shown_path(self.root)}; ingest something first (`loopmeter ingest "
+                                 "forgeloop RESULTS` or `loopmeter ingest forge STORE`), or run `loopmeter demo` "
+                                 "(is --warehouse right?)")
         legacy = " (a warehouse of an earlier loopmeter is marked by its next writer, e.g. `loopmeter catalog`)" \
             if is_real_directory(self.root / versions.FOLDER) else ""
         raise LoopmeterError(f"{shown_path(self.root)} is not a loopmeter warehouse: it has no {MARKER} marker{legacy}; "
