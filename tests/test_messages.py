@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from forge_fixtures import retarget, run_user
+from conftest import run_cli
+from forge_fixtures import retarget
 from loopmeter.forge import samples
 from loopmeter.storage import Warehouse
 
@@ -22,8 +23,8 @@ def one_line(result: subprocess.CompletedProcess) -> str:
 
 
 def ingested(corpus: Path, warehouse: Path) -> subprocess.CompletedProcess:
-    return run_user("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "-q",
-                    warehouse=warehouse)
+    return run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "-q",
+                    warehouse=warehouse, process=True, check=None)
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def test_a_table_file_with_damaged_pages_is_named(tmp_path, corpus, command):
     assert ingested(corpus, warehouse).returncode == 0
     damaged = sorted((warehouse / "runs").glob("*/*.parquet"))[0]
     zero_pages(damaged)
-    result = run_user(*[part.format(out=tmp_path / "out") for part in command], warehouse=warehouse)
+    result = run_cli(*[part.format(out=tmp_path / "out") for part in command], warehouse=warehouse, process=True, check=None)
     assert result.returncode == 1
     line = one_line(result)
     assert line.startswith(f"loopmeter: error: {damaged}: a file of table runs is damaged: cannot be read as Parquet")
@@ -75,7 +76,7 @@ def test_a_damaged_catalog_is_rebuilt_by_the_next_command(tmp_path, corpus, dama
     size = database.stat().st_size
     database.write_bytes({"garbage": os.urandom(size + 4096), "truncated": database.read_bytes()[:size // 3],
                           "empty": b""}[damage])
-    result = run_user("sql", "SELECT count(*) AS n FROM runs", "--format", "json", warehouse=warehouse)
+    result = run_cli("sql", "SELECT count(*) AS n FROM runs", "--format", "json", warehouse=warehouse, process=True, check=None)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == [{"n": 525}] and "Corrupt" not in result.stderr
     connection = duckdb.connect(str(database), read_only=True)  # the file itself is whole again
@@ -93,24 +94,24 @@ def test_a_repository_another_user_owns_is_said_to_be_so(tmp_path):
     subprocess.run(["chown", "-R", "12345:12345", str(theirs)], check=True)
     warehouse = Warehouse(tmp_path / "warehouse")
     retarget(warehouse, store, "api", theirs)
-    result = run_user("harvest", "survival", "--include-temp", "--now", str(sample.now), "--json",
-                      warehouse=warehouse.root)
+    result = run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--json",
+                      warehouse=warehouse.root, process=True, check=None)
     assert result.returncode == 3
     reasons = {e["detail"] for e in json.loads(result.stdout)["unharvested"]}
     assert reasons == {f"owned by uid 12345, not by this user (uid 0): git refuses to read it; run loopmeter as its "
                        f"owner, or trust it with `git config --global --add safe.directory {theirs.resolve()}`"}
-    text = run_user("harvest", "survival", "--include-temp", "--now", str(sample.now), "--dry-run",
-                    warehouse=warehouse.root)
+    text = run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now), "--dry-run",
+                    warehouse=warehouse.root, process=True, check=None)
     assert "owned by uid 12345" in text.stderr and "not a git repository" not in text.stderr
 
 
 def test_a_name_holding_a_line_break_stays_on_one_line(tmp_path):
     missing = tmp_path / "results\nloopmeter: error: forged"
-    result = run_user("ingest", "forgeloop", str(missing), warehouse=tmp_path / "warehouse")
+    result = run_cli("ingest", "forgeloop", str(missing), warehouse=tmp_path / "warehouse", process=True, check=None)
     assert result.returncode != 0
     line = one_line(result)
     assert "results\\nloopmeter: error: forged" in line
     warehouse = tmp_path / "ware\nhouse"
-    result = run_user("check", warehouse=warehouse)
+    result = run_cli("check", warehouse=warehouse, process=True, check=None)
     assert result.returncode == 1
     assert one_line(result) == f"loopmeter: {tmp_path}/ware\\nhouse: no such directory"

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from forge_fixtures import retarget, run_user, seed_harvest
+from forge_fixtures import retarget, seed_harvest
 from loopmeter.forge import tables as t
 from loopmeter.forge.git import Git
 from loopmeter.forge.measure import History, Job, blame_classes
@@ -118,7 +118,7 @@ def test_a_path_unchanged_between_revisions_has_the_same_blame_there(busy):
 # ---- the command ---------------------------------------------------------------------------------
 
 def harvest_cli(warehouse, now, *args, check=None):
-    result = run_user("harvest", "survival", "--include-temp", "--now", str(now), *args, warehouse=warehouse.root)
+    result = run_cli("harvest", "survival", "--include-temp", "--now", str(now), *args, warehouse=warehouse.root, process=True, check=None)
     assert "Traceback" not in result.stderr
     if check is not None:
         assert result.returncode == check, result.stderr
@@ -202,7 +202,7 @@ def test_report_survival_has_rows_per_horizon(tmp_path):
     sample, _, warehouse = build(tmp_path)
     harvest_cli(warehouse, sample.now + 30 * DAY, "--horizon-days", "7", "--horizon-days", "14", "--horizon-days", "30",
                 check=0)
-    result = run_user("report", "survival", "--json", warehouse=warehouse.root)
+    result = run_cli("report", "survival", "--json", warehouse=warehouse.root, process=True, check=None)
     assert result.returncode == 0, result.stderr
     groups = json.loads(result.stdout)["groups"]
     assert {(g["model"], g["tier"], g["horizon_days"]): [g["tasks"], g["lines_added"], g["lines_surviving"],
@@ -213,7 +213,7 @@ def test_report_survival_has_rows_per_horizon(tmp_path):
     # run-a t1 loses one more line on day 20: after its 14-day horizon, before its 30-day one
     assert surviving[7] == surviving[14] == surviving[30] + 1
     assert {g["horizon_days"] for g in groups} == {7, 14, 30}
-    text = run_user("report", "survival", warehouse=warehouse.root).stdout
+    text = run_cli("report", "survival", warehouse=warehouse.root, process=True, check=None).stdout
     assert all(f" {days}d " in text for days in (7, 14, 30))
 
 
