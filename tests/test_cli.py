@@ -35,7 +35,9 @@ def test_exit_codes_are_documented_in_help():
 
 def test_aggregate_on_an_empty_warehouse_is_one_clear_line(tmp_path):
     result = run_cli("aggregate", warehouse=tmp_path / "empty", check=1)
-    assert result.stderr.strip() == f"loopmeter: error: no runs in {tmp_path / 'empty'}; run `loopmeter ingest forgeloop RESULTS` first"
+    assert result.stderr.strip() == (f"loopmeter: error: no warehouse at {tmp_path / 'empty'}; ingest something first "
+                                     "(`loopmeter ingest forgeloop RESULTS` or `loopmeter ingest forge STORE`), or run "
+                                     "`loopmeter demo` (is --warehouse right?)")
 
 
 def test_bad_tier_is_refused(corpus_warehouse, tmp_path):

@@ -43,9 +43,9 @@ COMMANDS = _command_paths()
 OWN_CODES = {
     "aggregate": {4}, "catalog": {4}, "check": {4}, "compare": {5}, "demo": {4}, "execute": {3, 4}, "harvest survival": {3, 4},
     "help": set(), "ingest forge": {3, 4}, "ingest forgeloop": {3, 4}, "queries": set(), "report html": set(),
-    "report confidence": {4}, "report outliers": set(), "report regression": set(), "report routing": {4},
-    "report srm": {4}, "report summary": set(),
-    "report survival": {4}, "report tail": set(), "run-all": {3, 4}, "schema": set(), "sql": set(),
+    "report confidence": set(), "report outliers": set(), "report regression": set(), "report routing": set(),
+    "report srm": set(), "report summary": set(),
+    "report survival": set(), "report tail": set(), "run-all": {3, 4}, "schema": set(), "sql": set(),
 }
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loopmeter.errors import LoopmeterError
 from loopmeter.storage import folders
 
 
@@ -97,8 +98,9 @@ def test_a_folder_that_cannot_be_staged_has_its_files_replaced_one_by_one(tmp_pa
     real = tmp_path / "real"
     real.mkdir()
     os.symlink(real, tmp_path / "linked")
-    assert folders.stage(tmp_path / "linked", {"a.json": b"a"}) is None
-    assert (tmp_path / "linked").is_symlink() and (real / "a.json").read_bytes() == b"a"
+    with pytest.raises(LoopmeterError, match="documents are never written through a link"):
+        folders.stage(tmp_path / "linked", {"a.json": b"a"})
+    assert (tmp_path / "linked").is_symlink() and list(real.iterdir()) == []  # nothing written through the link
     assert hidden(tmp_path) == [] and hidden(target) == []
 
 

@@ -50,7 +50,7 @@ def forged(warehouse: Path, outside: Path) -> dict[str, tuple[str, str]]:
         "another table's version": ('{"tables": {"runs": "SCENARIOS"}, "folders": []}', "the version of runs"),
         "a version that is a link": ('{"tables": {"runs": ".versions/runs/linked"}, "folders": []}',
                                      "is not a real directory of .versions/runs/"),
-        "an earlier loopmeter's form": ('{"../../x": "VERSION"}', '"../../x" is not a table'),
+        "an earlier loopmeter's form": ('{"../../x": "VERSION"}', 'it holds no tables and folders to publish'),
         "a staged folder that is a link": (json.dumps({"tables": {}, "folders": [{
             "staged": "OUTSIDE/.victim.0000.loopmeter-new", "target": "OUTSIDE/victim", "inode": [1, 2]}]}),
             "is a symbolic link"),

@@ -128,10 +128,10 @@ def journal_problems(warehouse: Warehouse) -> list[Problem]:
     journal = warehouse.state.path(publish.JOURNAL)
     if not warehouse.state.exists(publish.JOURNAL):
         return []
-    problem = publish.problem_of(warehouse.root, warehouse.state.read(publish.JOURNAL))
+    entries, problem = publish.read_journal(warehouse.state)
+    problem = problem or publish.problem_of(warehouse.root, entries)
     if problem is not None:
         return [Problem("journal", journal, problem)]
-    entries = warehouse.state.read(publish.JOURNAL)
     gone = [name for name, relative in entries["tables"].items() if versions.own(warehouse.root, name, relative) is None]
     if gone:
         return [Problem("journal", journal, f"names a version of {gone[0]} that is gone: {entries['tables'][gone[0]]}")]

@@ -75,8 +75,8 @@ def finish(root: Path) -> tuple[bool, str | None]:
     state = State(root)
     if not state.exists(JOURNAL):
         return False, None
-    entries = state.read(JOURNAL)
-    problem = problem_of(root, entries)
+    entries, problem = read_journal(state)
+    problem = problem or problem_of(root, entries)
     if problem is not None:
         warn(f"{shown_path(state.path(JOURNAL))}: {problem}; loopmeter did not write it: nothing it names was done, "
              "and it is removed")
@@ -108,6 +108,24 @@ def finish(root: Path) -> tuple[bool, str | None]:
         return True, f"{error.filename}: {error.strerror}" if error.filename else str(error)
     state.remove(JOURNAL)
     return True, None
+
+
+def read_journal(state: State) -> tuple[object, str | None]:
+    """The journal's entries, or why it cannot be read (not a regular file, too large, not JSON)."""
+    from .files import WHAT, NotAFile, kind_of, read_bounded
+
+    path = state.path(JOURNAL)
+    try:
+        data = read_bounded(path)
+    except NotAFile:
+        kind = kind_of(path)
+        return None, f"it is {WHAT[kind]}, not a regular file" if kind in WHAT else "it is larger than loopmeter writes"
+    except OSError as error:
+        return None, f"it cannot be read ({error.strerror or error})"
+    try:
+        return json.loads(data), None
+    except ValueError:
+        return None, "it is not JSON"
 
 
 def problem_of(root: Path, entries: object) -> str | None:
