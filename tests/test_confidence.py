@@ -3,6 +3,7 @@ truth of simulated run sets, the objectives judged on them, and the command as u
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -88,17 +89,19 @@ def test_the_same_seed_gives_the_same_report_and_another_seed_other_intervals(co
     assert one["rows"] == [r for r in corpus_report["rows"] if r["runSetId"] == "codex-tail-repeat20-20260831"]
 
 
-def test_the_report_is_stored_for_bi_tools_and_fits_the_terminal(tmp_path, corpus):
+def test_the_report_fits_the_terminal_and_aggregate_stores_it_for_bi_tools(tmp_path, corpus):
     warehouse = tmp_path / "w"
     run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet",
             warehouse=warehouse)
     text = run_cli("report", "confidence", "--level", "0.9", warehouse=warehouse, env={"COLUMNS": "80"}).stdout
     assert all(len(line) <= 80 for line in text.splitlines()), max(text.splitlines(), key=len)
     assert "90% low" in text and "INCONCLUSIVE" in text and "open" in text
+    assert "forgeloop_confidence" not in os.listdir(warehouse)  # a report only reads
+    run_cli("aggregate", "--confidence", "--quiet", warehouse=warehouse)
     stored = run_cli("sql", "SELECT statistic, count(*) AS n, min(level) AS level FROM forgeloop_confidence "
                      "GROUP BY ALL ORDER BY statistic", "--format", "json", warehouse=warehouse).stdout
     counts = {row["statistic"]: (row["n"], row["level"]) for row in json.loads(stored)}
-    assert counts["pairedOverheadP50"] == (56, 0.9) and counts["distributionDeltaP95"] == (14, 0.9)
+    assert counts["pairedOverheadP50"] == (56, 0.95) and counts["distributionDeltaP95"] == (14, 0.95)
     verdicts = run_cli("sql", "SELECT verdict FROM forgeloop_objectives", "--format", "csv", warehouse=warehouse).stdout
     assert "MET" in verdicts
 

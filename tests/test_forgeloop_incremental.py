@@ -150,7 +150,7 @@ def test_an_out_directory_the_documents_cannot_go_to_is_told_before_anything_is_
     (tmp_path / "out" / "rs-1").write_text("in the way")
     failed = run_cli("aggregate", "--out", str(tmp_path / "out"), warehouse=warehouse, check=1)
     assert failed.stderr.strip().splitlines()[-1].endswith(
-        f"{tmp_path / 'out' / 'rs-1'} is not a directory (the documents of run set rs-1 go there)")
+        f"{tmp_path / 'out' / 'rs-1'} is not a folder (a file, or a symbolic link: never written through); the documents of run set rs-1 go there")
     assert "Traceback" not in failed.stderr
     assert {name: os.readlink(Path(warehouse) / name) for name in TABLES} == versions  # the tables not replaced either
     (tmp_path / "a-file").write_text("")

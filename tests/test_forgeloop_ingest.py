@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 
 import duckdb
@@ -12,7 +11,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ROOT, imported_packages, run_as_a_user, run_cli
+from conftest import run_as_a_user, run_cli
 from loopmeter.forgeloop.ingest import ingest_forgeloop
 from loopmeter.forgeloop.reader import ToRead, read_batch
 from loopmeter.storage import Warehouse
@@ -338,41 +337,45 @@ def test_ingest_can_be_limited_to_some_run_sets(tmp_path):
     assert f"no run set folder rs-nine in {results / 'raw'}" in missing.stderr
 
 
-def _heavy_imports(stderr: str) -> set[str]:
-    return imported_packages(stderr) & {"polars", "duckdb", "pyarrow"}
+def _versions(warehouse) -> dict[str, str]:
+    return {name: os.readlink(warehouse / name) for name in ("runs", "ingest_manifest", "scenarios")}
 
 
-def test_unchanged_tree_is_answered_from_the_last_ingest_without_the_dataframe_stack(tmp_path):
+def test_unchanged_tree_is_answered_from_the_last_ingest_and_nothing_is_written(tmp_path):
     warehouse = tmp_path / "w"
     results = write_tree(tmp_path / "results", [GOOD, run(index=2, tokens=2000), edited(run(index=3), "usage.totalTokens", -1)],
                          scenarios={"small-bug-fix": "light"})
     scenarios = results / "scenarios"
-    command = [sys.executable, "-X", "importtime", "-m", "loopmeter", "ingest", "forgeloop", str(results),
-               "--scenarios", str(scenarios), "--warehouse", str(warehouse)]
-    first = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    assert first.returncode == 3 and "3 run files: 2 accepted, 0 unchanged, 1 rejected" in first.stdout, first.stdout + first.stderr
-    versions = {name: os.readlink(warehouse / name) for name in ("runs", "ingest_manifest", "scenarios")}
-    again = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    # the same verdicts (the rejection too, exit 3), nothing written, no polars/DuckDB/pyarrow
-    assert again.returncode == 3
+    command = ["ingest", "forgeloop", str(results), "--scenarios", str(scenarios)]
+    first = run_cli(*command, warehouse=warehouse, check=3)
+    assert "3 run files: 2 accepted, 0 unchanged, 1 rejected" in first.stdout, first.stdout + first.stderr
+    versions = _versions(warehouse)
+    again = run_cli(*command, warehouse=warehouse, check=3)
+    # the same verdicts (the rejection too, exit 3), no table written
     assert "3 run files: 0 accepted, 2 unchanged, 1 rejected; run sets rs-test; 1 scenario file: 1 accepted, 0 rejected" in again.stdout
     assert "rejected raw/rs-test/small-bug-fix/direct/run-003.json: usage.totalTokens: must be" in again.stderr
-    assert not _heavy_imports(again.stderr), _heavy_imports(again.stderr)
-    assert {name: os.readlink(warehouse / name) for name in versions} == versions
+    assert _versions(warehouse) == versions
     # a touched scenario file, a touched run file, a table written by someone else: a real ingest
     os.utime(scenarios / "small-bug-fix.json", ns=(5, 5))  # same bytes: read again, nothing new
-    touched = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    assert "3 run files: 0 accepted, 2 unchanged, 1 rejected" in touched.stdout and _heavy_imports(touched.stderr)
+    touched = run_cli(*command, warehouse=warehouse, check=3)
+    assert "3 run files: 0 accepted, 2 unchanged, 1 rejected" in touched.stdout and _versions(warehouse) != versions
+    versions = _versions(warehouse)
     os.utime(results / "raw" / "rs-test" / "small-bug-fix" / "direct" / "run-002.json", ns=(5, 5))
-    assert _heavy_imports(subprocess.run(command, capture_output=True, text=True, cwd=ROOT).stderr)
-    assert not _heavy_imports(subprocess.run(command, capture_output=True, text=True, cwd=ROOT).stderr)
+    run_cli(*command, warehouse=warehouse, check=3)
+    assert _versions(warehouse)["ingest_manifest"] != versions["ingest_manifest"]  # its mtime recorded anew
+    versions = _versions(warehouse)
+    run_cli(*command, warehouse=warehouse, check=3)
+    assert _versions(warehouse) == versions
     other = write_tree(tmp_path / "elsewhere", [run(run_set="rs-two", tokens=4000)])
     ingest_forgeloop(Warehouse(warehouse), other)
-    after_other = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    assert "3 run files: 0 accepted, 2 unchanged, 1 rejected" in after_other.stdout and _heavy_imports(after_other.stderr)
+    versions = _versions(warehouse)
+    after_other = run_cli(*command, warehouse=warehouse, check=3)
+    assert "3 run files: 0 accepted, 2 unchanged, 1 rejected" in after_other.stdout
+    assert _versions(warehouse)["ingest_manifest"] != versions["ingest_manifest"]  # the tables changed: read again
     # other options are another question, answered by a real ingest
-    limited = subprocess.run([*command, "--max-file-mb", "8"], capture_output=True, text=True, cwd=ROOT)
-    assert "0 accepted, 2 unchanged, 1 rejected" in limited.stdout and _heavy_imports(limited.stderr)
+    versions = _versions(warehouse)
+    limited = run_cli(*command, "--max-file-mb", "8", warehouse=warehouse, check=3)
+    assert "0 accepted, 2 unchanged, 1 rejected" in limited.stdout and _versions(warehouse) != versions
 
 
 def test_only_changed_run_set_folders_are_ingested_again_and_the_answer_covers_the_tree(tmp_path):

@@ -314,34 +314,3 @@ def test_a_mode_aggregate_with_a_string_that_needs_escaping_is_left_to_the_slow_
                          schema={"sources": pl.List(pl.String)})
     texts = frame.select(_string_list("sources", 3).alias("text"))["text"].to_list()
     assert texts == ["[]", '[\n        "HOST_REPORTED",\n        "UNKNOWN"\n      ]', None, None, None, None]
-
-
-def test_the_queries_run_beside_the_statistics_give_what_they_give_one_after_the_other(tmp_path):
-    import dataclasses
-
-    import duckdb
-    import polars as pl
-
-    from loopmeter.forgeloop.analysis import analyse
-
-    runs = [run(mode="direct", index=i + 1, tokens=t) for i, t in enumerate([1000, 2000, 3000, 4000, 90000])]
-    runs += [run(mode="forgeloopBalanced", index=i + 1, tokens=t, context=context(profile="balanced"))
-             for i, t in enumerate([1100, 2100, 3300, 4400, 5000])]
-    runs += [run(mode="forgeloopAdaptive", index=i + 1, tokens=t, resolved="light", context=context(profile="light"))
-             for i, t in enumerate([900, 1900, 2900, 3900])]
-    results = write_tree(tmp_path / "results", runs, {SCENARIO: "light"})
-    warehouse = Warehouse(tmp_path / "warehouse")
-    assert ingest_forgeloop(warehouse, results, results / "scenarios").rejections == []
-    table = warehouse.read("runs").to_arrow()
-    analyses = []
-    for beside in (False, True):
-        connection = duckdb.connect()
-        connection.register("runs", table)
-        side = connection.cursor() if beside else None
-        if side is not None:
-            side.register("runs", table)
-        analyses.append(analyse(connection, None, side))
-    one_after_the_other, beside = analyses
-    for field in dataclasses.fields(one_after_the_other):
-        first, second = getattr(one_after_the_other, field.name), getattr(beside, field.name)
-        assert isinstance(first, pl.DataFrame) and first.height and first.equals(second), field.name

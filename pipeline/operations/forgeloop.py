@@ -78,7 +78,7 @@ def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: st
         refuse_inside_warehouse("--out", Path(out), store.root, inside_aggregate, AGGREGATE_HINT)
     destination = Path(out) if out is not None else store.root / "aggregate"
     aggregation.require_runs(store, tier)
-    with writing(store, wait=wait, command="aggregate"), store.publishing():  # the intervals with the aggregate
+    with writing(store, wait=wait, command="aggregate"):
         result = aggregation.aggregate(store, destination, tier, full, run_set)
         if confidence:
             store_confidence(store, run_set)
