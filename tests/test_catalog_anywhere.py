@@ -170,6 +170,7 @@ def duckdb1_python(spec: str = "duckdb<2") -> str:
 
 
 # the latest 1.x, and the 1.4 long-term-support line that BI tools' drivers embed
+@pytest.mark.slow
 @pytest.mark.parametrize("spec, version", [("duckdb<2", "1."), ("duckdb==1.4.*", "1.4.")])
 def test_duckdb_1x_reads_every_view_and_comment(settled, tmp_path, spec, version):
     warehouse, rows = settled

@@ -37,6 +37,8 @@ import pytest
 
 from conftest import ROOT, run_cli
 
+pytestmark = pytest.mark.slow  # installs, real clients, browsers: the whole suite runs them, `-m "not slow"` does not
+
 DOC = ROOT / "docs" / "clients.md"
 HARNESS = (Path(__file__).parent / "clients_harness.py").read_text()
 EXAMPLE_WAREHOUSE = "/home/me/loopmeter/data/warehouse"

@@ -260,6 +260,7 @@ def test_page_is_self_contained(report):
     assert "(outlier)" in text and "TAIL_" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_page_fits_the_window_without_sideways_scrolling(measured, width):
     page = measured[width]
@@ -272,6 +273,7 @@ def test_the_page_fits_the_window_without_sideways_scrolling(measured, width):
     assert min(chart["tick_px"] for chart in page["charts"]) >= (8 if width == 700 else 11)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_run_set_has_its_section_and_charts(measured, warehouse, width):
     listed = run_cli("sql", "SELECT DISTINCT run_set_id FROM runs ORDER BY 1", "--format", "json", warehouse=warehouse)
@@ -290,6 +292,7 @@ def test_every_run_set_has_its_section_and_charts(measured, warehouse, width):
     assert "90 runs in 6 scenarios." in page["text"] and "540 runs in 6 scenarios." in page["text"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_axis_has_a_title_round_ticks_to_its_end_and_no_minus_zero(measured, width):
     charts = measured[width]["charts"]
@@ -331,6 +334,7 @@ def test_every_axis_has_a_title_round_ticks_to_its_end_and_no_minus_zero(measure
     assert "0" in differences and any(label.startswith("\u2212") and label.endswith(" pp") for label in differences)
 
 
+@pytest.mark.slow
 def test_words_agree_with_their_counts_and_no_markdown_shows(measured):
     text = measured[700]["text"]
     assert "`" not in text
@@ -342,6 +346,7 @@ def test_words_agree_with_their_counts_and_no_markdown_shows(measured):
     assert re.search(r"\b1 task\b", text) and re.search(r"\b2 tasks\b", text)
 
 
+@pytest.mark.slow
 def test_the_tail_classes_have_a_legend_in_the_table_colours(measured):
     for width in WIDTHS:
         page = measured[width]
@@ -360,6 +365,7 @@ def _wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+@pytest.mark.slow
 def test_surviving_shares_show_wilson_intervals_over_their_tasks(measured, warehouse):
     groups = json.loads(run_cli("report", "survival", "--json", warehouse=warehouse).stdout)["groups"]
     assert [g["tasks"] for g in groups] == [1] * 6 + [2] * 3 + [1] * 3  # four models and tiers at 7, 14 and 30 days
@@ -390,6 +396,7 @@ def _curve_points(groups: list[dict]) -> dict[str, list[tuple[int, int, int, int
     return {model: [(days, *cell) for days, cell in sorted(by_days.items()) if cell[2]] for model, by_days in summed.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_survival_curve_of_each_model_with_wilson_whiskers_over_its_tasks(measured, warehouse, width):
     groups = json.loads(run_cli("report", "survival", "--json", warehouse=warehouse).stdout)["groups"]
@@ -456,6 +463,7 @@ def test_a_curve_chart_keeps_every_whisker_within_its_axes():
     assert curve_chart([("m", [(7, None, None, None, "x")])], "days", "share", "curves").startswith('<p class="empty">')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_screenshots_at_both_widths(measured, width):
     shot = measured[width]["shot"]
@@ -465,6 +473,7 @@ def test_screenshots_at_both_widths(measured, width):
     assert len(shot) > 100_000
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_page_renders_in_headless_chromium_without_console_errors(report, tmp_path):
     rendered = chromium(report, tmp_path / "profile", "--dump-dom")
@@ -539,6 +548,7 @@ if __name__ == "__main__":
     write_docs_screenshots(ROOT / "docs")
 
 
+@pytest.mark.slow
 def test_the_overhead_intervals_and_verdicts_are_those_of_report_confidence(measured, warehouse, report):
     confidence = json.loads(run_cli("report", "confidence", "--json", warehouse=warehouse).stdout)
     html = report.read_text()

@@ -18,6 +18,8 @@ import pytest
 from conftest import ROOT
 from loopmeter.operations.everything import SAMPLE_PLANS
 
+pytestmark = pytest.mark.slow  # installs, real clients, browsers: the whole suite runs them, `-m "not slow"` does not
+
 MODES = 3  # direct, forgeloopBalanced, forgeloopAdaptive: runs of each per scenario
 
 

@@ -20,6 +20,7 @@ def test_readme_gives_exactly_two_commands_and_ci_runs_the_second():
     assert commands[1] in (ROOT / ".ci" / "run").read_text()
 
 
+@pytest.mark.slow
 def test_the_first_command_works_on_a_fresh_clone(tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
