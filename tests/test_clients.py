@@ -228,7 +228,7 @@ def test_the_warehouses_have_partitioned_plain_and_empty_tables(expected, wareho
     for scenario in ("built", "moved"):
         tables = expected[scenario]
         assert {name: t["partition"] for name, t in tables.items() if t["partition"]} == {
-            "runs": "run_set_id", "forge_events": "month"}, scenario
+            "runs": "run_set_id", "forge_events": "month", "forgeloop_documents": "run_set_id"}, scenario
         assert len(tables) > 20 and all(t["rows"] > 0 for name, t in tables.items() if t["partition"]), scenario
     empty = expected["empty"]
     for name in ("runs", "forge_events"):
