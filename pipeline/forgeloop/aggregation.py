@@ -22,7 +22,7 @@ from .aggregate import RunSetDocuments, build_documents, iter_documents
 from . import incremental
 from .analysis import QUERIES, Analysis, analyse
 from .contract import TIERS
-from .ingest import RUNS
+from .tables import RUNS
 from .stored import DOCUMENTS, expected_profiles
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from ..errors import LoopmeterError
 from ..numbers import js_round4
 from .confidence import Settings, sorted_samples
 from .contract import MODES
-from .ingest import RUNS
+from .tables import RUNS
 from .stats import metric_statistics, rounded
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import SCHEMA_VERSION, __version__
 from ..storage import Warehouse
-from .ingest import RUNS
+from .tables import RUNS
 
 STATE = "forgeloop-aggregate.json"
 TABLES = (

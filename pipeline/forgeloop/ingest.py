@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -26,54 +25,9 @@ from ..config import DEFAULT_MAX_FILE_BYTES
 from ..errors import LoopmeterError
 from ..storage import Warehouse
 from .contract import OF_THE_MOMENT
+from .ingested import IngestResult, rejection_group
+from .tables import MANIFEST, RUNS, SCENARIOS
 from .walk import Digested, SeenFile, digest, discover_by_run_set, group_of, walk_digested
-
-RUNS = "runs"
-MANIFEST = "ingest_manifest"
-SCENARIOS = "scenarios"
-
-
-@dataclass
-class IngestResult:
-    results: Path
-    run_sets: list[str] = field(default_factory=list)
-    accepted: int = 0
-    unchanged: int = 0
-    rejections: list[tuple[str, str, str]] = field(default_factory=list)  # (path, field, rule)
-    scenarios: int = 0
-    wrote: bool = False  # some table changed (false for an unchanged tree)
-
-    @property
-    def rejected(self) -> int:
-        """Every file rejected: run files and scenario files."""
-        return len(self.rejections)
-
-    @property
-    def runs_rejected(self) -> int:
-        return sum(1 for path, _, _ in self.rejections if _rejection_group(path) is not None)
-
-    @property
-    def scenarios_rejected(self) -> int:
-        return self.rejected - self.runs_rejected
-
-    @property
-    def seen(self) -> int:
-        """Run files seen (the scenario files are `scenarios` + `scenarios_rejected`)."""
-        return self.accepted + self.unchanged + self.runs_rejected
-
-    def as_dict(self) -> dict:
-        return {
-            "results": str(self.results),
-            "runSets": self.run_sets,
-            "seen": self.seen,
-            "accepted": self.accepted,
-            "unchanged": self.unchanged,
-            "rejected": self.runs_rejected,
-            "scenarios": self.scenarios,
-            "scenariosRejected": self.scenarios_rejected,
-            "rejections": [{"path": p, "field": f, "reason": r} for p, f, r in self.rejections],
-        }
-
 
 def ingest_forgeloop(
     warehouse: Warehouse,
@@ -109,11 +63,6 @@ def ingest_forgeloop(
         whole = tree.answer(result)
         tree.remember(whole)
         return whole
-
-
-def _rejection_group(path: str) -> str | None:
-    """A rejected run file's entry of raw/; None for a scenario file (an absolute path)."""
-    return group_of(path) if path == "raw" or path.startswith("raw/") else None
 
 
 class TreeState:
@@ -256,7 +205,7 @@ class TreeState:
         if result is not None:
             outcome.accepted, outcome.unchanged, outcome.scenarios = result.accepted, result.unchanged, result.scenarios
             for rejection in result.rejections:
-                fresh_rejections.setdefault(_rejection_group(rejection[0]), []).append(rejection)
+                fresh_rejections.setdefault(rejection_group(rejection[0]), []).append(rejection)
         elif self.state is not None:
             outcome.scenarios = self.state["scenarios"]
         fresh_run_sets = set(result.run_sets) if result else set()
@@ -282,7 +231,7 @@ class TreeState:
         raw/ (written atomically; losing it only costs the next ingest its shortcut)."""
         rejected: dict[str | None, list] = {}
         for rejection in whole.rejections:
-            rejected.setdefault(_rejection_group(rejection[0]), []).append(rejection)
+            rejected.setdefault(rejection_group(rejection[0]), []).append(rejection)
         run_sets = set(whole.run_sets)
         groups = {
             group: {

@@ -17,7 +17,7 @@ import polars as pl
 
 from ..frames import empty_frame
 from ..storage import Warehouse, duck
-from .ingest import MANIFEST
+from .tables import MANIFEST
 from .tables import MANIFEST_COLUMNS
 
 if TYPE_CHECKING:

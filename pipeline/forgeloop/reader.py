@@ -1,10 +1,13 @@
 """Reading run files: bytes -> hash -> JSON -> validated row, in batches, on every core.
 
-`RunReader(...).submit(todo)` starts reading the files an ingest has to read (`ToRead`,
-columns); its result is the files' verdicts (accepted, unchanged or rejected with field and
-rule) and content hashes, as columns, plus the accepted rows as Arrow tables. Batches of files go to worker
-processes when there are enough of them to pay for it; each worker returns a compact
-Arrow table, never a list of Python rows.
+`RunReader(...).stream(tasks, todo)` reads the files each task names (`ToRead`, columns; the
+caller cuts them into batches by files and by bytes) and answers the tasks in their order,
+taking them as the reading goes: a batch per worker and AHEAD more at most. A batch's answer is
+its files' verdicts (accepted, unchanged or rejected with field and rule) and content hashes, as
+columns, plus the accepted rows as an Arrow table. Batches go to worker processes once two are
+waiting (a small ingest is read in its own process); a worker hands its rows over in an Arrow
+file of the scratch space, never as Python rows: the batches read ahead wait on disk, and the
+main process holds the one it takes.
 """
 from __future__ import annotations
 
@@ -15,9 +18,11 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from itertools import islice
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import orjson
 import pyarrow as pa
@@ -28,8 +33,10 @@ from .contract import TOO_LARGE, UNREADABLE
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
 
 ALL_RUN_COLUMNS = [*RUN_COLUMNS, *SOURCE_COLUMNS]
-BATCH = 2000
-PARALLEL_FROM = 4000  # fewer files than this are read in the calling process
+BATCH = 2000  # files read at a time ...
+BATCH_BYTES = 32 << 20  # ... or about this many bytes of them (a batch's rows are about as large)
+AHEAD = 8  # batches read beyond one per worker (waiting on disk), so the workers seldom wait for the main process
+PARALLEL_FROM = 2 * BATCH  # two batches waiting (this many small files, or fewer large ones): read in worker processes
 
 
 @dataclass(frozen=True)
@@ -44,11 +51,6 @@ class ToRead:
 
     def __len__(self) -> int:
         return len(self.paths)
-
-    def batches(self) -> Iterator["ToRead"]:
-        for start in range(0, len(self.paths), BATCH):
-            end = start + BATCH
-            yield ToRead(self.paths[start:end], self.run_sets[start:end], self.sizes[start:end], self.stored_hashes[start:end])
 
 
 Verdict = tuple[str, str | None, str | None, str | None]  # status, field, reason, content hash
@@ -113,8 +115,8 @@ def _read_one(results: str, path: str, run_set: str, size: int, stored_hash: str
 
 def _table(rows: list[tuple]) -> pa.Table:
     names = [name for name, _, _ in ALL_RUN_COLUMNS]
-    if not rows:
-        return pa.table({name: pa.array([], type=arrow_type(dtype, large=True)) for name, dtype, _ in ALL_RUN_COLUMNS})
+    if not rows:  # (pa.array, or empty_table, would import pandas for nothing)
+        return pa.Table.from_batches([], schema=pa.schema([(name, arrow_type(dtype, large=True)) for name, dtype, _ in ALL_RUN_COLUMNS]))
     arrays = [pa.array(values, type=arrow_type(dtype, large=True)) for values, (_, dtype, _) in zip(zip(*rows), ALL_RUN_COLUMNS)]
     return pa.Table.from_arrays(arrays, names=names)
 
@@ -132,6 +134,26 @@ def read_batch(results: str, batch: ToRead, max_file_bytes: int) -> tuple[Verdic
             gc.enable()
     columns = tuple(map(list, zip(*verdicts))) if verdicts else ([], [], [], [])
     return columns, _table(rows)
+
+
+def read_batch_to(results: str, batch: ToRead, max_file_bytes: int, spill: str) -> tuple[Verdicts, str]:
+    """`read_batch` in a worker process, the rows written to the Arrow file `spill` (nothing large is
+    pickled, and a batch waiting for the main process waits on disk, not in its memory)."""
+    verdicts, table = read_batch(results, batch, max_file_bytes)
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with pa.OSFile(spill, "wb") as sink, pa.ipc.new_file(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    return verdicts, spill
+
+
+def _taken(spill: str) -> pa.Table:
+    """The rows a worker wrote to `spill`, the file removed. Compressed, each buffer is read into
+    memory of its own, so a column kept past its batch (the run keys) keeps only itself: buffers
+    sliced out of one read, or out of a mapped file, would keep the whole batch."""
+    with pa.OSFile(spill) as source:
+        table = pa.ipc.open_file(source).read_all()
+    os.unlink(spill)
+    return table
 
 
 WATCH_PARENT_EVERY = 0.5  # seconds, where the kernel cannot be asked to end a worker
@@ -165,16 +187,19 @@ def _end_with_parent(parent: int | None, forker_outlives_pool: bool) -> None:
         os._exit(1)  # the parent died before the worker was tied to it
 
 
-class RunReader:
-    """Reads files in batches, in worker processes when there are enough files to pay for
-    them (the pool starts once, on first need, and serves every later call)."""
+Task = TypeVar("Task")
 
-    def __init__(self, results: str, max_file_bytes: int, expected_files: int,
-                 advance: Callable[[int], None] = lambda n: None):
-        self.results, self.max_file_bytes, self.advance = results, max_file_bytes, advance
-        workers = usable_cores()
-        self.parallel = expected_files >= PARALLEL_FROM and workers > 1
-        self.workers = workers
+
+class RunReader:
+    """Reads batches of files, in worker processes when two or more batches wait (the pool
+    starts once, on first need, and serves every later batch); the workers hand their rows over
+    in Arrow files in `spill` (a scratch folder)."""
+
+    def __init__(self, results: str, max_file_bytes: int, spill: str, advance: Callable[[int], None] = lambda n: None):
+        self.results, self.max_file_bytes, self.spill, self.advance = results, max_file_bytes, spill, advance
+        self.spilled = 0  # batches handed to the workers
+        self.workers = usable_cores()
+        self.parallel = self.workers > 1
         self.pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> "RunReader":
@@ -186,14 +211,33 @@ class RunReader:
             # calls can leave its manager thread waiting for ever (the workers end with this process)
             self.pool.shutdown(wait=exc_type is None, cancel_futures=True)
 
-    def submit(self, todo: ToRead) -> Callable[[], tuple[Verdicts, list[pa.Table]]]:
-        """Start reading `todo` (in the workers, when parallel); call the result to wait for
-        the verdicts, in the order of `todo`, and the accepted rows as Arrow tables."""
-        batches = list(todo.batches())
-        if not self.parallel or len(batches) < 2:
-            def local() -> tuple[Verdicts, list[pa.Table]]:
-                return self._collect(batches, (read_batch(self.results, batch, self.max_file_bytes) for batch in batches))
-            return local
+    def stream(self, tasks: Iterable[Task], todo: Callable[[Task], ToRead]) -> Iterator[tuple[Task, Verdicts, pa.Table]]:
+        """Each task with the verdicts of its files (`todo(task)`, read in that order) and their
+        accepted rows, in the order of `tasks`, taken from it as the reading goes: at most a batch
+        per worker and AHEAD more are being read or waiting to be taken."""
+        tasks = iter(tasks)
+        window: deque[list] = deque()  # [task, its files, its future (None: not submitted)]
+        size = self.workers + AHEAD if self.parallel else 1
+        while True:
+            window.extend([task, todo(task), None] for task in islice(tasks, size - len(window)))
+            if not window:
+                return
+            if self.parallel and (self.pool is not None or sum(1 for _, files, _ in window if len(files)) >= 2):
+                waiting = [entry for entry in window if entry[2] is None and len(entry[1])]
+                if waiting:
+                    for entry, future in zip(waiting, self._submit([files for _, files, _ in waiting])):
+                        entry[2] = future
+            task, files, future = window.popleft()
+            if future is not None:
+                verdicts, spill = future.result()
+                table = _taken(spill)
+            else:
+                verdicts, table = read_batch(self.results, files, self.max_file_bytes)
+            self.advance(len(files))
+            yield task, verdicts, table
+
+    def _submit(self, batches: list[ToRead]) -> list[Future]:
+        """Start reading these batches in the workers."""
         starting = self.pool is None
         if starting:
             self.pool = self._start_pool()
@@ -204,12 +248,16 @@ class RunReader:
         # initializer ignores it would end that worker with a traceback; the parent takes it after
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if starting else None
         try:
-            futures = [self.pool.submit(read_batch, self.results, batch, self.max_file_bytes) for batch in batches]
+            futures = []
+            for batch in batches:
+                self.spilled += 1
+                spill = os.path.join(self.spill, f"batch-{self.spilled:08d}.arrow")
+                futures.append(self.pool.submit(read_batch_to, self.results, batch, self.max_file_bytes, spill))
+            return futures
         finally:
             if starting:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 gc.unfreeze()
-        return lambda: self._collect(batches, (future.result() for future in futures))
 
     def _start_pool(self) -> ProcessPoolExecutor:
         """The worker pool, its workers tied to this process's life (`_end_with_parent`).
@@ -222,16 +270,3 @@ class RunReader:
         parent = None if method == "forkserver" else os.getpid()  # a fork server's children are not ours
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_end_with_parent,
                                    initargs=(parent, forker_outlives_pool))
-
-    def _collect(self, batches, results) -> tuple[Verdicts, list[pa.Table]]:
-        verdicts: Verdicts = ([], [], [], [])
-        tables: list[pa.Table] = []
-        for batch, (batch_verdicts, table) in zip(batches, results):
-            for column, values in zip(verdicts, batch_verdicts):
-                column += values
-            tables.append(table)
-            self.advance(len(batch))
-        return verdicts, tables
-
-    def read(self, todo: ToRead) -> tuple[Verdicts, list[pa.Table]]:
-        return self.submit(todo)()

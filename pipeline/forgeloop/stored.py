@@ -16,7 +16,7 @@ import orjson
 
 from ..errors import LoopmeterError, shown_path
 from . import incremental
-from .ingest import RUNS, SCENARIOS
+from .tables import RUNS, SCENARIOS
 
 if TYPE_CHECKING:
     import polars as pl

@@ -6,6 +6,10 @@ from .schema import RUN_COLUMNS, SOURCE_COLUMNS
 
 Column = tuple[str, str, str]
 
+RUNS = "runs"
+MANIFEST = "ingest_manifest"
+SCENARIOS = "scenarios"
+
 _MODE_KEY: list[Column] = [
     ("run_set_id", "str", "run set id"),
     ("scenario_id", "str", "scenario id"),
