@@ -205,7 +205,7 @@ def lines(median: dict[str, tuple[float, float]], rounds: int) -> list[str]:
             note = (f"{wall / port_wall:5.2f}x port aggregate (cpu {cpu / port_cpu:4.2f}x), {wall / floor_wall:4.2f}x floor"
                     f"  (one process: ingest, aggregate, catalog, HTML page)")
         elif name == "ingest again":
-            note = f"{wall / floor_wall:5.2f}x floor: nothing changed: polars, DuckDB, pyarrow not imported"
+            note = f"{wall / floor_wall:5.2f}x floor: nothing changed: no table written"
         elif name == "port tail":
             note = f"{wall / floor_wall:5.2f}x floor: the per-run script path a report replaces"
         else:
