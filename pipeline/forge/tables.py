@@ -360,13 +360,13 @@ FORGE_TABLES: dict[str, tuple[str, list[Column]]] = {
     OUTCOMES: ("One row per survival outcome (harvested by loopmeter or found in the store).", OUTCOME_COLUMNS),
     TASKS: ("One row per (run, task) a plan held: what routing needs (tier, model, outcome, decision).",
             TASK_COLUMNS),
-    OBSERVATIONAL: ("Routing, observational: first attempts by tier and model (last `report routing`).",
+    OBSERVATIONAL: ("Routing, observational: first attempts by tier and model, every task (stored by `ingest forge`).",
                     OBSERVATIONAL_COLUMNS),
-    RANDOMIZED: ("Routing, randomized: exploration pairs, arms, bootstrap interval and verdict "
-                 "(last `report routing`).", RANDOMIZED_COLUMNS),
+    RANDOMIZED: ("Routing, randomized: exploration pairs, arms, bootstrap interval and verdict, every task "
+                 "(stored by `ingest forge`).", RANDOMIZED_COLUMNS),
     SRM: ("Routing, randomized: the sample-ratio-mismatch check of each pair, assignments to the alternative "
-          "against the sum of their propensities (last `report srm` or `report routing`).", SRM_COLUMNS),
-    SURVIVAL: ("Survival of merged work per model, tier and horizon (last `report survival`).", SURVIVAL_COLUMNS),
+          "against the sum of their propensities (stored by `ingest forge`).", SRM_COLUMNS),
+    SURVIVAL: ("Survival of merged work per model, tier and horizon (stored by `harvest survival`).", SURVIVAL_COLUMNS),
 }
 
 
