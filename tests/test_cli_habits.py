@@ -3,7 +3,6 @@ an example and the exit codes that apply in every help page, and `sql --out` by 
 from __future__ import annotations
 
 import json
-import os
 import re
 import selectors
 import subprocess
@@ -111,33 +110,28 @@ def test_version():
         assert result.stdout == f"loopmeter {version}\n" and result.stderr == ""
 
 
-def loopmeter(*args: str, check: int | None = 0, env: dict | None = None) -> subprocess.CompletedProcess:
-    """loopmeter ARGS exactly as given (run_cli puts --warehouse last)."""
-    return run_cli(*args, check=check, env=env)
-
-
 def test_common_options_before_or_after_the_command(corpus_warehouse, tmp_path):
     w = str(corpus_warehouse)
-    after = loopmeter("report", "tail", "--warehouse", w, "--json").stdout
+    after = run_cli("report", "tail", "--warehouse", w, "--json").stdout
     assert json.loads(after)["runSets"][0]["runSetId"] == "codex-quality-repeat5-20260831"
     for args in (["--warehouse", w, "report", "tail", "--json"], ["--json", "--warehouse", w, "report", "tail"],
                  ["report", "--warehouse", w, "--json", "tail"], ["--warehouse=" + w, "--json", "report", "tail"]):
-        assert loopmeter(*args).stdout == after, args
+        assert run_cli(*args).stdout == after, args
     # the command's own --warehouse, after it, wins over the one before it
-    assert loopmeter("--warehouse", str(tmp_path / "none"), "report", "tail", "--json", "--warehouse", w).stdout == after
+    assert run_cli("--warehouse", str(tmp_path / "none"), "report", "tail", "--json", "--warehouse", w).stdout == after
     query = "SELECT run_set_id, count(*) AS n FROM runs GROUP BY ALL ORDER BY 1"
-    chatty = loopmeter("sql", query, "--warehouse", w)
+    chatty = run_cli("sql", query, "--warehouse", w)
     assert chatty.stderr == "(2 rows)\n" and re.search(r"codex-tail-repeat20-20260831 +│ +420 │", chatty.stdout)
-    quiet = loopmeter("--quiet", "--warehouse", w, "sql", query)
+    quiet = run_cli("--quiet", "--warehouse", w, "sql", query)
     assert quiet.stderr == "" and quiet.stdout == chatty.stdout
-    assert loopmeter("-q", "sql", query, "--warehouse", w).stderr == ""
+    assert run_cli("-q", "sql", query, "--warehouse", w).stderr == ""
     # before the command, --json asks for what a command without JSON cannot give
     for args in (["--json", "sql", query, "--warehouse", w], ["--json", "report", "html", "--warehouse", w]):
-        refused = loopmeter(*args, check=2)
+        refused = run_cli(*args, check=2)
         assert refused.stdout == "" and refused.stderr.count("\n") == 1
         assert refused.stderr.startswith(f"loopmeter: error: --json: `loopmeter {' '.join(args[1:2] if args[1] == 'sql' else args[1:3])}` prints no JSON")
     # --warehouse before a command that reads no warehouse is a setting it has no use for
-    assert loopmeter("--warehouse", w, "queries").stdout == loopmeter("queries").stdout
+    assert run_cli("--warehouse", w, "queries").stdout == run_cli("queries").stdout
 
 
 def _wait_for_line(process: subprocess.Popen, wanted: str, timeout: float = 120) -> str:
@@ -156,16 +150,16 @@ def _wait_for_line(process: subprocess.Popen, wanted: str, timeout: float = 120)
 
 
 def _start(*args: str, cwd: Path = ROOT) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    """`loopmeter ARGS` started as a process of its own, left running (it waits for a lock)."""
     return subprocess.Popen([sys.executable, "-m", "loopmeter", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=cwd, env=env)
+                            text=True, cwd=cwd)
 
 
 def test_wait_before_the_command_waits_for_the_writer(corpus, tmp_path):
     warehouse = tmp_path / "warehouse"
-    loopmeter("--quiet", "--warehouse", str(warehouse), "ingest", "forgeloop", str(corpus / "results"))
+    run_cli("--quiet", "--warehouse", str(warehouse), "ingest", "forgeloop", str(corpus / "results"))
     with Warehouse(warehouse).lock(command="test writer"):
-        busy = loopmeter("--warehouse", str(warehouse), "catalog", check=4)
+        busy = run_cli("--warehouse", str(warehouse), "catalog", check=4)
         assert "locked by" in busy.stderr and "--wait" in busy.stderr
         process = _start("--wait", "--warehouse", str(warehouse), "catalog")
         assert "waiting for the warehouse lock held by" in _wait_for_line(process, "waiting for the warehouse lock")
