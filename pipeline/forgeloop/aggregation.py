@@ -36,7 +36,7 @@ class Aggregated:
     written: list[Path] = field(default_factory=list)
     tier: str | None = None
     profiles: dict[str, str] = field(default_factory=dict)
-    identities: dict[str, str] = field(default_factory=dict)  # of the runs partitions read (all run sets only)
+    identities: dict[str, str] = field(default_factory=dict)  # run set -> identity of its runs, where known
     plan: incremental.Plan | None = None  # set by `aggregate`
     destination: Path | None = None  # where `aggregate` wrote the documents
     # rendered documents not built yet: `write_documents` builds them as it writes them (into `documents`)
@@ -131,6 +131,7 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
             plan = incremental.Plan(full=False, changed=[run_set], identities=identities,
                                     kept={name: entry for name, entry in plan.kept.items() if name != run_set})
             result = compute(warehouse, tier=tier, run_sets=[run_set], profiles=profiles, rendered=True)
+            result.identities = identities
             _write(warehouse, result, out, {run_set})
         elif plan.full:
             result = compute(warehouse, tier=tier, profiles=profiles, rendered=True)
@@ -139,6 +140,7 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
         else:
             if plan.changed:
                 result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles, rendered=True)
+                result.identities = plan.identities
             else:
                 result = Aggregated(None, [], tier=tier, profiles=profiles)
             if plan.changed or plan.removed:
@@ -154,7 +156,10 @@ def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collect
     (once `check_out` finds nothing in their way)."""
     computed = [] if result.analysis is None else result.analysis.mode_runs.get_column("run_set_id").unique().to_list()
     check_out(out, {*computed, *(replace or ())}, warehouse)
-    digests = incremental.run_set_identities(warehouse, computed) if computed else {}
+    digests = {name: result.identities[name] for name in computed if name in result.identities}
+    missing = [name for name in computed if name not in digests]
+    if missing:
+        digests |= incremental.run_set_identities(warehouse, missing)
     with warehouse.publishing():
         store_tables(warehouse, result.analysis, replace)
         with warehouse.build_table(DOCUMENTS, "run_set_id") as table:
@@ -202,13 +207,14 @@ def write_documents(result: Aggregated, out: Path, warehouse: Warehouse, table, 
     out.mkdir(parents=True, exist_ok=True)
     folders.collect_leftovers(out)
     staged: list[folders.Staged] = []
+    rows: list[pl.DataFrame] = []
     try:
         for docs in _documents(result):
             directory = child(out, "run set", docs.run_set_id, where="the runs table")
             texts = {child(directory, "scenario", scenario, ".json", where="the runs table").name:
                      dumps_bytes(document, 2) + b"\n" for scenario, document in docs.scenarios.items()}
             texts["summary.json"] = dumps_bytes(docs.summary, 2) + b"\n"
-            table.write(pl.DataFrame({"run_set_id": [docs.run_set_id] * len(texts), "file": list(texts),
+            rows.append(pl.DataFrame({"run_set_id": [docs.run_set_id] * len(texts), "file": list(texts),
                                       "document": [text.decode() for text in texts.values()],
                                       "runs_digest": [digests.get(docs.run_set_id)] * len(texts)},
                                      schema_overrides={"runs_digest": pl.String}))
@@ -216,6 +222,8 @@ def write_documents(result: Aggregated, out: Path, warehouse: Warehouse, table, 
             if entry is not None:
                 staged.append(entry)
             result.written.extend(directory / name for name in texts)
+        if rows:  # one write: its partitions are written on every core
+            table.write(pl.concat(rows))
     except BaseException:  # what was staged goes (after a Ctrl-C, what is staged still: the next aggregate)
         for entry in staged:
             folders.discard(entry)
