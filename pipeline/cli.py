@@ -25,8 +25,6 @@ def help_command(
     topic: Annotated[Optional[list[str]], typer.Argument(metavar="[exit-codes | COMMAND...]", show_default=False,
                                                          help="exit-codes, or a command (e.g. report tail).")] = None,
 ) -> None:
-    from typer._click.core import Context
-    from typer._click.exceptions import UsageError
     from typer.core import TyperGroup
 
     if topic == ["exit-codes"]:
@@ -38,9 +36,10 @@ def help_command(
         found = command.get_command(context, name) if isinstance(command, TyperGroup) else None
         if found is None:
             shown = " ".join((topic or [])[:depth + 1])
-            raise UsageError(f"no command `loopmeter {shown}`; `loopmeter --help` lists the commands, "
-                             "`loopmeter help exit-codes` the exit codes")
-        context = Context(found, info_name=name, parent=context)
+            print(f"loopmeter: error: no command `loopmeter {shown}`; `loopmeter --help` lists the commands, "
+                  "`loopmeter help exit-codes` the exit codes", file=sys.stderr)
+            raise typer.Exit(2)
+        context = typer.Context(found, info_name=name, parent=context)
         command = found
     print(command.get_help(context))
 
@@ -60,23 +59,17 @@ def run(args: list[str] | None = None) -> int:
     click's usage block."""
     import sys
 
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
-
     from .commands import common
 
     common.INTERRUPT_REPORTED = False
     try:
         code = app(args=args, standalone_mode=False, prog_name="loopmeter")
-    except NoArgsIsHelpError as error:  # `loopmeter` or a group alone: its help
-        error.show()
-        code = error.exit_code
-    except UsageError as error:
-        where = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
-        print(f"loopmeter: error: {error.format_message().rstrip('.')}{where}", file=sys.stderr)
-        code = error.exit_code
-    except ClickException as error:
-        print(f"loopmeter: error: {error.format_message()}", file=sys.stderr)
-        code = error.exit_code
+    except typer.TyperException as error:  # the command line's own errors (typer's public base class of them)
+        code = getattr(error, "exit_code", 2)
+        message = error.format_message() if hasattr(error, "format_message") else str(error)
+        context = getattr(error, "ctx", None)
+        where = f" (see '{context.command_path} --help')" if code == 2 and context is not None else ""
+        print(f"loopmeter: error: {message.rstrip('.')}{where}", file=sys.stderr)
     except typer.Abort:
         print("loopmeter: aborted", file=sys.stderr)
         code = 1

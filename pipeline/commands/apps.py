@@ -3,6 +3,7 @@ module registers its commands. Nothing here imports polars, DuckDB or pyarrow, s
 wrong command line answer at once."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -26,7 +27,7 @@ app = typer.Typer(
     name="loopmeter",
     help=TOP_HELP,
     epilog=TOP_EPILOG,
-    no_args_is_help=True,
+    invoke_without_command=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -35,7 +36,7 @@ app = typer.Typer(
 
 
 def _group(summary: str, example: str) -> typer.Typer:
-    return typer.Typer(help=summary, short_help=summary, epilog=f"\b\nExample:\n  {example}", no_args_is_help=True)
+    return typer.Typer(help=summary, short_help=summary, epilog=f"\b\nExample:\n  {example}", invoke_without_command=True)
 
 
 ingest_app = _group("Read raw telemetry into the warehouse.", "loopmeter ingest forgeloop ~/forgeloop/results")
@@ -80,11 +81,20 @@ def main_options(
 
     common.DEBUG = debug
     _remember(ctx, warehouse, quiet, json, wait)
+    _help_without_command(ctx)
 
 
 def _group_options(ctx: typer.Context, warehouse: WarehouseOption = None, quiet: QuietOption = False,
                    json: JsonOption = False, wait: WaitOption = False) -> None:
     _remember(ctx, warehouse, quiet, json, wait)
+    _help_without_command(ctx)
+
+
+def _help_without_command(ctx: typer.Context) -> None:
+    """`loopmeter` or a group named without a command: its help on stderr, exit 2 (a command was expected)."""
+    if ctx.invoked_subcommand is None and not ctx.resilient_parsing:
+        sys.stderr.write(ctx.get_help() + "\n")
+        raise typer.Exit(2)
 
 
 for _group_app in (ingest_app, report_app, harvest_app):

@@ -103,8 +103,9 @@ def command(function: Callable) -> Callable:
 
         WATCHED.clear()  # this command's warehouses only (tests run many commands in one process)
         reset_warnings()
+        context = kwargs.pop(_CONTEXT)
         try:
-            code = function(*args, **with_common_options(function, kwargs))
+            code = function(*args, **with_common_options(function, kwargs, context))
             sys.stdout.flush()  # a reader gone away shows here, not in the interpreter's last flush
         except typer.Exit:
             raise
@@ -129,19 +130,27 @@ def command(function: Callable) -> Callable:
             _fail(error)
         raise typer.Exit(int(code or 0))
 
+    # typer hands a parameter annotated typer.Context the command's context: the wrapper takes one
+    # more parameter than the command, under a name no command uses
+    import inspect
+
+    signature = inspect.signature(function, eval_str=True)
+    extra = inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), extra])
+    wrapper.__annotations__ = {**function.__annotations__, _CONTEXT: typer.Context}
     return wrapper
 
 
-def with_common_options(function: Callable, kwargs: dict[str, Any]) -> dict[str, Any]:
+_CONTEXT = "loopmeter_context"
+
+
+def with_common_options(function: Callable, kwargs: dict[str, Any], context: typer.Context) -> dict[str, Any]:
     """`kwargs` with the common options given before the command (`loopmeter --warehouse W report
     tail`): the command's own --warehouse, after it, wins; a flag holds if given on either side.
     --json asks for an output a command without one cannot give: refused. --warehouse, --quiet
     and --wait are settings, which a command with no use for one leaves aside (as it does
     $LOOPMETER_WAREHOUSE)."""
-    from typer._click.globals import get_current_context
-
-    context = get_current_context(silent=True)
-    given = {} if context is None else context.meta.get(COMMON, {})
+    given = context.meta.get(COMMON, {})
     if not given:
         return kwargs
     import inspect

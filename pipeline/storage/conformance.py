@@ -105,9 +105,10 @@ def file_problem(table: str, path: Path, *, whole: bool = False) -> str | None:
             if expanded > max(FLOOR, MAX_EXPANSION * size):
                 return (f"expands to {expanded:,} bytes when read, {expanded // max(size, 1):,} times its size: "
                         "not a file loopmeter wrote, and not read")
-            if whole:
+            if whole:  # on this thread only: pyarrow's workers would call into the Python file object, and one
+                # still waiting for the interpreter when it exits (after a damaged page) aborts the process
                 for group in range(metadata.num_row_groups):
-                    parquet.read_row_group(group)
+                    parquet.read_row_group(group, use_threads=False)
             return schema_problem(table, parquet.schema_arrow, in_partition(table, path))
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
         return f"{UNREADABLE} ({first_line(error)})"
