@@ -47,12 +47,14 @@ def test_bad_tier_is_refused(corpus_warehouse, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["nosuch"], "loopmeter: error: No such command 'nosuch' (see 'loopmeter --help')"),
-    (["report", "routing", "--since", "abc"],
-     "loopmeter: error: Invalid value for '--since': 'abc' is not a valid float (see 'loopmeter report routing --help')"),
+    (["report", "routing", "--since", "abc"],  # the reason's words are typer's own, and differ between its releases
+     "loopmeter: error: Invalid value for '--since': ... (see 'loopmeter report routing --help')"),
     (["report", "summary", "--bogus"], "loopmeter: error: No such option: --bogus (see 'loopmeter report summary --help')"),
     (["ingest", "forgeloop"], "loopmeter: error: Missing argument 'RESULTS' (see 'loopmeter ingest forgeloop --help')"),
 ])
 def test_a_wrong_command_line_is_one_line_and_exit_2(args, message):
     """As every other error: one line on stderr, not click's usage block of four."""
     result = run_cli(*args, check=2)
-    assert result.stderr == message + "\n" and result.stdout == ""
+    start, _, end = message.partition("...")
+    assert result.stdout == "" and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(start) and result.stderr.endswith((end or "") + "\n")
