@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .errors import LoopmeterError, is_utf8, shown_path
@@ -25,6 +26,13 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
     else:
         given, source = str(DEFAULT_WAREHOUSE), "the default warehouse"
     shown = shown_path(given)
+    url = _URL.match(given)
+    if url is not None:
+        scheme, rest = url.groups()
+        raise LoopmeterError(
+            f"{source} {shown_path(f'{scheme}://{rest}')}: a warehouse at a URL ({scheme}://) is not supported; give a "
+            f"local directory (./{scheme}:/{rest} for a folder of that name). Engines that read Parquet from object "
+            "storage read a copy of the warehouse's tables: docs/clients.md, \"When one machine is not enough\"")
     if not is_utf8(given):
         raise LoopmeterError(f"{source} {shown}: the path is not valid UTF-8; rename it")
     root = Path(given).expanduser().resolve()
@@ -33,6 +41,10 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
         what = "is a file, not a directory" if blocking == root else f": {blocking} is a file, not a directory"
         raise LoopmeterError(f"{source} {shown} {what}".replace(" :", ":"))
     return root
+
+
+# a scheme (two letters or more: a drive letter is a path) and its slashes; a Path option arrives with one slash
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/+(.*)", re.DOTALL)
 
 
 def file_in_the_way(directory: Path) -> Path | None:
