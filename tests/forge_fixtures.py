@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import sqlite3
 from pathlib import Path
 
@@ -116,3 +117,29 @@ def decision(id_: str, at: float, tier: str, default: str, alternative: str, cho
     if propensity is not None:
         made["propensity"] = propensity
     return made
+
+
+def drop_outcomes(events: list[dict], arm: str, share: float, seed: int = 0) -> tuple[list[dict], int]:
+    """`events` (a store of `samples.routing_events`) with the outcome of attempt 1 lost for about `share` of the
+    tasks of `arm` ("default" or "alternative") whose attempt 1 has one: each such task, drawn with probability
+    `share`, loses its attempt-1 events that passed or failed (it reads as started and never finished). A task's
+    arm is its first paired decision's (two candidates and a propensity). Returns the events and how many lost it."""
+    arms: dict[tuple, str] = {}
+    for e in events:
+        if e["kind"] == "plan":
+            for task, planned in e["data"]["tasks"].items():
+                for made in planned.get("route", []):
+                    if len(made.get("candidates", [])) == 2 and made.get("propensity"):
+                        chosen = "default" if made["chosen"] == made["default"] else "alternative"
+                        arms.setdefault((e["run"], task), chosen)
+                        break
+    finished = {(e["run"], e["task"]) for e in events if e["kind"] == "attempt" and e["data"].get("n") == 1
+                and e["data"].get("status") in ("passed", "failed")}
+    rng = random.Random(seed)
+    lost = {key for key in sorted(finished) if arms.get(key) == arm and rng.random() < share}
+
+    def kept(e: dict) -> bool:
+        return not (e["kind"] == "attempt" and (e["run"], e["task"]) in lost and e["data"].get("n") == 1
+                    and e["data"].get("status") in ("passed", "failed"))
+
+    return [e for e in events if kept(e)], len(lost)

@@ -27,22 +27,26 @@ PAIRS = {"low": ("flash", "sonnet"), "medium": ("sonnet", "flash"), "high": ("op
 # ---- stores of draws, and the obvious computation over the same draws ---------------------------
 
 def draw_events(draws: list[tuple], run_size: int = 6, start: float = 1000.0, day: float = 0.0) -> list[dict]:
-    """A store holding `draws`, each (tier, to_alternative, propensity of the chosen spec) a task of its
-    own, `run_size` tasks a run: a plan routing each task, then its attempt 1 (started, passed or failed).
+    """A store holding `draws`, each (tier, to_alternative, propensity of the chosen spec[, finished]) a task of
+    its own, `run_size` tasks a run: a plan routing each task, then its attempt 1 (started, passed or failed).
+    A draw whose `finished` is False has no outcome: every other one never ran, the rest only started.
     Run r's events lie `day` * r seconds before `start`."""
     events = []
     for r in range(0, len(draws), run_size):
         run, t0 = f"run-{r // run_size}", start - day * (r // run_size)
         plan = {}
-        for k, (tier, to_alternative, propensity) in enumerate(draws[r:r + run_size]):
+        for k, (tier, to_alternative, propensity, *_) in enumerate(draws[r:r + run_size]):
             default, alternative = PAIRS[tier]
             chosen = alternative if to_alternative else default
             plan[f"t{k}"] = {"declared_difficulty": tier, "route": [
                 decision(f"{run}-d{k}", t0 + 1 + k, tier, default, alternative, chosen, propensity)]}
         events.append(event(f"{run}-p", "plan", t0, run=run, data=dict(revision=1, tasks=plan)))
-        for k, (tier, to_alternative, _) in enumerate(draws[r:r + run_size]):
+        for k, (tier, to_alternative, _, *finished) in enumerate(draws[r:r + run_size]):
             spec = PAIRS[tier][1 if to_alternative else 0]
-            for step, status in enumerate(("started", "passed" if k % 3 else "failed")):
+            statuses = ("started", "passed" if k % 3 else "failed")
+            if finished and not finished[0]:
+                statuses = ("started",) if (r + k) % 2 else ()
+            for step, status in enumerate(statuses):
                 events.append(event(f"{run}-a{k}-{step}", "attempt", t0 + 100 + k + step * 10, run=run, task=f"t{k}",
                                     data=dict(n=1, dwarf=spec, status=status)))
     return events
@@ -51,11 +55,20 @@ def draw_events(draws: list[tuple], run_size: int = 6, start: float = 1000.0, da
 def obvious(draws: list[tuple]) -> dict[tuple, tuple[int, int, float]]:
     """Per pair, (assigned, to the alternative, the sum of P(alternative)), one draw at a time."""
     found: dict[tuple, list] = {}
-    for tier, to_alternative, propensity in draws:
+    for tier, to_alternative, propensity, *_ in draws:
         cell = found.setdefault((tier, *PAIRS[tier]), [0, 0, 0.0])
         cell[0] += 1
         cell[1] += 1 if to_alternative else 0
         cell[2] += propensity if to_alternative else 1 - propensity
+    return {pair: tuple(cell) for pair, cell in found.items()}
+
+
+def outcomes(draws: list[tuple]) -> dict[tuple, tuple[int, int]]:
+    """Per pair, (default assignments with an outcome, alternative ones with an outcome), one draw at a time."""
+    found: dict[tuple, list] = {}
+    for tier, to_alternative, _, *finished in draws:
+        cell = found.setdefault((tier, *PAIRS[tier]), [0, 0])
+        cell[1 if to_alternative else 0] += 1 if not finished or finished[0] else 0
     return {pair: tuple(cell) for pair, cell in found.items()}
 
 
@@ -82,12 +95,14 @@ def exact_two_sided(p: list[float], observed: int) -> float:
 
 
 def rows_of(table: list[dict]) -> list[dict]:
-    """srm.srm_rows over a forge_routing_assignments table of `table` rows (tier, arm, propensity)."""
+    """srm.srm_rows over a forge_routing_assignments table of `table` rows (tier, arm, propensity[, first_pass]:
+    true when missing)."""
     frame = pl.DataFrame(
         [dict(task_order=i, paired=True, tier=r["tier"], default_spec=PAIRS[r["tier"]][0],
-              alternative=PAIRS[r["tier"]][1], arm=r["arm"], propensity=r["propensity"]) for i, r in enumerate(table)],
+              alternative=PAIRS[r["tier"]][1], arm=r["arm"], propensity=r["propensity"],
+              first_pass=r.get("first_pass", True)) for i, r in enumerate(table)],
         schema={"task_order": pl.Int64, "paired": pl.Boolean, "tier": pl.String, "default_spec": pl.String,
-                "alternative": pl.String, "arm": pl.String, "propensity": pl.Float64})
+                "alternative": pl.String, "arm": pl.String, "propensity": pl.Float64, "first_pass": pl.Boolean})
     connection = duckdb.connect()
     try:
         connection.register("frame", frame)
@@ -125,7 +140,11 @@ def test_a_store_computed_by_hand(tmp_path):
     assert low["p_value"] == pytest.approx(0.529368, abs=1e-6)
     # drawn with certainty: the alternative cell expects and observes 0 (it adds 0), the default cell is exact
     assert high == dict(tier="high", default="opus", alternative="sol", assigned=2, alternative_assigned=0,
-                        expected_alternative=0.0, chi_square=0.0, p_value=1.0, srm=False, p_value_bound=1.0)
+                        expected_alternative=0.0, chi_square=0.0, p_value=1.0, srm=False, p_value_bound=1.0,
+                        default_with_outcome=2, alternative_with_outcome=0, attrition_p_value=1.0, attrition_srm=False,
+                        untrustworthy=False, untrustworthy_checks=[])
+    # every task ran to an outcome: one table fits the margins, attrition p = 1
+    assert (low["default_with_outcome"], low["alternative_with_outcome"], low["attrition_p_value"]) == (2, 2, 1.0)
 
 
 def test_an_assignment_the_propensities_rule_out_is_a_mismatch(tmp_path):
@@ -135,7 +154,9 @@ def test_an_assignment_the_propensities_rule_out_is_a_mismatch(tmp_path):
     warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", draw_events(draws)))
     (row,) = srm.srm_document(warehouse)["rows"]
     assert row == dict(tier="low", default="flash", alternative="sonnet", assigned=3, alternative_assigned=2,
-                       expected_alternative=3.0, chi_square=None, p_value=0.0, srm=True, p_value_bound=0.0)
+                       expected_alternative=3.0, chi_square=None, p_value=0.0, srm=True, p_value_bound=0.0,
+                       default_with_outcome=1, alternative_with_outcome=2, attrition_p_value=1.0, attrition_srm=False,
+                       untrustworthy=True, untrustworthy_checks=["assignment"])
     result = run_cli("report", "srm", "--json", warehouse=warehouse.root, check=None)
     assert result.returncode == 0, result.stderr
     assert '"chi_square": null' in result.stdout and json.loads(result.stdout)["rows"] == [row]
@@ -146,16 +167,20 @@ def test_an_assignment_the_propensities_rule_out_is_a_mismatch(tmp_path):
     # a 5% draw that came up: chi-square (0.95^2 / 0.05 + 0.95^2 / 0.95) = 19, P(chi2_1 >= 19) = 1.3e-5, but the expected cells
     # (0.05 and 0.95) are far below 5 and the exact probability of the draw is 0.05: flagged, on few assignments
     (0.05, 19.0, 1.3071845366763e-05, True),
-    # a 1e-4 draw that came up: the Chernoff bound 1e-4 * e^0.9999 = 2.7e-4 (times 2: below 0.001) confirms it
+    # a 1e-4 draw that came up: the Chernoff bound 1e-4 * e^0.9999 = 2.7e-4 (times 2: 5.4e-4) is below 0.001, not
+    # below the verdict's 0.00025: untrustworthy on few assignments
     (1e-4, 9999.0, 0.0, True),
+    # a 1e-5 draw: 2 * 1e-5 * e^0.99999 = 5.4e-5 confirms it
+    (1e-5, 99999.0, 0.0, True),
 ])
 def test_a_single_assignment(tmp_path, propensity, chi, p, flag):
     warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", draw_events([("low", True, propensity)])))
     (row,) = srm.srm_document(warehouse)["rows"]
-    assert (row["assigned"], row["alternative_assigned"], row["srm"]) == (1, 1, flag)
+    assert (row["assigned"], row["alternative_assigned"], row["srm"], row["untrustworthy"]) == (1, 1, flag, flag)
     assert row["chi_square"] == pytest.approx(chi, rel=1e-12) and row["p_value"] == pytest.approx(p, rel=1e-9, abs=1e-300)
-    # the exact bound confirms the 1e-4 draw only: the 5 % one is told as flagged on few assignments
-    assert srm.few_assignments(row) == (propensity == 0.05)
+    # the exact bound confirms the 1e-5 draw only: the others are told as resting on few assignments
+    assert srm.few_assignments(row) == (propensity in (0.05, 1e-4))
+    assert row["p_value_bound"] < srm.MISMATCH_P if propensity < 1e-3 else row["p_value_bound"] > srm.MISMATCH_P
 
 
 def test_few_expected_but_a_gross_mismatch_is_flagged():
@@ -176,7 +201,8 @@ def test_few_expected_but_a_gross_mismatch_is_flagged():
 
 draw_st = st.tuples(st.sampled_from(list(PAIRS)), st.booleans(),
                     st.one_of(st.sampled_from([0.05, 0.15, 0.2, 0.5, 0.8, 0.85, 0.95, 1.0]),
-                              st.floats(1e-6, 1.0, allow_nan=False)))
+                              st.floats(1e-6, 1.0, allow_nan=False)),
+                    st.sampled_from([True, True, False]))  # finished: an outcome, or none (never ran, or started)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -197,6 +223,17 @@ def test_every_pair_equals_scipy_and_the_obvious_count(tmp_path_factory, draws, 
             assert row["chi_square"] == pytest.approx(oracle.statistic, rel=1e-9, abs=1e-12)
             assert row["p_value"] == pytest.approx(oracle.pvalue, rel=1e-9, abs=1e-300)
             assert row["srm"] == (oracle.pvalue < srm.MISMATCH_P) or abs(oracle.pvalue / srm.MISMATCH_P - 1) < 1e-9
+        # outcome attrition: the arms' assignments with an outcome, and Fisher's exact test of them (scipy)
+        kept_default, kept_alternative = outcomes(draws)[pair]
+        assert (row["default_with_outcome"], row["alternative_with_outcome"]) == (kept_default, kept_alternative)
+        table = [[kept_alternative, observed - kept_alternative],
+                 [kept_default, assigned - observed - kept_default]]
+        fisher = scipy.stats.fisher_exact(table).pvalue
+        assert row["attrition_p_value"] == pytest.approx(fisher, rel=1e-9, abs=1e-300)
+        assert row["attrition_srm"] == (row["attrition_p_value"] < srm.MISMATCH_P)
+        assert row["untrustworthy_checks"] == [check for check, p in (("assignment", row["p_value"]),
+                                               ("attrition", row["attrition_p_value"])) if p < srm.UNTRUSTWORTHY_P]
+        assert row["untrustworthy"] == bool(row["untrustworthy_checks"])
     # the pairs are the randomized table's, and below its first window its arms count the same assignments
     routing = routing_document(warehouse, Scope())
     pairs = [(r["tier"], r["default"], r["alternative"]) for r in routing["randomized"] if "note" not in r]
@@ -206,6 +243,9 @@ def test_every_pair_equals_scipy_and_the_obvious_count(tmp_path_factory, draws, 
             row = rows[(r["tier"], r["default"], r["alternative"])]
             assert r["arms"]["default"]["assigned"] + r["arms"]["alternative"]["assigned"] == row["assigned"]
             assert r["arms"]["alternative"]["assigned"] == row["alternative_assigned"]
+            # the tasks with an outcome are those the comparison's first-pass rates average: all but no_outcome
+            for arm in ("default", "alternative"):
+                assert r["arms"][arm]["assigned"] - r["arms"][arm]["no_outcome"] == row[f"{arm}_with_outcome"]
 
 
 # ---- the flag against the exact distribution of the draws -------------------------------------
@@ -224,11 +264,12 @@ def test_the_flag_is_the_chi_square_where_it_holds_and_exact_where_it_does_not(d
     assert row["p_value"] == pytest.approx(scipy.stats.chi2.sf(row["chi_square"], 1) if row["chi_square"] is not None
                                            else 0.0, rel=1e-9, abs=1e-300)
     assert row["srm"] == (row["p_value"] < 0.001)
+    assert row["untrustworthy"] == (row["p_value"] < 0.00025)  # every task has an outcome: no attrition
     # the bound is an upper bound of the exact two-sided probability, whatever the propensities
     exact = exact_two_sided(p_alternative, observed)
     assert exact <= row["p_value_bound"] * (1 + 1e-9) + 1e-300, (exact, row)
-    if row["srm"] and fewest < 5 - 1e-9 and not srm.few_assignments(row):  # confirmed by the bound
-        assert exact < 0.001, (exact, row)
+    if row["untrustworthy"] and fewest < 5 - 1e-9 and not srm.few_assignments(row):  # confirmed by the bound
+        assert exact < 0.00025, (exact, row)
 
 
 @settings(max_examples=300, deadline=None)
@@ -285,6 +326,10 @@ def test_a_miscalibrated_router_is_a_mismatch_and_a_fair_one_is_not(mismatched):
     assert low["p_value"] == pytest.approx(oracle.pvalue, rel=1e-9) and low["srm"] is True
     assert (medium["assigned"], medium["alternative_assigned"]) == (92, 8) and medium["srm"] is False
     assert medium["p_value"] == pytest.approx(scipy_test(92, 8, 92 * 0.15).pvalue, rel=1e-9) and medium["p_value"] > 0.05
+    # every task ran to an outcome: no attrition; the low pair is untrustworthy for its assignment ratio alone
+    assert [(r["attrition_p_value"], r["attrition_srm"]) for r in (low, medium)] == [(1.0, False)] * 2
+    assert (low["untrustworthy"], low["untrustworthy_checks"]) == (True, ["assignment"])
+    assert (medium["untrustworthy"], medium["untrustworthy_checks"]) == (False, [])
 
 
 def test_the_routing_report_marks_the_pair_and_its_json_is_unchanged(mismatched):
@@ -322,9 +367,14 @@ def test_the_text_fits_80_columns_and_says_what_it_flags(mismatched):
         shown = run_cli(*command, warehouse=warehouse.root, env={"COLUMNS": "80"}).stdout
         assert all(len(line) <= 80 for line in shown.splitlines()), command
     shown = run_cli("report", "srm", warehouse=warehouse.root, env={"COLUMNS": "80"}).stdout
-    assert "1 pair(s) with a mismatch" in shown and "│ yes " in shown and "│ no " in shown
+    assert "1 pair(s) untrustworthy (assignment ratio: 1, outcome attrition: 0)" in " ".join(shown.split())
+    assert "│ assignment" in shown and "│ no " in shown
     wide = run_cli("report", "srm", warehouse=warehouse.root).stdout.splitlines()  # a pipe: the rows whole
-    assert [line.split()[-1] for line in wide if line.startswith(("  low ", "  medium "))] == ["yes", "no"]
+    rows = [line for line in wide if line.startswith(("  low ", "  medium "))]
+    assert [row.endswith("  assignment ratio") for row in rows] == [True, False] and rows[1].endswith("  no")
+    # the outcome columns (with an outcome / assigned, default then alternative): every task has one, attrition p = 1
+    assert rows[0].split()[-5:] == ["58/58", "30/30", "1.0000", "assignment", "ratio"]
+    assert rows[1].split()[-4:] == ["84/84", "8/8", "1.0000", "no"]
 
 
 def test_scope_since_and_repo(tmp_path):

@@ -66,7 +66,7 @@ def ingest_forge_command(
     "Forge's routing: first-pass rates and randomized pairs.",
     "First-pass by tier and model (observational), and the randomized "
                     "exploration pairs with Hajek means, bootstrap intervals and verdicts; the text marks "
-                    "a pair whose draws fail the sample-ratio-mismatch check (`report srm`) as "
+                    "a pair the sample-ratio-mismatch checks (`report srm`) find "
                     "untrustworthy. (`ingest forge` stores the report of every task as forge_routing_observational, "
                     "forge_routing_randomized and forge_routing_srm.)",
     example="loopmeter report routing\nloopmeter report routing --repo ~/src/app --since 30 --json"))
@@ -95,9 +95,11 @@ def report_routing(
 @report_app.command("srm", **command_help(
     "Forge's randomized pairs: sample ratio mismatch.",
     "Per randomized pair, over every paired assignment (before any window): "
-                    "assignments to the alternative against the sum of their P(alternative), Pearson's "
-                    "chi-square over the two cells (1 degree of freedom), its p-value, and srm: a mismatch "
-                    "at p < 0.001, which makes the pair's comparison untrustworthy.",
+                    "the assignment ratio (assignments to the alternative against the sum of their "
+                    "P(alternative), Pearson's chi-square over the two cells, 1 degree of freedom, its "
+                    "p-value, srm: p < 0.001) and the outcome attrition (each arm's assignments with an "
+                    "outcome, Fisher's exact test, attrition_srm: p < 0.001). untrustworthy: either "
+                    "p-value below 0.00025, which makes the pair's comparison untrustworthy.",
     example="loopmeter report srm\nloopmeter report srm --since 30 --json"))
 @command
 def report_srm(

@@ -89,18 +89,29 @@ def routing_text(document: dict, width: int | None = None, srm: dict | None = No
     """The seed's text; a number that is None (non-finite in the seed, which prints nan) shows as -.
     `width` (None: the seed's text exactly): a line wider than it wraps at spaces and a block of
     rows wider than it is a table of the same columns and values (`fitted`). `srm` (the pairs'
-    sample-ratio-mismatch document, `srm.srm_document`): a pair it flags gets a line after its
-    verdict saying its comparison is untrustworthy."""
+    sample-ratio-mismatch document, `srm.srm_document`): a pair it finds untrustworthy gets a line after
+    its verdict per check that fired (assignment ratio, outcome attrition)."""
     return fitted(_routing_blocks(finite_or_none(document), srm), width)
 
 
-def _mismatch_line(row: dict) -> str:
-    """The mark of a pair whose assignments do not split as its propensities say."""
-    few = (", on few assignments: the exact chance is at most %s" % p_text(row["p_value_bound"])) \
-        if few_assignments(row) else ""
-    return ("    !! sample ratio mismatch: %d of %d assignments went to the alternative, %.1f expected "
-            "(p %s%s): this comparison is untrustworthy" % (
-                row["alternative_assigned"], row["assigned"], row["expected_alternative"], p_text(row["p_value"]), few))
+def _mismatch_lines(row: dict) -> list[str]:
+    """The marks of a pair whose comparison the SRM checks make untrustworthy, one per check that fired: its
+    assignments do not split as its propensities say, or its arms keep different shares of outcomes."""
+    lines = []
+    if "assignment" in row["untrustworthy_checks"]:
+        few = (", on few assignments: the exact chance is at most %s" % p_text(row["p_value_bound"])) \
+            if few_assignments(row) else ""
+        lines.append("    !! sample ratio mismatch: %d of %d assignments went to the alternative, %.1f expected "
+                     "(p %s%s): this comparison is untrustworthy" % (
+                         row["alternative_assigned"], row["assigned"], row["expected_alternative"],
+                         p_text(row["p_value"]), few))
+    if "attrition" in row["untrustworthy_checks"]:
+        arms = [(row["alternative_with_outcome"], row["alternative_assigned"]),
+                (row["default_with_outcome"], row["assigned"] - row["alternative_assigned"])]
+        shares = ["%d of %d (%s)" % (kept, of, _pct(kept / of).strip()) for kept, of in arms]  # both arms hold some
+        lines.append("    !! outcome attrition: %s alternative and %s default assignments have an outcome (p %s): "
+                     "this comparison is untrustworthy" % (*shares, p_text(row["attrition_p_value"])))
+    return lines
 
 
 def _routing_blocks(document: dict, srm: dict | None = None) -> list[tuple]:
@@ -149,7 +160,7 @@ def _routing_blocks(document: dict, srm: dict | None = None) -> list[tuple]:
                                                   "" if not ci else "  95%% [%s, %s]" % (_signed(ci[0]), _signed(ci[1]))))
         prose.append("    -> %s" % r["verdict"])
         if (r["tier"], r["default"], r["alternative"]) in mismatched:
-            prose.append(_mismatch_line(mismatched[(r["tier"], r["default"], r["alternative"])]))
+            prose += _mismatch_lines(mismatched[(r["tier"], r["default"], r["alternative"])])
     blocks.append((prose, None, None, 0))
     return blocks
 

@@ -1,17 +1,21 @@
-"""Sample ratio mismatch (SRM) of the randomized routing table: did each pair's draws split between
-the default and the alternative as their logged propensities say they should?
+"""Sample ratio mismatch (SRM) of the randomized routing table, two checks per (tier, default, alternative) pair,
+over every paired assignment the randomized table is built from (before its window cut):
 
-Per (tier, default, alternative), over every paired assignment the randomized table is built
-from (before its window cut): `forge_routing_srm.sql` counts the assignments and the alternative
-draws, sums P(alternative) into the expected count, and forms Pearson's chi-square over the two
-cells; here the p-value (chi-square, one degree of freedom: erfc(sqrt(x / 2))) and the flag are
-added, one row per pair.
+- assignment ratio: did the pair's draws split between the default and the alternative as their logged
+  propensities say? `forge_routing_srm.sql` counts the assignments and the alternative draws, sums P(alternative)
+  into the expected count, and forms Pearson's chi-square over the two cells; here the p-value (chi-square, one
+  degree of freedom: erfc(sqrt(x / 2))) is added. Beside it, `p_value_bound`: a Chernoff bound on the exact
+  probability of a split at least this uneven, valid whatever the propensities.
+- outcome attrition: did as large a share of each arm's assignments end with an outcome (attempt 1 passed or
+  failed review: the tasks the routing comparison's first-pass rates average)? `forge_routing_srm.sql` counts them
+  per arm and `forge_routing_attrition.sql` gives Fisher's exact two-sided p-value of the arm-by-outcome table.
 
-The flag, `srm`: true when p < 0.001. Beside it, `p_value_bound`: a Chernoff bound on the exact
-probability of a split at least this uneven, valid whatever the propensities. Where an expected
-count is below 5 the chi-square's p-value can be far too small; a flagged pair whose bound is not
-below 0.001 as well is told as flagged on few assignments (`few_assignments`). docs/statistics.md
-says why.
+Flags: `srm` and `attrition_srm`, each check at p < 0.001 (MISMATCH_P), the level of one look at one pair;
+`untrustworthy`, the report's verdict, when either check has p < 0.00025 (UNTRUSTWORTHY_P), with the checks that
+fired in `untrustworthy_checks`: at that level a correct store of three pairs is flagged in at most 0.2 % of looks
+(docs/statistics.md gives the measured rates, over one look and forty). Where an expected count is below 5 the
+chi-square's p-value can be far too small; an assignment verdict whose bound is not below UNTRUSTWORTHY_P as well is
+told as resting on few assignments (`few_assignments`).
 """
 from __future__ import annotations
 
@@ -22,15 +26,20 @@ from datetime import datetime, timezone
 import duckdb
 import polars as pl
 
-from ..sql.queries import run_query
+from ..sql.queries import query_text, run_query
 from ..storage import Warehouse
 from . import tables as t
 from .routing import Scope, assignments, pair_key, routing_report, scope_tasks
 
-MISMATCH_P = 0.001  # a pair is flagged below this p-value
+MISMATCH_P = 0.001  # `srm` and `attrition_srm`: a check's p-value below this, at one look
+# `untrustworthy`: a check's p-value below this. Six checks (two per pair, three pairs) at 0.00025 keep a correct
+# store's chance of a flag per look at most 0.2 % (0.128 % at the demo's size: docs/statistics.md, bench/srm_rates.py).
+UNTRUSTWORTHY_P = 0.00025
 MIN_EXPECTED = 5.0  # below this expected count the chi-square's p-value needs the exact bound's confirmation
+CHECKS = {"assignment": "assignment ratio", "attrition": "outcome attrition"}  # untrustworthy_checks: names, words
 KEYS = ("tier", "default", "alternative", "assigned", "alternative_assigned", "expected_alternative",
-        "chi_square", "p_value", "srm", "p_value_bound")
+        "chi_square", "p_value", "srm", "p_value_bound", "default_with_outcome", "alternative_with_outcome",
+        "attrition_p_value", "attrition_srm", "untrustworthy", "untrustworthy_checks")
 
 
 def chernoff(observed: pl.Expr, expected: pl.Expr) -> pl.Expr:
@@ -44,18 +53,24 @@ def chernoff(observed: pl.Expr, expected: pl.Expr) -> pl.Expr:
 
 def srm_rows(connection: duckdb.DuckDBPyConnection) -> list[dict]:
     """The SRM rows from the forge_routing_assignments table of `connection` (`routing.assignments`),
-    in the randomized table's order of pairs."""
-    cells = run_query(connection, "forge_routing_srm")
+    in the randomized table's order of pairs; the pairs' counts are left in `connection` as the temporary
+    table forge_routing_srm."""
+    connection.sql(f"CREATE OR REPLACE TEMP TABLE forge_routing_srm AS {query_text('forge_routing_srm')}")
+    cells = run_query(connection, "forge_routing_attrition")
     chi = cells.get_column("chi_square").to_list()
     p_value = pl.Series("p_value", [math.erfc(math.sqrt(x / 2)) for x in chi], dtype=pl.Float64)
     observed_default = pl.col("assigned") - pl.col("alternative_assigned")
     bound = (2 * pl.min_horizontal(chernoff(pl.col("alternative_assigned"), pl.col("expected_alternative")),
                                    chernoff(observed_default, pl.col("expected_default")))).clip(upper_bound=1.0)
+    fired = pl.concat_list(pl.when(pl.col("p_value") < UNTRUSTWORTHY_P).then(pl.lit("assignment")),
+                           pl.when(pl.col("attrition_p_value") < UNTRUSTWORTHY_P).then(pl.lit("attrition")))
     flagged = cells.with_columns(p_value).with_columns(
         srm=pl.col("p_value") < MISMATCH_P,
         p_value_bound=bound,
         chi_square=pl.when(pl.col("chi_square").is_infinite()).then(None).otherwise(pl.col("chi_square")),
-    ).rename({"default_spec": "default"})
+        attrition_srm=pl.col("attrition_p_value") < MISMATCH_P,
+        untrustworthy_checks=fired.list.drop_nulls(),
+    ).with_columns(untrustworthy=pl.col("untrustworthy_checks").list.len() > 0).rename({"default_spec": "default"})
     rows = flagged.select(KEYS).to_dicts()
     return sorted(rows, key=lambda row: pair_key((row["tier"], row["default"], row["alternative"])))
 
@@ -68,8 +83,7 @@ def srm_report(connection: duckdb.DuckDBPyConnection, scope: Scope = Scope()) ->
 
 
 def srm_document(warehouse: Warehouse, scope: Scope = Scope()) -> dict:
-    """{"rows": [one dict per randomized pair: tier, default, alternative, assigned, alternative_assigned,
-    expected_alternative, chi_square, p_value, srm]} for the Forge tables of `warehouse`."""
+    """{"rows": [one dict per randomized pair, its keys KEYS]} for the Forge tables of `warehouse`."""
     from .derive import connect
 
     connection = connect(warehouse, [t.TASKS, t.REPOS])
@@ -92,15 +106,22 @@ def routing_and_srm(warehouse: Warehouse, scope: Scope = Scope()) -> tuple[dict,
 
 
 def few_assignments(row: dict) -> bool:
-    """A flagged pair whose expected counts are too small for the chi-square's p-value, and whose exact
-    bound does not confirm it: flagged on few assignments."""
+    """A pair the assignment ratio makes untrustworthy whose expected counts are too small for the chi-square's
+    p-value, and whose exact bound does not confirm it: untrustworthy on few assignments."""
     fewest = min(row["expected_alternative"], row["assigned"] - row["expected_alternative"])
-    return bool(row["srm"]) and fewest < MIN_EXPECTED and row["p_value_bound"] >= MISMATCH_P
+    return ("assignment" in row["untrustworthy_checks"] and fewest < MIN_EXPECTED
+            and row["p_value_bound"] >= UNTRUSTWORTHY_P)
 
 
 def flagged_pairs(document: dict) -> dict[tuple, dict]:
-    """The rows of an SRM document whose pair shows a mismatch, by (tier, default, alternative)."""
-    return {(r["tier"], r["default"], r["alternative"]): r for r in document["rows"] if r["srm"]}
+    """The rows of an SRM document whose pair's comparison is untrustworthy, by (tier, default, alternative)."""
+    return {(r["tier"], r["default"], r["alternative"]): r for r in document["rows"] if r["untrustworthy"]}
+
+
+def checks_text(row: dict) -> str:
+    """Which checks make the pair untrustworthy, in words ("no" for none)."""
+    words = ", ".join(CHECKS[check] for check in row["untrustworthy_checks"]) or "no"
+    return words + (" (few)" if few_assignments(row) else "")
 
 
 def srm_json(document: dict) -> str:
@@ -114,33 +135,51 @@ def p_text(p: float) -> str:
     return "%.1e" % p if p >= 1e-300 else "<1e-300"
 
 
+_ROW = "  %-7s %-24s %-24s %8s %8s %9s %10s %8s %15s %12s %11s  %s"
+
+
 def srm_text(document: dict, width: int | None = None) -> str:
     """The SRM rows for people; at a `width` they are wider than, a table of the same values."""
     from .text import fitted
 
-    title = ["sample ratio mismatch: per randomized pair, every paired assignment (no window), the alternative's "
-             "draws against the sum of P(alternative)"]
+    title = ["sample ratio mismatch: per randomized pair, every paired assignment (no window): do the draws split as "
+             "the logged propensities say (assignment ratio), and does each arm keep the same share of assignments "
+             "with an outcome (outcome attrition)?"]
     if not document["rows"]:
         return fitted([(title + ["  no exploratory decisions in pairs yet; `plan` explores at 0.2 by default"],
                         None, None, 0)], width)
-    headers = ("tier", "default", "alternative", "assigned", "to alt.", "expected", "chi-square", "p", "SRM")
-    lines = ["  %-7s %-24s %-24s %8s %11s %9s %10s %8s  %s" % headers]
+    headers = ("tier", "default", "alternative", "assigned", "to alt.", "expected", "chi-square", "p",
+               "default outcome", "alt. outcome", "attrition p", "untrustworthy")
+    lines = [_ROW % headers]
     rows = []
     for r in document["rows"]:
         cells = (str(r["tier"]), str(r["default"]), str(r["alternative"]), "%d" % r["assigned"],
                  "%d" % r["alternative_assigned"], "%.2f" % r["expected_alternative"],
                  "-" if r["chi_square"] is None else "%.2f" % r["chi_square"], p_text(r["p_value"]),
-                 ("yes, few" if few_assignments(r) else "yes") if r["srm"] else "no")
-        lines.append("  %-7s %-24s %-24s %8s %11s %9s %10s %8s  %s" % cells)
+                 "%d/%d" % (r["default_with_outcome"], r["assigned"] - r["alternative_assigned"]),
+                 "%d/%d" % (r["alternative_with_outcome"], r["alternative_assigned"]),
+                 p_text(r["attrition_p_value"]), checks_text(r))
+        lines.append(_ROW % cells)
         rows.append(list(cells))
     notes = ["  to alt.: assignments to the alternative; expected: the sum of their P(alternative); chi-square: "
-             "Pearson's over the default and alternative cells, 1 degree of freedom; SRM: p < 0.001"]
+             "Pearson's over the default and alternative cells, 1 degree of freedom, and p its p-value (assignment "
+             "ratio)",
+             "  default outcome, alt. outcome: of each arm's assignments, those whose attempt 1 passed or failed "
+             "review, the tasks the routing comparison's first-pass rates average (the others never ran, were censored or are "
+             "still running); attrition p: Fisher's exact test of those shares, default against alternative (outcome "
+             "attrition)",
+             "  untrustworthy: the checks with p < %g, a level at which a correct store of three pairs is flagged in "
+             "at most 0.2 %% of looks (srm and attrition_srm in --json: each check at p < %g)" % (UNTRUSTWORTHY_P,
+                                                                                             MISMATCH_P)]
     if any(few_assignments(r) for r in document["rows"]):
-        notes.append("  yes, few: p < 0.001, but a cell expects fewer than 5 and the exact bound (p_value_bound) does "
-                     "not confirm it: too few assignments to be sure")
-    flagged = sum(1 for r in document["rows"] if r["srm"])
+        notes.append("  (few): the assignment ratio's p < %g, but a cell expects fewer than 5 and the exact bound "
+                     "(p_value_bound) does not confirm it: too few assignments to be sure" % UNTRUSTWORTHY_P)
+    flagged = [r for r in document["rows"] if r["untrustworthy"]]
     if flagged:
-        notes.append("  -> %d pair(s) with a mismatch: their randomized comparisons are untrustworthy" % flagged)
+        counts = ", ".join("%s: %d" % (words, sum(1 for r in flagged if check in r["untrustworthy_checks"]))
+                           for check, words in CHECKS.items())
+        notes.append("  -> %d pair(s) untrustworthy (%s): their randomized comparisons cannot be trusted"
+                     % (len(flagged), counts))
     return fitted([(title, None, None, 0), (lines, headers, rows, 2), (notes, None, None, 0)], width)
 
 

@@ -312,9 +312,19 @@ SRM_COLUMNS: list[Column] = [
                           "expected_alternative); null when a cell expecting 0 observed more"),
     ("p_value", "f64", "P(chi-square, 1 degree of freedom >= chi_square) = erfc(sqrt(chi_square / 2)); 0 when "
                        "chi_square is null"),
-    ("srm", "bool", "mismatch: p_value < 0.001"),
+    ("srm", "bool", "the assignment ratio's mismatch at one look: p_value < 0.001"),
     ("p_value_bound", "f64", "a Chernoff bound on the exact probability of a split at least this uneven, whatever "
                              "the propensities (it confirms a mismatch where an expected count is below 5)"),
+    ("default_with_outcome", "i64", "of the default arm's assignments, those with an outcome: attempt 1 passed or "
+                                    "failed review (first_pass not null), the tasks the routing comparison averages"),
+    ("alternative_with_outcome", "i64", "of the alternative arm's assignments, those with an outcome (as "
+                                        "default_with_outcome)"),
+    ("attrition_p_value", "f64", "Fisher's exact two-sided p-value of the arm-by-outcome table: the chance, given "
+                                 "its margins, of a split of the tasks with an outcome at most as likely as this one"),
+    ("attrition_srm", "bool", "differential attrition at one look: attrition_p_value < 0.001"),
+    ("untrustworthy", "bool", "the verdict: p_value or attrition_p_value below 0.00025 (a correct store of three "
+                              "pairs is flagged in at most 0.2 % of looks); the routing report marks the pair"),
+    ("untrustworthy_checks", "list_str", "the checks below 0.00025: assignment (the ratio), attrition (the outcomes)"),
     ("scope_repo", "str", "the --repo the report was limited to (null: all)"),
     ("scope_since_unix", "f64", "the --since limit, unix seconds (null: none)"),
     ("computed_at", "datetime", "when the report was computed (UTC)"),
@@ -364,8 +374,9 @@ FORGE_TABLES: dict[str, tuple[str, list[Column]]] = {
                     OBSERVATIONAL_COLUMNS),
     RANDOMIZED: ("Routing, randomized: exploration pairs, arms, bootstrap interval and verdict, every task "
                  "(stored by `ingest forge`).", RANDOMIZED_COLUMNS),
-    SRM: ("Routing, randomized: the sample-ratio-mismatch check of each pair, assignments to the alternative "
-          "against the sum of their propensities (stored by `ingest forge`).", SRM_COLUMNS),
+    SRM: ("Routing, randomized: the sample-ratio-mismatch checks of each pair, assignments to the alternative "
+          "against the sum of their propensities and each arm's share of assignments with an outcome (stored by "
+          "`ingest forge`).", SRM_COLUMNS),
     SURVIVAL: ("Survival of merged work per model, tier and horizon (stored by `harvest survival`).", SURVIVAL_COLUMNS),
 }
 
