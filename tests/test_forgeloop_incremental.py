@@ -104,6 +104,27 @@ def test_touched_documents_other_options_and_other_writers_are_noticed(tree, tmp
     assert run_aggregate(warehouse, out, tier="tail").plan.full
 
 
+@pytest.mark.parametrize("copy", [shutil.copy2, shutil.copy], ids=["times-kept", "times-new"])
+def test_a_warehouse_copied_or_moved_whole_computes_nothing_again(tree, tmp_path, copy):
+    """Its documents inside it (the default place), copied as `cp -a` (times kept) or `cp -r` (times new)."""
+    first = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"), "--quiet", warehouse=first)
+    run_cli("aggregate", "--quiet", warehouse=first)
+    copied = tmp_path / "moved" / "w"
+    shutil.copytree(first, copied, symlinks=True, copy_function=copy)
+    shutil.rmtree(first)
+    again = json.loads(run_cli("aggregate", "--json", warehouse=copied).stdout)
+    assert [entry["recomputed"] for entry in again["runSets"]] == [False] * 4 and again["written"] == []
+    # a document whose bytes changed (its size kept) is computed again, and only its run set
+    summary = copied / "aggregate" / "rs-1" / "summary.json"
+    text = summary.read_text()
+    summary.write_text(text.replace('"runCount": 24', '"runCount": 25'))
+    assert summary.read_text() != text
+    touched = json.loads(run_cli("aggregate", "--json", warehouse=copied).stdout)
+    assert [entry["runSetId"] for entry in touched["runSets"] if entry["recomputed"]] == ["rs-1"]
+    assert summary.read_text() == text
+
+
 def test_the_command_says_what_it_computed(tree, tmp_path):
     warehouse = tmp_path / "w"
     run_cli("ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"), warehouse=warehouse)

@@ -5,7 +5,10 @@ profiles and `--tier`, nothing else. After every aggregate of all run sets, the 
 keeps a record (`.state/forgeloop-aggregate.json`): where the documents went, the tier, a
 digest of the profiles, the versions of the forgeloop_* tables written, and per run set
 the identity of its runs (a digest of every run's source path and content hash: a warehouse copied,
-restored or read again holds the same) and of its documents.
+restored or read again holds the same) and of its documents (size, modification time and a digest of
+their bytes: a document whose time changed but whose bytes did not, as after a plain copy, is kept).
+The place of the documents is recorded relative to the warehouse when it is inside it, so a warehouse
+copied or moved whole aggregates nothing again.
 
 The next aggregate into the same place recomputes only the run sets whose partition
 changed or is new, or whose documents were touched, and drops the rows of run sets no
@@ -19,6 +22,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 
 from .. import SCHEMA_VERSION, __version__
 from ..storage import Warehouse
@@ -69,42 +73,70 @@ def run_set_identities(warehouse: Warehouse, run_sets: list[str] | None = None) 
     return {name: hashlib.blake2b(text.encode(), digest_size=12).hexdigest() for name, text in digests.iter_rows()}
 
 
-def _key(out: Path, tier: str | None, profiles: dict[str, str]) -> dict:
+def _place(warehouse: Warehouse, out: Path) -> str:
+    """Where the documents go: relative to the warehouse when inside it (`./aggregate`), else absolute."""
+    place = Path(out).resolve()
+    try:
+        return "./" + place.relative_to(warehouse.root.resolve()).as_posix()
+    except ValueError:
+        return str(place)
+
+
+def _key(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, str]) -> dict:
     digest = hashlib.blake2b(json.dumps(sorted(profiles.items())).encode(), digest_size=12).hexdigest()
-    return {"loopmeter": __version__, "schema": SCHEMA_VERSION, "out": str(Path(out).resolve()), "tier": tier, "profiles": digest}
+    return {"loopmeter": __version__, "schema": SCHEMA_VERSION, "out": _place(warehouse, out), "tier": tier,
+            "profiles": digest}
 
 
 def table_versions(warehouse: Warehouse) -> dict[str, str | None]:
     return {name: warehouse.table_version(name) for name in TABLES}
 
 
-def _document_identities(directory: Path, names: list[str]) -> dict[str, list[int]] | None:
+def _digest(path: Path) -> str:
+    return hashlib.blake2b(path.read_bytes(), digest_size=12).hexdigest()
+
+
+def _document_identities(directory: Path, names: list[str], before: dict | None = None) -> dict[str, list] | None:
+    """Per document: [size, modification time, digest of its bytes] (None: one is missing or is not a
+    regular file). Where `before` holds the same size and time, its digest is taken without reading."""
     identities = {}
     for name in names:
+        path = directory / name
         try:
-            stat = os.stat(directory / name)
+            stat = os.stat(path, follow_symlinks=False)
+            if not S_ISREG(stat.st_mode):
+                return None
+            known = (before or {}).get(name)
+            same = isinstance(known, list) and len(known) == 3 and known[:2] == [stat.st_size, stat.st_mtime_ns]
+            identities[name] = [stat.st_size, stat.st_mtime_ns, known[2] if same else _digest(path)]
         except OSError:
             return None
-        identities[name] = [stat.st_size, stat.st_mtime_ns]
     return identities
+
+
+def _same_documents(now: dict[str, list] | None, before: dict) -> bool:
+    """The documents hold the bytes recorded (their times may differ)."""
+    return now is not None and sorted(now) == sorted(before) and all(
+        isinstance(before[name], list) and before[name][-1:] == now[name][-1:] for name in now)
 
 
 def plan(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, str]) -> Plan:
     """What an aggregate of all run sets into `out` has to compute."""
     identities = run_set_identities(warehouse)
     state = recorded(warehouse)
-    if (state is None or state.get("key") != _key(out, tier, profiles)
+    if (state is None or state.get("key") != _key(warehouse, out, tier, profiles)
             or state.get("tables") != table_versions(warehouse)):
         return Plan(full=True, changed=sorted(identities), identities=identities)
     by_run_set: dict[str, dict] = state.get("runSets", {})
     result = Plan(full=False, identities=identities)
     for run_set, identity in sorted(identities.items()):
         before = by_run_set.get(run_set)
-        documents = None if before is None else _document_identities(Path(out) / run_set, sorted(before["documents"]))
-        if before is None or before["runs"] != identity or documents != before["documents"]:
+        documents = None if before is None else _document_identities(Path(out) / run_set, sorted(before["documents"]),
+                                                                     before["documents"])
+        if before is None or before["runs"] != identity or not _same_documents(documents, before["documents"]):
             result.changed.append(run_set)
         else:
-            result.kept[run_set] = before
+            result.kept[run_set] = before | {"documents": documents}
     result.removed = sorted(set(by_run_set) - set(result.changed) - set(result.kept))
     return result
 
@@ -131,5 +163,5 @@ def record(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str
         if documents.run_set_id not in identities or identity is None:
             continue
         run_sets[documents.run_set_id] = {"runs": identities[documents.run_set_id], "documents": identity, "facts": facts(documents)}
-    state = {"key": _key(out, tier, profiles), "tables": table_versions(warehouse), "runSets": run_sets}
+    state = {"key": _key(warehouse, out, tier, profiles), "tables": table_versions(warehouse), "runSets": run_sets}
     warehouse.state.write(STATE, state)
