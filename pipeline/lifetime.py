@@ -6,6 +6,8 @@ import functools
 import os
 import signal
 import sys
+import threading
+import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -63,3 +65,34 @@ def thread_pool(workers: int, **options) -> Iterator[ThreadPoolExecutor]:
         pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True)
+
+
+WATCH_PARENT_EVERY = 0.5  # seconds, where the kernel cannot be asked to end a worker
+
+
+def end_with_parent(parent: int | None, forker_outlives_pool: bool) -> None:
+    """Worker initializer: the worker ends when the process that started it does. (A SIGKILLed
+    or OOM-killed ingest would otherwise leave its workers waiting on the pool's queue for
+    ever, holding every fd they inherited: the warehouse lock among them.)
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the worker ends, so the kernel is
+    asked only when that thread lives as long as the pool (`forker_outlives_pool`: the main
+    thread, or a fork server's); otherwise, or without prctl, a daemon thread polls the
+    parent's pid. `parent`, the pid that forks the workers as recorded before they forked
+    (None: unknown, a fork server's), closes the race of a parent that died before the
+    worker was tied to it.
+
+    Ctrl-C is ignored: a terminal sends it to the whole process group, and each worker would
+    print its own KeyboardInterrupt traceback; the parent answers it, and shuts the pool down."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    setter = pdeathsig_setter()
+    if not (forker_outlives_pool and setter is not None and setter()):
+        started_by = os.getppid() if parent is None else parent
+
+        def watch() -> None:
+            while os.getppid() == started_by:
+                time.sleep(WATCH_PARENT_EVERY)
+            os._exit(1)
+        threading.Thread(target=watch, name="loopmeter-parent-watch", daemon=True).start()
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)  # the parent died before the worker was tied to it

@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -15,18 +12,15 @@ from .. import collector
 from ..config import file_in_the_way
 from ..errors import LoopmeterError, shown_path
 from ..jsjson import dumps_bytes
-from ..sql.queries import query_text
-from ..storage import Warehouse, duck, folders, registry
+from ..storage import Warehouse, folders, registry
 from ..storage.names import child
-from .aggregate import RunSetDocuments, build_documents, iter_documents
-from . import incremental
-from .analysis import QUERIES, Analysis, analyse
+from . import buckets, incremental
+from .aggregate import RunSetDocuments
+from .analysis import Analysis
+from .buckets import columns_used, runs_in_duckdb  # noqa: F401  (the confidence report reads runs through them)
 from .contract import TIERS
-from .tables import RUNS
 from .stored import DOCUMENTS, expected_profiles
-
-if TYPE_CHECKING:
-    import duckdb
+from .tables import RUNS
 
 
 @dataclass
@@ -39,8 +33,6 @@ class Aggregated:
     identities: dict[str, str] = field(default_factory=dict)  # run set -> identity of its runs, where known
     plan: incremental.Plan | None = None  # set by `aggregate`
     destination: Path | None = None  # where `aggregate` wrote the documents
-    # rendered documents not built yet: `write_documents` builds them as it writes them (into `documents`)
-    pending: Iterator[RunSetDocuments] | None = None
 
     def unknown_scenarios_note(self) -> str | None:
         """What to tell about the scenarios computed without a scenario file, if any."""
@@ -72,53 +64,31 @@ def require_runs(warehouse: Warehouse, tier: str | None = None) -> None:
 
 def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None = None,
             run_sets: Collection[str] | None = None, profiles: dict[str, str] | None = None,
-            rendered: bool = False) -> Aggregated:
+            rendered: bool = False, engine: buckets.Engine = buckets.Engine()) -> Aggregated:
     """Analyse the runs (of one run set, of `run_sets`, or all) and assemble ForgeLoop's documents
-    (`rendered`: documents only to be written, see `iter_documents`; `write_documents` builds
-    them as it writes them, `publish` too)."""
+    (`rendered`: documents only to be written, see `iter_documents`), bucket by bucket of whole
+    run sets (`buckets.py`), by `engine`."""
     require_runs(warehouse, tier)
     identities = incremental.run_set_identities(warehouse) if run_set is None and run_sets is None else {}
-    with runs_in_duckdb(warehouse, columns_used(), run_set, run_sets) as connection:
-        analysis = analyse(connection, run_set)
+    stored = warehouse.partitions(RUNS, "run_set_id")
+    wanted = [run_set] if run_set is not None else sorted(run_sets) if run_sets is not None else sorted(stored)
+    if run_set is not None and run_set not in stored:
+        raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}")
     profiles = expected_profiles(warehouse) if profiles is None else profiles
-    result = Aggregated(analysis, [], tier=tier, profiles=profiles, identities=identities)
-    if rendered:  # built while the documents before are written
-        result.pending = iter_documents(analysis, profiles, tier, rendered=True)
-    else:
-        result.documents = build_documents(analysis, profiles, tier)
-    return result
-
-
-@contextmanager
-def runs_in_duckdb(warehouse: Warehouse, columns: list[str], run_set: str | None = None,
-                   run_sets: Collection[str] | None = None) -> Iterator["duckdb.DuckDBPyConnection"]:
-    """A DuckDB session (confined to the warehouse) with `runs` registered: the `columns` of the
-    runs of one run set, of `run_sets`, or of all, read once."""
-    wanted = [run_set] if run_set is not None else run_sets if run_sets is not None else warehouse.partitions(RUNS, "run_set_id")
-    files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
-    if not files:
-        raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
-    # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
-    runs = warehouse.read_files(RUNS, files, columns).rechunk()
-    connection = duck.connect(warehouse.root)
-    try:
-        connection.register("runs", runs)
-        yield connection
-    finally:
-        connection.close()
-
-
-def columns_used(queries: tuple[str, ...] = QUERIES) -> list[str]:
-    """The columns of `runs` the named queries (the analysis's by default) name."""
-    words = set(re.findall(r"\w+", " ".join(query_text(name) for name in queries)))  # one scan, not one per column
-    return [name for name in registry.table(RUNS).column_names if name in words]
+    parts = list(buckets.compute(warehouse, wanted, profiles, tier, rendered, engine))
+    if not parts:
+        raise LoopmeterError(f"no runs in {warehouse.root}")
+    analysis = buckets.merge([part.analysis for part in parts])
+    documents = [documents for part in parts for documents in part.documents]
+    return Aggregated(analysis, documents, tier=tier, profiles=profiles, identities=identities)
 
 
 def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bool = False,
-              run_set: str | None = None) -> Aggregated:
+              run_set: str | None = None, engine: buckets.Engine = buckets.Engine()) -> Aggregated:
     """The `aggregate` of all run sets into `out`: only the run sets that changed since the last one
     (see `incremental.py`), or all with `full`; with `run_set`, that run set only (the others keep
-    what the last aggregate recorded for them). The caller holds the lock."""
+    what the last aggregate recorded for them). `engine` computes the buckets of run sets
+    (`buckets.py`). The caller holds the lock."""
     with collector.paused():  # the documents are many small objects and no cycles
         require_runs(warehouse, tier)
         check_out(out, (), warehouse)
@@ -130,16 +100,16 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
             identities = plan.identities or incremental.run_set_identities(warehouse)
             plan = incremental.Plan(full=False, changed=[run_set], identities=identities,
                                     kept={name: entry for name, entry in plan.kept.items() if name != run_set})
-            result = compute(warehouse, tier=tier, run_sets=[run_set], profiles=profiles, rendered=True)
+            result = compute(warehouse, tier=tier, run_sets=[run_set], profiles=profiles, rendered=True, engine=engine)
             result.identities = identities
             _write(warehouse, result, out, {run_set})
         elif plan.full:
-            result = compute(warehouse, tier=tier, profiles=profiles, rendered=True)
+            result = compute(warehouse, tier=tier, profiles=profiles, rendered=True, engine=engine)
             plan.changed, plan.identities = sorted(result.identities), result.identities
             _write(warehouse, result, out, None)
         else:
             if plan.changed:
-                result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles, rendered=True)
+                result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles, rendered=True, engine=engine)
                 result.identities = plan.identities
             else:
                 result = Aggregated(None, [], tier=tier, profiles=profiles)
@@ -209,7 +179,7 @@ def write_documents(result: Aggregated, out: Path, warehouse: Warehouse, table, 
     staged: list[folders.Staged] = []
     rows: list[pl.DataFrame] = []
     try:
-        for docs in _documents(result):
+        for docs in result.documents:
             directory = child(out, "run set", docs.run_set_id, where="the runs table")
             texts = {child(directory, "scenario", scenario, ".json", where="the runs table").name:
                      dumps_bytes(document, 2) + b"\n" for scenario, document in docs.scenarios.items()}
@@ -238,16 +208,6 @@ def _stage(directory: Path, texts: dict[str, bytes]) -> folders.Staged | None:
     except OSError as error:
         raise LoopmeterError(f"--out {directory.parent}: the documents of run set {directory.name} cannot be written "
                              f"({error.strerror}: {error.filename})") from None
-
-
-def _documents(result: Aggregated) -> Iterator[RunSetDocuments]:
-    """The result's documents, those still pending built one run set at a time (and kept)."""
-    yield from list(result.documents)
-    if result.pending is not None:
-        for docs in result.pending:
-            result.documents.append(docs)
-            yield docs
-        result.pending = None
 
 
 def store_tables(warehouse: Warehouse, analysis: Analysis | None, replace: Collection[str] | None) -> None:

@@ -17,7 +17,6 @@ import multiprocessing
 import os
 import signal
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import orjson
 import pyarrow as pa
 
-from ..lifetime import pdeathsig_setter, usable_cores
+from ..lifetime import end_with_parent, pdeathsig_setter, usable_cores
 from ..storage.registry import arrow_type
 from .contract import TOO_LARGE, UNREADABLE
 from .schema import RUN_COLUMNS, SOURCE_COLUMNS, RunRejected, flatten_run
@@ -156,37 +155,6 @@ def _taken(spill: str) -> pa.Table:
     return table
 
 
-WATCH_PARENT_EVERY = 0.5  # seconds, where the kernel cannot be asked to end a worker
-
-
-def _end_with_parent(parent: int | None, forker_outlives_pool: bool) -> None:
-    """Worker initializer: the worker ends when the process that started it does. (A SIGKILLed
-    or OOM-killed ingest would otherwise leave its workers waiting on the pool's queue for
-    ever, holding every fd they inherited: the warehouse lock among them.)
-
-    PR_SET_PDEATHSIG fires when the *thread* that forked the worker ends, so the kernel is
-    asked only when that thread lives as long as the pool (`forker_outlives_pool`: the main
-    thread, or a fork server's); otherwise, or without prctl, a daemon thread polls the
-    parent's pid. `parent`, the pid that forks the workers as recorded before they forked
-    (None: unknown, a fork server's), closes the race of a parent that died before the
-    worker was tied to it.
-
-    Ctrl-C is ignored: a terminal sends it to the whole process group, and each worker would
-    print its own KeyboardInterrupt traceback; the parent answers it, and shuts the pool down."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    setter = pdeathsig_setter()
-    if not (forker_outlives_pool and setter is not None and setter()):
-        started_by = os.getppid() if parent is None else parent
-
-        def watch() -> None:
-            while os.getppid() == started_by:
-                time.sleep(WATCH_PARENT_EVERY)
-            os._exit(1)
-        threading.Thread(target=watch, name="loopmeter-parent-watch", daemon=True).start()
-    if parent is not None and os.getppid() != parent:
-        os._exit(1)  # the parent died before the worker was tied to it
-
-
 Task = TypeVar("Task")
 
 
@@ -260,7 +228,7 @@ class RunReader:
                 gc.unfreeze()
 
     def _start_pool(self) -> ProcessPoolExecutor:
-        """The worker pool, its workers tied to this process's life (`_end_with_parent`).
+        """The worker pool, its workers tied to this process's life (`lifetime.end_with_parent`).
         With the fork start method they fork in the thread that submits the first batch:
         this one (an ingest's, the main thread's from the command line), all of them at once."""
         context = multiprocessing.get_context()
@@ -268,5 +236,5 @@ class RunReader:
         forker_outlives_pool = method == "forkserver" or threading.current_thread() is threading.main_thread()
         pdeathsig_setter()  # looked up here, so the workers inherit it
         parent = None if method == "forkserver" else os.getpid()  # a fork server's children are not ours
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=_end_with_parent,
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=end_with_parent,
                                    initargs=(parent, forker_outlives_pool))

@@ -62,15 +62,21 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
 
 def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: str | os.PathLike | None = None,
               run_set: str | None = None, tier: str | None = None, full: bool = False, confidence: bool = False,
-              wait: bool = False):
+              engine: str = "local", workers: int | None = None, bucket_runs: int = 100_000, wait: bool = False):
     """ForgeLoop's aggregate documents (`<out>/<runSetId>/*.json`, default `<warehouse>/aggregate`) and
     the forgeloop_* tables, of the run sets that changed since the last aggregate (every one with
     `full`, one with `run_set`); with `confidence`, the intervals of `report_confidence` stored as
-    forgeloop_confidence and forgeloop_objectives too. Returns `forgeloop.aggregation.Aggregated`."""
+    forgeloop_confidence and forgeloop_objectives too. The run sets are computed in buckets of whole
+    run sets of about `bucket_runs` runs, by this process (`engine="local"`) or by `workers` worker
+    processes (`engine="pool"`): the same documents and tables either way. Returns
+    `forgeloop.aggregation.Aggregated`."""
     from ..forgeloop.contract import TIERS
 
     check_choice("--tier", tier, TIERS)
     from ..forgeloop import aggregation
+    from ..forgeloop.buckets import Engine
+
+    computing = Engine(engine, workers, bucket_runs)
 
     store = open_warehouse(warehouse)
     if out is not None:
@@ -79,7 +85,7 @@ def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: st
     destination = Path(out) if out is not None else store.root / "aggregate"
     aggregation.require_runs(store, tier)
     with writing(store, wait=wait, command="aggregate"):
-        result = aggregation.aggregate(store, destination, tier, full, run_set)
+        result = aggregation.aggregate(store, destination, tier, full, run_set, computing)
         if confidence:
             store_confidence(store, run_set)
     return result

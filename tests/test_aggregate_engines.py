@@ -1,0 +1,72 @@
+"""`aggregate` computed in buckets of whole run sets, by this process or a pool of workers, gives
+what one computation of all the runs gives: the same documents byte for byte, the same table rows
+in the same order."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from loopmeter.forgeloop.buckets import cut
+from loopmeter.forgeloop.incremental import TABLES
+from loopmeter.forgeloop.samples import RunSetPlan, write_results
+from loopmeter.storage import Warehouse
+
+PLANS = [RunSetPlan(f"rs-{index}", 3 + index % 3, "2", ("api-feature", "small-bug-fix", "documentation-correction"))
+         for index in range(7)]
+
+
+def test_run_sets_are_cut_into_buckets_of_whole_run_sets_in_id_order():
+    counts = {"b": 5, "a": 30, "d": 1, "c": 10, "e": 40}
+    assert cut(counts, 30) == [["a"], ["b", "c", "d", "e"]]
+    assert cut(counts, 12) == [["a"], ["b", "c"], ["d", "e"]]
+    assert cut(counts, 1) == [["a"], ["b"], ["c"], ["d"], ["e"]]
+    assert cut(counts, 1000) == [["a", "b", "c", "d", "e"]]
+    assert cut({}, 10) == []
+
+
+def aggregated(source: Path, place: Path, *options: str) -> tuple[Path, dict]:
+    """A copy of the warehouse `source` aggregated in full with `options`: its documents, its tables."""
+    shutil.copytree(source, place, symlinks=True)
+    out = place.parent / (place.name + "-out")
+    run_cli("aggregate", "--full", "--out", str(out), "--quiet", *options, warehouse=place)
+    warehouse = Warehouse(place)
+    return out, {name: warehouse.read(name) for name in TABLES if name != "forgeloop_documents"}
+
+
+@pytest.mark.parametrize("source", ["generated", "corpus"])
+def test_every_engine_and_cut_gives_the_same_documents_and_tables(tmp_path, corpus, source):
+    warehouse = tmp_path / "w"
+    if source == "generated":
+        results = tmp_path / "results"
+        write_results(results, PLANS, seed=11)
+        run_cli("ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"), "--quiet",
+                warehouse=warehouse)
+    else:
+        run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet",
+                warehouse=warehouse)
+    whole_out, whole = aggregated(warehouse, tmp_path / "whole")
+    for name, options in {"local-cut": ("--bucket-runs", "1"),
+                          "pool": ("--engine", "pool", "--workers", "2", "--bucket-runs", "40")}.items():
+        out, tables = aggregated(warehouse, tmp_path / name, *options)
+        differences = subprocess.run(["diff", "-r", str(whole_out), str(out)], capture_output=True, text=True)
+        assert differences.returncode == 0, (name, differences.stdout[:2000])
+        assert sorted(path.name for path in out.iterdir()) == sorted(path.name for path in whole_out.iterdir())
+        for table, frame in whole.items():
+            assert frame.height > 0 and frame.equals(tables[table]), (name, table)
+
+
+def test_a_wrong_engine_is_told_and_nothing_is_written(tmp_path):
+    results = tmp_path / "results"
+    write_results(results, PLANS[:2], seed=1)
+    warehouse = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"), "--quiet", warehouse=warehouse)
+    for options, message in [(("--engine", "spark"), "--engine must be one of local, pool (got 'spark')"),
+                             (("--engine", "pool", "--workers", "0"), "--workers must be between 1 and 256 (got 0)"),
+                             (("--bucket-runs", "0"), "--bucket-runs must be at least 1 (got 0)")]:
+        ran = run_cli("aggregate", *options, warehouse=warehouse, check=2)
+        assert message in ran.stderr
+    assert not (warehouse / "aggregate").exists()
