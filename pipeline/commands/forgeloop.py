@@ -100,7 +100,7 @@ def aggregate_command(
     workers: Annotated[Optional[int], typer.Option("--workers", help="With --engine pool: worker processes "
                                                    "(default: one per usable core).", show_default=False)] = None,
     bucket_runs: Annotated[int, typer.Option("--bucket-runs", help="Runs per bucket of whole run sets: what is "
-                                             "in memory at once, per worker.")] = 100_000,
+                                             "in memory at once, per worker.")] = 20_000,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,

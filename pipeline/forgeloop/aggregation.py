@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from .tables import RUNS
 @dataclass
 class Aggregated:
     analysis: Analysis | None  # None when nothing had to be computed
-    documents: list[RunSetDocuments]  # of the run sets computed
+    documents: list[RunSetDocuments]  # of the run sets computed (from `aggregate`: summaries and scenario names)
     written: list[Path] = field(default_factory=list)
     tier: str | None = None
     profiles: dict[str, str] = field(default_factory=dict)
@@ -94,48 +95,96 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
         check_out(out, (), warehouse)
         profiles = expected_profiles(warehouse)
         plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
+        result = Aggregated(None, [], tier=tier, profiles=profiles)
         if run_set is not None:
             if run_set not in warehouse.partitions(RUNS, "run_set_id"):
                 raise LoopmeterError(f"no run set {run_set!r} in {shown_path(warehouse.root)}")
             identities = plan.identities or incremental.run_set_identities(warehouse)
             plan = incremental.Plan(full=False, changed=[run_set], identities=identities,
                                     kept={name: entry for name, entry in plan.kept.items() if name != run_set})
-            result = compute(warehouse, tier=tier, run_sets=[run_set], profiles=profiles, rendered=True, engine=engine)
             result.identities = identities
-            _write(warehouse, result, out, {run_set})
+            _write(warehouse, result, out, [run_set], {run_set}, engine)
         elif plan.full:
-            result = compute(warehouse, tier=tier, profiles=profiles, rendered=True, engine=engine)
+            result.identities = incremental.run_set_identities(warehouse)
             plan.changed, plan.identities = sorted(result.identities), result.identities
-            _write(warehouse, result, out, None)
-        else:
-            if plan.changed:
-                result = compute(warehouse, tier=tier, run_sets=plan.changed, profiles=profiles, rendered=True, engine=engine)
-                result.identities = plan.identities
-            else:
-                result = Aggregated(None, [], tier=tier, profiles=profiles)
-            if plan.changed or plan.removed:
-                _write(warehouse, result, out, {*plan.changed, *plan.removed})
+            _write(warehouse, result, out, plan.changed, None, engine)
+        elif plan.changed or plan.removed:
+            result.identities = plan.identities
+            _write(warehouse, result, out, plan.changed, {*plan.changed, *plan.removed}, engine)
         if plan.full or plan.changed or plan.removed:
             incremental.record(warehouse, out, tier, profiles, result.documents, plan.kept, plan.identities)
     result.plan, result.destination = plan, Path(out)
     return result
 
 
-def _write(warehouse: Warehouse, result: Aggregated, out: Path, replace: Collection[str] | None) -> None:
-    """The documents of `result` under `out` and its tables (`store_tables`), published together
-    (once `check_out` finds nothing in their way)."""
-    computed = [] if result.analysis is None else result.analysis.mode_runs.get_column("run_set_id").unique().to_list()
+def _write(warehouse: Warehouse, result: Aggregated, out: Path, computed: list[str], replace: Collection[str] | None,
+           engine: buckets.Engine) -> None:
+    """The run sets `computed` (in buckets, by `engine`) and their documents written under `out`, and
+    the tables: with `replace`, those run sets' rows replaced and the other run sets' kept, else the
+    tables made of the computed rows alone; all published together, once `check_out` finds nothing in
+    their way. A bucket's rows and documents are written as it comes, so memory holds one bucket."""
     check_out(out, {*computed, *(replace or ())}, warehouse)
     digests = {name: result.identities[name] for name in computed if name in result.identities}
     missing = [name for name in computed if name not in digests]
     if missing:
         digests |= incremental.run_set_identities(warehouse, missing)
-    with warehouse.publishing():
-        store_tables(warehouse, result.analysis, replace)
-        with warehouse.build_table(DOCUMENTS, "run_set_id") as table:
-            table.schema_frame = registry.table(DOCUMENTS).empty_frame()
-            write_documents(result, out, warehouse, table, digests)
-            table.keep_others, table.drop = replace is not None, set(replace or ())
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    folders.collect_leftovers(out)
+    staged: list[folders.Staged] = []
+    with warehouse.publishing(), ExitStack() as stack:
+        tables = {name: stack.enter_context(warehouse.build_table(name)) for name in _TABLE_FRAMES}
+        documents = stack.enter_context(warehouse.build_table(DOCUMENTS, "run_set_id"))
+        documents.keep_others, documents.drop = replace is not None, set(replace or ())
+        try:
+            for kept, run_sets in _segments(warehouse, computed, replace):
+                if kept:
+                    _keep_rows(warehouse, tables, run_sets)
+                    continue
+                for part in buckets.compute(warehouse, run_sets, result.profiles, result.tier, True, engine):
+                    for name, builder in tables.items():
+                        _write_rows(builder, _TABLE_FRAMES[name](part.analysis).sort("run_set_id", maintain_order=True))
+                    staged += write_documents(result, part.documents, out, documents, digests)
+        except BaseException:  # what was staged goes (after a Ctrl-C, what is staged still: the next aggregate)
+            for entry in staged:
+                folders.discard(entry)
+            raise
+        for name, builder in tables.items():  # a table without rows still has its columns
+            builder.schema_frame = registry.table(name).empty_frame()
+        documents.schema_frame = registry.table(DOCUMENTS).empty_frame()
+        for entry in staged:
+            warehouse.publish_folder(entry)
+
+
+def _segments(warehouse: Warehouse, computed: list[str], replace: Collection[str] | None) -> list[tuple[bool, list[str]]]:
+    """The run sets of the new tables in id order, in runs of (kept, run sets): those computed now
+    (kept False) and, with `replace`, those of the current tables not replaced (kept True). Written
+    in this order, the tables hold the rows in the order one computation of them all gives."""
+    kept: set[str] = set()
+    if replace is not None:
+        current = warehouse.read("forgeloop_mode_runs", ["run_set_id"])
+        kept = set() if current is None else set(current.get_column("run_set_id").unique().to_list()) - set(replace)
+    segments: list[tuple[bool, list[str]]] = []
+    for run_set in sorted({*computed, *kept}):
+        is_kept = run_set in kept
+        if segments and segments[-1][0] == is_kept:
+            segments[-1][1].append(run_set)
+        else:
+            segments.append((is_kept, [run_set]))
+    return segments
+
+
+def _keep_rows(warehouse: Warehouse, tables: dict, run_sets: list[str]) -> None:
+    """The current tables' rows of `run_sets`, as they are, into the tables being built."""
+    for name, builder in tables.items():
+        current = warehouse.read(name)
+        if current is not None:
+            _write_rows(builder, current.filter(pl.col("run_set_id").is_in(run_sets)))
+
+
+def _write_rows(builder, frame: pl.DataFrame) -> None:
+    if frame.height:
+        builder.write_part(frame)
 
 
 def check_out(out: Path, run_sets: Collection[str], warehouse: Warehouse | None = None) -> None:
@@ -165,21 +214,20 @@ def check_out(out: Path, run_sets: Collection[str], warehouse: Warehouse | None 
                                      f"link: never written through); the documents of run set {run_set} go there")
 
 
-def write_documents(result: Aggregated, out: Path, warehouse: Warehouse, table, digests: dict[str, str]) -> None:
-    """`out/<runSetId>/<scenarioId>.json` and `summary.json`, and the same texts as the rows of the
-    forgeloop_documents table being built (`table`, partitioned by run set), which the reports read,
-    each with the digest of the runs it was computed from (`digests`: run set -> digest).
-    Each run set's folder is replaced whole (`folders.py`), together with the tables the caller
-    publishes: after an interruption the documents are all old or all new. A file that holds its
-    document's text already stays as it is (its modification time too); a folder where nothing
-    changed is not touched."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    folders.collect_leftovers(out)
+def write_documents(result: Aggregated, computed: list[RunSetDocuments], out: Path, table,
+                    digests: dict[str, str]) -> list[folders.Staged]:
+    """`out/<runSetId>/<scenarioId>.json` and `summary.json` of the run sets `computed`, staged, and
+    the same texts as the rows of the forgeloop_documents table being built (`table`, partitioned by
+    run set), which the reports read, each with the digest of the runs it was computed from
+    (`digests`: run set -> digest). Returns the folders staged, which the caller publishes with the
+    tables (`folders.py`): after an interruption the documents are all old or all new. A file that
+    holds its document's text already stays as it is (its modification time too); a folder where
+    nothing changed is not touched. `result` keeps what it tells of each run set (its summary and
+    its scenarios' names), not the documents."""
     staged: list[folders.Staged] = []
     rows: list[pl.DataFrame] = []
     try:
-        for docs in result.documents:
+        for docs in computed:
             directory = child(out, "run set", docs.run_set_id, where="the runs table")
             texts = {child(directory, "scenario", scenario, ".json", where="the runs table").name:
                      dumps_bytes(document, 2) + b"\n" for scenario, document in docs.scenarios.items()}
@@ -192,14 +240,15 @@ def write_documents(result: Aggregated, out: Path, warehouse: Warehouse, table, 
             if entry is not None:
                 staged.append(entry)
             result.written.extend(directory / name for name in texts)
-        if rows:  # one write: its partitions are written on every core
+            result.documents.append(RunSetDocuments(docs.run_set_id, dict.fromkeys(docs.scenarios), docs.summary,
+                                                    docs.unknown_scenarios))
+        if rows:  # one write per bucket: its partitions are written on every core
             table.write(pl.concat(rows))
-    except BaseException:  # what was staged goes (after a Ctrl-C, what is staged still: the next aggregate)
+    except BaseException:
         for entry in staged:
             folders.discard(entry)
         raise
-    for entry in staged:
-        warehouse.publish_folder(entry)
+    return staged
 
 
 def _stage(directory: Path, texts: dict[str, bytes]) -> folders.Staged | None:
@@ -208,21 +257,6 @@ def _stage(directory: Path, texts: dict[str, bytes]) -> folders.Staged | None:
     except OSError as error:
         raise LoopmeterError(f"--out {directory.parent}: the documents of run set {directory.name} cannot be written "
                              f"({error.strerror}: {error.filename})") from None
-
-
-def store_tables(warehouse: Warehouse, analysis: Analysis | None, replace: Collection[str] | None) -> None:
-    """The analysis as BI tables, one file each (they are small: one row per scenario and mode,
-    or per pair). With `replace`, only the rows of those run sets are replaced (by the
-    analysis's, which holds no others) and the other run sets' rows kept."""
-    for name in _TABLE_FRAMES:
-        frame = None if analysis is None else _TABLE_FRAMES[name](analysis)
-        current = warehouse.read(name) if replace is not None else None
-        if current is not None:
-            kept = current.filter(~pl.col("run_set_id").is_in(list(replace)))
-            frame = kept if frame is None else pl.concat([kept, frame.select(kept.columns).cast(kept.schema)])
-        if frame is not None:  # grouped by run set (stable), so any mix of run sets gives the same table
-            frame = frame.sort("run_set_id", maintain_order=True)
-            warehouse.write_table(name, frame)
 
 
 _TABLE_FRAMES = {

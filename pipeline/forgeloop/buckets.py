@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import duckdb
 
 ENGINES = ("local", "pool")
-BUCKET_RUNS = 100_000  # about 330 MB of runs in memory at once
+BUCKET_RUNS = 20_000  # about 100 MB of runs and their results in memory at once
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from ..storage import Warehouse
 from .tables import RUNS
 
 STATE = "forgeloop-aggregate.json"
+IDENTITY_RUN_SETS = 64  # run sets whose runs are read at once for their identities
 TABLES = (
     "forgeloop_mode_runs", "forgeloop_mode_stats", "forgeloop_comparisons", "forgeloop_paired_runs",
     "forgeloop_outliers", "forgeloop_outlier_fences", "forgeloop_context_inflation", "forgeloop_documents",
@@ -58,19 +59,23 @@ def recorded(warehouse: Warehouse) -> dict | None:
 def run_set_identities(warehouse: Warehouse, run_sets: list[str] | None = None) -> dict[str, str]:
     """Run set -> the identity of its runs (of every run set, or of `run_sets`): a digest of each run's
     source path and content hash, in path order. It follows the runs themselves, not their files, so a
-    warehouse copied, restored from a backup or whose runs were read again holds the same identities."""
+    warehouse copied, restored from a backup or whose runs were read again holds the same identities.
+    Read a few run sets at a time: memory holds their paths, not the warehouse's."""
     import polars as pl
 
     partitions = warehouse.partitions(RUNS, "run_set_id")
     wanted = sorted(partitions) if run_sets is None else [name for name in run_sets if name in partitions]
-    files = warehouse.partition_files(RUNS, "run_set_id", wanted)
-    if not files:
-        return {}
-    runs = warehouse.read_files(RUNS, files, ["run_set_id", "source_path", "content_hash"])
-    digests = (runs.sort("run_set_id", "source_path")
-               .group_by("run_set_id", maintain_order=True)
-               .agg(pl.concat_str("source_path", pl.lit("\0"), "content_hash", pl.lit("\n")).str.join("").alias("text")))
-    return {name: hashlib.blake2b(text.encode(), digest_size=12).hexdigest() for name, text in digests.iter_rows()}
+    identities: dict[str, str] = {}
+    for start in range(0, len(wanted), IDENTITY_RUN_SETS):
+        files = warehouse.partition_files(RUNS, "run_set_id", wanted[start:start + IDENTITY_RUN_SETS])
+        if not files:
+            continue
+        runs = warehouse.read_files(RUNS, files, ["run_set_id", "source_path", "content_hash"])
+        digests = (runs.sort("run_set_id", "source_path")
+                   .group_by("run_set_id", maintain_order=True)
+                   .agg(pl.concat_str("source_path", pl.lit("\0"), "content_hash", pl.lit("\n")).str.join("").alias("text")))
+        identities |= {name: hashlib.blake2b(text.encode(), digest_size=12).hexdigest() for name, text in digests.iter_rows()}
+    return identities
 
 
 def _place(warehouse: Warehouse, out: Path) -> str:

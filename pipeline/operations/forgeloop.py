@@ -62,7 +62,7 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
 
 def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: str | os.PathLike | None = None,
               run_set: str | None = None, tier: str | None = None, full: bool = False, confidence: bool = False,
-              engine: str = "local", workers: int | None = None, bucket_runs: int = 100_000, wait: bool = False):
+              engine: str = "local", workers: int | None = None, bucket_runs: int = 20_000, wait: bool = False):
     """ForgeLoop's aggregate documents (`<out>/<runSetId>/*.json`, default `<warehouse>/aggregate`) and
     the forgeloop_* tables, of the run sets that changed since the last aggregate (every one with
     `full`, one with `run_set`); with `confidence`, the intervals of `report_confidence` stored as
