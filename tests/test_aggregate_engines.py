@@ -3,6 +3,7 @@ what one computation of all the runs gives: the same documents byte for byte, th
 in the same order."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -37,8 +38,7 @@ def aggregated(source: Path, place: Path, *options: str) -> tuple[Path, dict]:
     return out, {name: warehouse.read(name) for name in TABLES if name != "forgeloop_documents"}
 
 
-@pytest.mark.parametrize("source", ["generated", "corpus"])
-def test_every_engine_and_cut_gives_the_same_documents_and_tables(tmp_path, corpus, source):
+def ingested(tmp_path: Path, corpus: Path, source: str) -> Path:
     warehouse = tmp_path / "w"
     if source == "generated":
         results = tmp_path / "results"
@@ -48,9 +48,12 @@ def test_every_engine_and_cut_gives_the_same_documents_and_tables(tmp_path, corp
     else:
         run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet",
                 warehouse=warehouse)
+    return warehouse
+
+
+def assert_same_whatever_the_engine(tmp_path: Path, warehouse: Path, engines: dict[str, tuple[str, ...]]) -> None:
     whole_out, whole = aggregated(warehouse, tmp_path / "whole")
-    for name, options in {"local-cut": ("--bucket-runs", "1"),
-                          "pool": ("--engine", "pool", "--workers", "2", "--bucket-runs", "40")}.items():
+    for name, options in engines.items():
         out, tables = aggregated(warehouse, tmp_path / name, *options)
         differences = subprocess.run(["diff", "-r", str(whole_out), str(out)], capture_output=True, text=True)
         assert differences.returncode == 0, (name, differences.stdout[:2000])
@@ -59,12 +62,27 @@ def test_every_engine_and_cut_gives_the_same_documents_and_tables(tmp_path, corp
             assert frame.height > 0 and frame.equals(tables[table]), (name, table)
 
 
+@pytest.mark.parametrize("source", ["generated", "corpus"])
+def test_every_engine_and_cut_gives_the_same_documents_and_tables(tmp_path, corpus, source):
+    assert_same_whatever_the_engine(tmp_path, ingested(tmp_path, corpus, source), {
+        "local-cut": ("--bucket-runs", "1"), "pool": ("--engine", "pool", "--workers", "2", "--bucket-runs", "40")})
+
+
+@pytest.mark.slow
+def test_spark_gives_the_same_documents_and_tables(tmp_path, corpus):
+    """A local Spark session (two cores, bound to 127.0.0.1, UI off) runs the buckets' computation."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("Spark needs a Java runtime and none is installed (.ci/run installs one)")
+    assert_same_whatever_the_engine(tmp_path, ingested(tmp_path, corpus, "corpus"), {
+        "spark": ("--engine", "spark", "--spark-master", "local[2]", "--bucket-runs", "40")})
+
+
 def test_a_wrong_engine_is_told_and_nothing_is_written(tmp_path):
     results = tmp_path / "results"
     write_results(results, PLANS[:2], seed=1)
     warehouse = tmp_path / "w"
     run_cli("ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"), "--quiet", warehouse=warehouse)
-    for options, message in [(("--engine", "spark"), "--engine must be one of local, pool (got 'spark')"),
+    for options, message in [(("--engine", "ray"), "--engine must be one of local, pool, spark (got 'ray')"),
                              (("--engine", "pool", "--workers", "0"), "--workers must be between 1 and 256 (got 0)"),
                              (("--bucket-runs", "0"), "--bucket-runs must be at least 1 (got 0)")]:
         ran = run_cli("aggregate", *options, warehouse=warehouse, check=2)

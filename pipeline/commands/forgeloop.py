@@ -94,9 +94,12 @@ def aggregate_command(
     full: Annotated[bool, typer.Option("--full", help="Compute every run set again, not only those changed since the last aggregate.")] = False,
     confidence: Annotated[bool, typer.Option("--confidence", help="Also store the intervals of `report confidence` (its "
                                              "defaults) as forgeloop_confidence and forgeloop_objectives.")] = False,
-    engine: Annotated[str, typer.Option("--engine", metavar="[local|pool]",
-                                        help="Who computes the buckets of run sets: this process, or a pool of "
-                                             "worker processes.")] = "local",
+    engine: Annotated[str, typer.Option("--engine", metavar="[local|pool|spark]",
+                                        help="Who computes the buckets of run sets: this process, a pool of "
+                                             "worker processes, or Spark (docs/scale.md).")] = "local",
+    spark_master: Annotated[Optional[str], typer.Option("--spark-master", help="With --engine spark: the master "
+                                                        "(default local[*]; Spark Connect: $SPARK_REMOTE).",
+                                                        show_default=False)] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="With --engine pool: worker processes "
                                                    "(default: one per usable core).", show_default=False)] = None,
     bucket_runs: Annotated[int, typer.Option("--bucket-runs", help="Runs per bucket of whole run sets: what is "
@@ -110,7 +113,7 @@ def aggregate_command(
     from ..operations import aggregate
 
     result = aggregate(warehouse=warehouse, out=out, run_set=run_set, tier=tier, full=full, confidence=confidence,
-                       engine=engine, workers=workers, bucket_runs=bucket_runs, wait=wait)
+                       engine=engine, workers=workers, bucket_runs=bucket_runs, spark_master=spark_master, wait=wait)
     if json:
         print_json(result.as_dict(), 2)
     else:

@@ -9,8 +9,10 @@ computation of all the runs gives: the same documents byte for byte, the same ro
 (`tests/test_aggregate_engines.py`).
 
 Who computes the buckets is the engine: `local`, this process, one bucket after the other; `pool`,
-a pool of worker processes (`workers`, default one per usable core), each reading its bucket's runs
-from the warehouse itself and handing its result back to this process, which writes everything.
+a pool of worker processes (`workers`, default one per usable core); `spark`, the tasks of a Spark
+job (`on_spark.py`). A worker or task reads its bucket's runs from the warehouse itself and hands
+its result back to this process, which writes everything. A warehouse of one bucket is computed
+here whatever the engine.
 """
 from __future__ import annotations
 
@@ -37,15 +39,16 @@ from .tables import RUNS
 if TYPE_CHECKING:
     import duckdb
 
-ENGINES = ("local", "pool")
+ENGINES = ("local", "pool", "spark")
 BUCKET_RUNS = 20_000  # about 100 MB of runs and their results in memory at once
 
 
 @dataclass(frozen=True)
 class Engine:
-    name: str = "local"  # local | pool
+    name: str = "local"  # local | pool | spark
     workers: int | None = None  # pool: the worker processes (None: one per usable core)
     bucket_runs: int = BUCKET_RUNS  # runs per bucket, about (whole run sets)
+    master: str | None = None  # spark: the session's master (None: local[*], or Spark Connect at $SPARK_REMOTE)
 
     def __post_init__(self) -> None:
         if self.name not in ENGINES:
@@ -136,8 +139,13 @@ def compute(warehouse: Warehouse, run_sets: Collection[str], profiles: dict[str,
         for bucket in buckets:
             yield compute_bucket(warehouse, bucket, profiles, tier, rendered)
         return
-    workers = min(engine.workers or usable_cores(), len(buckets))
-    yield from _in_pool(workers, [(str(warehouse.root), bucket, profiles, tier, rendered) for bucket in buckets])
+    tasks = [(str(warehouse.root.resolve()), bucket, profiles, tier, rendered) for bucket in buckets]
+    if engine.name == "spark":
+        from . import on_spark
+
+        yield from on_spark.compute(tasks, engine.master)
+        return
+    yield from _in_pool(min(engine.workers or usable_cores(), len(buckets)), tasks)
 
 
 def _in_pool(workers: int, tasks: list[tuple]) -> Iterator[Part]:

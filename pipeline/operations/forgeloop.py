@@ -62,13 +62,15 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
 
 def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: str | os.PathLike | None = None,
               run_set: str | None = None, tier: str | None = None, full: bool = False, confidence: bool = False,
-              engine: str = "local", workers: int | None = None, bucket_runs: int = 20_000, wait: bool = False):
+              engine: str = "local", workers: int | None = None, bucket_runs: int = 20_000,
+              spark_master: str | None = None, wait: bool = False):
     """ForgeLoop's aggregate documents (`<out>/<runSetId>/*.json`, default `<warehouse>/aggregate`) and
     the forgeloop_* tables, of the run sets that changed since the last aggregate (every one with
     `full`, one with `run_set`); with `confidence`, the intervals of `report_confidence` stored as
     forgeloop_confidence and forgeloop_objectives too. The run sets are computed in buckets of whole
-    run sets of about `bucket_runs` runs, by this process (`engine="local"`) or by `workers` worker
-    processes (`engine="pool"`): the same documents and tables either way. Returns
+    run sets of about `bucket_runs` runs, by this process (`engine="local"`), by `workers` worker
+    processes (`engine="pool"`) or on Spark (`engine="spark"`, at `spark_master`): the same documents
+    and tables whatever the engine. Returns
     `forgeloop.aggregation.Aggregated`."""
     from ..forgeloop.contract import TIERS
 
@@ -76,7 +78,7 @@ def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: st
     from ..forgeloop import aggregation
     from ..forgeloop.buckets import Engine
 
-    computing = Engine(engine, workers, bucket_runs)
+    computing = Engine(engine, workers, bucket_runs, spark_master)
 
     store = open_warehouse(warehouse)
     if out is not None:

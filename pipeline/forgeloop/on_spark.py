@@ -1,0 +1,103 @@
+"""The aggregate's buckets computed on Spark (`aggregate --engine spark`).
+
+Spark runs loopmeter's own per-bucket computation (`buckets.compute_bucket`), never a translation
+of it: each task of a `mapInArrow` job opens the warehouse, reads its bucket's runs and hands its
+result back, and this process writes the tables and documents as it does for the other engines.
+The executors need loopmeter installed (the same version) and the warehouse at the same path
+(`local[*]`, or a cluster whose nodes mount it). The buckets go in waves of as many tasks as the
+session runs at once, so this process holds one wave's results, not the warehouse's.
+
+The session: Spark Connect where `SPARK_REMOTE` is set, else a session at `master` (default
+`local[*]`), its UI off and, when local, bound to 127.0.0.1.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..errors import LoopmeterError, usage_error
+
+
+def session(master: str | None):
+    """A Spark session (created here: the caller stops it), or a usage error without pyspark. Its
+    Java process writes its log to an unnamed scratch file, not to this terminal (`_quiet_stderr`)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise usage_error("--engine spark needs pyspark: pip install 'loopmeter[spark]'") from None
+    builder = SparkSession.builder.appName("loopmeter aggregate")
+    if not os.environ.get("SPARK_REMOTE"):
+        chosen = master or "local[*]"
+        builder = builder.master(chosen).config("spark.ui.enabled", "false").config("spark.log.level", "ERROR")
+        if chosen.startswith("local"):
+            # the executors' Python is this one (loopmeter installed), the driver on the loopback only
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    with _quiet_stderr(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return builder.getOrCreate()
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 pointed at an unnamed scratch file while the block runs: a process started
+    in it (Spark's Java gateway, and through it the Python workers) keeps writing there."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as scratch:
+        os.dup2(scratch.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def failure(error: Exception) -> LoopmeterError:
+    """A Spark job's failure in one line: the last line of the Python traceback it carries."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip() and not line.startswith((" ", "\t"))]
+    told = next((line for line in reversed(lines) if not line.startswith(("SQLSTATE", "at ", "JVM stacktrace"))),
+                type(error).__name__)
+    return LoopmeterError(f"--engine spark: a task failed: {told}")
+
+
+def _run_tasks(batches):
+    """The executors' side: each (bucket, task) row's `Part`, pickled."""
+    import pyarrow as pa
+
+    from .buckets import _compute_in_worker
+
+    for batch in batches:
+        numbers, tasks = batch.column("bucket").to_pylist(), batch.column("task").to_pylist()
+        parts = [pickle.dumps(_compute_in_worker(*pickle.loads(task)), protocol=pickle.HIGHEST_PROTOCOL) for task in tasks]
+        yield pa.RecordBatch.from_pydict({"bucket": numbers, "part": parts},
+                                         schema=pa.schema([("bucket", pa.int32()), ("part", pa.binary())]))
+
+
+def compute(tasks: list[tuple], master: str | None) -> Iterator:
+    """Each task's `Part` (`buckets._compute_in_worker`'s arguments), in order, computed on Spark."""
+    spark = session(master)
+    try:
+        wave = max(1, spark.sparkContext.defaultParallelism if not os.environ.get("SPARK_REMOTE") else 2)
+        for start in range(0, len(tasks), wave):
+            chunk = tasks[start:start + wave]
+            rows = [(start + offset, pickle.dumps(task)) for offset, task in enumerate(chunk)]
+            frame = spark.createDataFrame(rows, "bucket int, task binary").repartition(len(chunk))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    results = frame.mapInArrow(_run_tasks, "bucket int, part binary").collect()
+            except Exception as error:
+                if type(error).__module__.startswith(("pyspark", "py4j")):
+                    raise failure(error) from None
+                raise
+            for row in sorted(results, key=lambda row: row["bucket"]):
+                yield pickle.loads(row["part"])
+    finally:
+        spark.stop()
