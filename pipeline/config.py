@@ -29,10 +29,10 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
     url = _URL.match(given)
     if url is not None:
         scheme, rest = url.groups()
+        supported = "the command line opens it on a mirror" if scheme.lower() == "s3" else "only s3:// is supported"
         raise LoopmeterError(
-            f"{source} {shown_path(f'{scheme}://{rest}')}: a warehouse at a URL ({scheme}://) is not supported; give a "
-            f"local directory (./{scheme}:/{rest} for a folder of that name). Engines that read Parquet from object "
-            "storage read a copy of the warehouse's tables: docs/clients.md, \"When one machine is not enough\"")
+            f"{source} {shown_path(f'{scheme}://{rest}')}: a warehouse at a URL ({scheme}://) is not a local directory "
+            f"({supported}: docs/scale.md); give a local directory (./{scheme}:/{rest} for a folder of that name)")
     if not is_utf8(given):
         raise LoopmeterError(f"{source} {shown}: the path is not valid UTF-8; rename it")
     root = Path(given).expanduser().resolve()

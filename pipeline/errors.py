@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import IntEnum
 
 
@@ -53,8 +55,28 @@ def is_utf8(text: str) -> bool:
 
 def shown_path(path: str | os.PathLike) -> str:
     """A path as text for a message: bytes that are not UTF-8 as \\xNN escapes, a line break or
-    other control character as its escape (`\\n`), so the message stays one line."""
-    return one_line(os.fsencode(path).decode("utf-8", "backslashreplace"))
+    other control character as its escape (`\\n`), so the message stays one line; a path inside a
+    folder `shown_as` names, under the name it gives."""
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    for local, shown in SHOWN_AS.items():
+        if text == local or text.startswith(local + "/"):
+            text = shown + text[len(local):]
+            break
+    return one_line(text)
+
+
+SHOWN_AS: dict[str, str] = {}  # folder -> how messages name it (a warehouse's mirror: its URL)
+
+
+@contextmanager
+def shown_as(folder: str | os.PathLike, name: str) -> Iterator[None]:
+    """Messages inside the block name `folder` (and the paths in it) as `name`."""
+    key = os.fspath(folder)
+    SHOWN_AS[key] = name
+    try:
+        yield
+    finally:
+        SHOWN_AS.pop(key, None)
 
 
 _CONTROL = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7f, *range(0x80, 0xa0)]} | {0x0a: "\\n", 0x0d: "\\r", 0x09: "\\t"}

@@ -61,15 +61,15 @@ def test_a_wrong_command_line_is_one_line_and_exit_2(args, message):
 
 
 @pytest.mark.parametrize("given, shown", [
-    ({"args": ["--warehouse", "s3://bucket/wh"]}, "--warehouse s3://bucket/wh"),
+    ({"args": ["--warehouse", "https://example.com/wh"]}, "--warehouse https://example.com/wh"),
     ({"env": {"LOOPMETER_WAREHOUSE": "gs://bucket/a/b"}}, "$LOOPMETER_WAREHOUSE gs://bucket/a/b"),
 ])
-def test_a_warehouse_url_is_refused_and_nothing_is_made(tmp_path, corpus, given, shown):
-    """A URL is not taken for a path (which would make a folder `s3:` where the command runs)."""
+def test_a_warehouse_url_loopmeter_cannot_open_is_refused_and_nothing_is_made(tmp_path, corpus, given, shown):
+    """A URL is not taken for a path (which would make a folder `gs:` where the command runs);
+    s3:// is opened on a mirror (tests/test_remote_warehouse.py)."""
     result = run_cli(*given.get("args", []), "ingest", "forgeloop", str(corpus), env=given.get("env"), cwd=tmp_path, check=1)
     scheme = shown.split()[1].split(":")[0]
-    assert result.stderr == (f"loopmeter: error: {shown}: a warehouse at a URL ({scheme}://) is not supported; give a "
-                             f"local directory (./{shown.split()[1].replace('//', '/', 1)} for a folder of that name). "
-                             "Engines that read Parquet from object storage read a copy of the warehouse's tables: "
-                             "docs/clients.md, \"When one machine is not enough\"\n")
+    assert result.stderr == (f"loopmeter: error: {shown}: a warehouse at a URL ({scheme}://) is not a local directory "
+                             f"(only s3:// is supported: docs/scale.md); give a local directory "
+                             f"(./{shown.split()[1].replace('//', '/', 1)} for a folder of that name)\n")
     assert list(tmp_path.iterdir()) == []

@@ -92,6 +92,25 @@ def set_quiet(quiet: bool) -> None:
     progress.QUIET = quiet
 
 
+def _run(function: Callable, args: tuple, kwargs: dict) -> Any:
+    """The command; where its warehouse is at a URL (--warehouse or $LOOPMETER_WAREHOUSE), on a
+    scratch mirror of it, published back when the command changed it (`storage/remote.py`)."""
+    from ..config import ENV_WAREHOUSE
+
+    url = None
+    if "warehouse" in kwargs:
+        from ..storage.remote import remote_url
+
+        url = remote_url(kwargs["warehouse"] or os.environ.get(ENV_WAREHOUSE))
+    if url is None:
+        return function(*args, **kwargs)
+    from ..errors import shown_as
+    from ..storage.remote import mirrored
+
+    with mirrored(url) as local, shown_as(local, url):
+        return function(*args, **(kwargs | {"warehouse": local}))
+
+
 def command(function: Callable) -> Callable:
     """Run a command body: a LoopmeterError ends it with its one-line message and exit code;
     any other error too, with the traceback only under --debug (or LOOPMETER_DEBUG=1)."""
@@ -105,7 +124,7 @@ def command(function: Callable) -> Callable:
         reset_warnings()
         context = kwargs.pop(_CONTEXT)
         try:
-            code = function(*args, **with_common_options(function, kwargs, context))
+            code = _run(function, args, with_common_options(function, kwargs, context))
             sys.stdout.flush()  # a reader gone away shows here, not in the interpreter's last flush
         except typer.Exit:
             raise

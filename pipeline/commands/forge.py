@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import Exit
+from ..errors import Exit, shown_path
 from ..operations.forge import MAX_HORIZON_DAYS
 from .apps import harvest_app, ingest_app, report_app
 from .common import (
@@ -54,7 +54,7 @@ def ingest_forge_command(
         unknown = ", ".join(f"{kind} {count}" for kind, count in sorted(result.unknown_kinds.items()))
         print_fitted(f"{result.read} {'rows' if result.format == 'sqlite' else 'lines'} read: {result.stored} new events, "
               f"{result.duplicates} already stored, {result.rejected} rejected, {result.repos} repositories"
-              + (f"; kinds format 1 does not know (kept): {unknown}" if unknown else "") + f" -> {result.warehouse}")
+              + (f"; kinds format 1 does not know (kept): {unknown}" if unknown else "") + f" -> {shown_path(result.warehouse)}")
     if result.rejected:
         if not json:
             print(f"loopmeter: {result.rejected_summary()}", file=sys.stderr)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import Exit
+from ..errors import Exit, shown_path
 from .apps import app, ingest_app, report_app
 from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, print_rejections, \
     set_quiet, stdout_console
@@ -67,7 +67,7 @@ def ingest_forgeloop_command(
             f"{result.runs_rejected} rejected; run sets {_names(result.run_sets)}"
             + (f"; {_count(scenario_files, 'scenario file')}: {result.scenarios} accepted, {result.scenarios_rejected} rejected"
                if scenarios is not None else "")
-            + f" -> {root}"
+            + f" -> {shown_path(root)}"
         )
         if aggregated is not None:
             print_aggregated(aggregated, aggregated.destination)
@@ -131,16 +131,16 @@ def print_aggregated(result, destination: Path) -> None:
     for docs in result.documents[:SHOWN_RUN_SETS]:
         print_fitted(
             f"{docs.run_set_id}: {len(docs.scenarios)} scenarios, {docs.summary['runCount']} runs, "
-            f"claims allowed: {'yes' if docs.summary['claimsAllowed'] else 'no'} -> {destination / docs.run_set_id}"
+            f"claims allowed: {'yes' if docs.summary['claimsAllowed'] else 'no'} -> {shown_path(destination / docs.run_set_id)}"
         )
     if len(result.documents) > SHOWN_RUN_SETS:
-        print_fitted(f"... {len(result.documents)} run sets computed, {len(result.written)} documents -> {destination}")
+        print_fitted(f"... {len(result.documents)} run sets computed, {len(result.written)} documents -> {shown_path(destination)}")
     plan = result.plan
     if plan is not None and (plan.kept or plan.removed or not result.documents):
         removed = f"; rows of {len(plan.removed)} run sets no longer ingested dropped" if plan.removed else ""
         computed = len(result.documents)
         print_fitted(f"{computed} run set{'' if computed == 1 else 's'} computed, {len(plan.kept)} unchanged since the last aggregate"
-              f"{removed} -> {destination} (--full computes all again)")
+              f"{removed} -> {shown_path(destination)} (--full computes all again)")
 
 
 def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: bool) -> int:

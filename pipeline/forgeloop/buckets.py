@@ -143,7 +143,7 @@ def compute(warehouse: Warehouse, run_sets: Collection[str], profiles: dict[str,
     if engine.name == "spark":
         from . import on_spark
 
-        yield from on_spark.compute(tasks, engine.master)
+        yield from on_spark.compute(_compute_in_worker, tasks, engine.master)
         return
     yield from _in_pool(min(engine.workers or usable_cores(), len(buckets)), tasks)
 

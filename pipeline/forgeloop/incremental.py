@@ -4,8 +4,8 @@ A run set's documents and table rows depend on its runs, the scenario files' exp
 profiles and `--tier`, nothing else. After every aggregate of all run sets, the warehouse
 keeps a record (`.state/forgeloop-aggregate.json`): where the documents went, the tier, a
 digest of the profiles, the versions of the forgeloop_* tables written, and per run set
-the identity of its runs (a digest of every run's source path and content hash: a warehouse copied,
-restored or read again holds the same) and of its documents (size, modification time and a digest of
+the identity of its runs (a digest of its partition's bytes: a warehouse copied or restored holds
+the same) and of its documents (size, modification time and a digest of
 their bytes: a document whose time changed but whose bytes did not, as after a plain copy, is kept).
 The place of the documents is recorded relative to the warehouse when it is inside it, so a warehouse
 copied or moved whole aggregates nothing again.
@@ -26,10 +26,10 @@ from stat import S_ISREG
 
 from .. import SCHEMA_VERSION, __version__
 from ..storage import Warehouse
+from ..storage.files import open_regular
 from .tables import RUNS
 
 STATE = "forgeloop-aggregate.json"
-IDENTITY_RUN_SETS = 64  # run sets whose runs are read at once for their identities
 TABLES = (
     "forgeloop_mode_runs", "forgeloop_mode_stats", "forgeloop_comparisons", "forgeloop_paired_runs",
     "forgeloop_outliers", "forgeloop_outlier_fences", "forgeloop_context_inflation", "forgeloop_documents",
@@ -57,24 +57,26 @@ def recorded(warehouse: Warehouse) -> dict | None:
 
 
 def run_set_identities(warehouse: Warehouse, run_sets: list[str] | None = None) -> dict[str, str]:
-    """Run set -> the identity of its runs (of every run set, or of `run_sets`): a digest of each run's
-    source path and content hash, in path order. It follows the runs themselves, not their files, so a
-    warehouse copied, restored from a backup or whose runs were read again holds the same identities.
-    Read a few run sets at a time: memory holds their paths, not the warehouse's."""
-    import polars as pl
-
+    """Run set -> the identity of its runs (of every run set, or of `run_sets`): a digest of the bytes
+    of its partition's files, in name order, what the analysis reads. A warehouse copied or restored
+    from a backup holds the same identities; a partition whose rows changed, whoever changed them,
+    another. Each file is read in pieces: memory holds none of it."""
     partitions = warehouse.partitions(RUNS, "run_set_id")
     wanted = sorted(partitions) if run_sets is None else [name for name in run_sets if name in partitions]
+    by_run_set: dict[str, list[Path]] = {}
+    for file in map(Path, warehouse.partition_files(RUNS, "run_set_id", wanted)):
+        by_run_set.setdefault(file.parent.name.partition("=")[2], []).append(file)
     identities: dict[str, str] = {}
-    for start in range(0, len(wanted), IDENTITY_RUN_SETS):
-        files = warehouse.partition_files(RUNS, "run_set_id", wanted[start:start + IDENTITY_RUN_SETS])
-        if not files:
-            continue
-        runs = warehouse.read_files(RUNS, files, ["run_set_id", "source_path", "content_hash"])
-        digests = (runs.sort("run_set_id", "source_path")
-                   .group_by("run_set_id", maintain_order=True)
-                   .agg(pl.concat_str("source_path", pl.lit("\0"), "content_hash", pl.lit("\n")).str.join("").alias("text")))
-        identities |= {name: hashlib.blake2b(text.encode(), digest_size=12).hexdigest() for name, text in digests.iter_rows()}
+    for name, files in sorted(by_run_set.items()):
+        hashed = hashlib.blake2b(digest_size=12)
+        for file in sorted(files, key=lambda path: path.name):
+            descriptor = open_regular(file)
+            with os.fdopen(descriptor, "rb") as source:
+                hashed.update(file.name.encode() + b"\0")
+                while chunk := source.read(1 << 20):
+                    hashed.update(chunk)
+            hashed.update(b"\0")
+        identities[name] = hashed.hexdigest()
     return identities
 
 

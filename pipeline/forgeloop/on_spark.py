@@ -17,8 +17,9 @@ import pickle
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 from ..errors import LoopmeterError, usage_error
 
@@ -67,21 +68,20 @@ def failure(error: Exception) -> LoopmeterError:
     return LoopmeterError(f"--engine spark: a task failed: {told}")
 
 
-def _run_tasks(batches):
-    """The executors' side: each (bucket, task) row's `Part`, pickled."""
+def _run_tasks(work: Callable, batches):
+    """The executors' side: each (bucket, task) row's result, `work(*task)`, pickled."""
     import pyarrow as pa
-
-    from .buckets import _compute_in_worker
 
     for batch in batches:
         numbers, tasks = batch.column("bucket").to_pylist(), batch.column("task").to_pylist()
-        parts = [pickle.dumps(_compute_in_worker(*pickle.loads(task)), protocol=pickle.HIGHEST_PROTOCOL) for task in tasks]
+        parts = [pickle.dumps(work(*pickle.loads(task)), protocol=pickle.HIGHEST_PROTOCOL) for task in tasks]
         yield pa.RecordBatch.from_pydict({"bucket": numbers, "part": parts},
                                          schema=pa.schema([("bucket", pa.int32()), ("part", pa.binary())]))
 
 
-def compute(tasks: list[tuple], master: str | None) -> Iterator:
-    """Each task's `Part` (`buckets._compute_in_worker`'s arguments), in order, computed on Spark."""
+def compute(work: Callable, tasks: list[tuple], master: str | None) -> Iterator:
+    """`work(*task)` of each task, in order, computed on Spark (`work`: a function the executors
+    import by name, `buckets._compute_in_worker`)."""
     spark = session(master)
     try:
         wave = max(1, spark.sparkContext.defaultParallelism if not os.environ.get("SPARK_REMOTE") else 2)
@@ -92,7 +92,7 @@ def compute(tasks: list[tuple], master: str | None) -> Iterator:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    results = frame.mapInArrow(_run_tasks, "bucket int, part binary").collect()
+                    results = frame.mapInArrow(partial(_run_tasks, work), "bucket int, part binary").collect()
             except Exception as error:
                 if type(error).__module__.startswith(("pyspark", "py4j")):
                     raise failure(error) from None

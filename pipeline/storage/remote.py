@@ -1,0 +1,298 @@
+"""A warehouse on object storage (`--warehouse s3://bucket/prefix`).
+
+Object storage has no links, no rename and no lock, so a warehouse there is immutable objects and
+one pointer written last:
+
+    <prefix>/objects/<sha256>        a file's bytes, named by their digest (written once, never changed)
+    <prefix>/manifests/<id>.json     one state of the warehouse: each file's path, digest and size, and
+                                     each table's current version
+    <prefix>/HEAD.json               {"manifest": "manifests/<id>.json"}: the current state
+
+A command works on a mirror (`mirrored`): the current state's files are fetched into a scratch
+folder (each checked against its size and digest; every path and version under the warehouse's own
+rules), the command runs there as on a local warehouse, and, when it changed the warehouse, the
+objects the state lacks are put, then a new manifest, then HEAD. A command stopped at any point
+before HEAD leaves the state it started from whole (objects put before are unused, never read).
+A reader fetches the state HEAD names: the old one or the new one, never a mix.
+
+What object storage cannot promise: a lock. HEAD is read again just before it is written and a
+state that moved on is not replaced (the command fails, exit 4), but two writers committing in the
+same instant can still both pass that check, and the later one wins. Run one writer at a time.
+The scratch mirror lives under the system's temporary folder and is removed when the command ends;
+`loopmeter.duckdb` is built there and not kept (BI tools read the objects through their own engine:
+docs/scale.md).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import faults
+from ..errors import LoopmeterError, WarehouseBusy, shown_path
+from . import registry, versions
+
+SCHEMES = ("s3",)
+HEAD = "HEAD.json"
+MAX_MANIFEST_BYTES = 512 * 1024 * 1024
+MAX_OBJECT_BYTES = 16 * 1024 * 1024 * 1024
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_MANIFEST = re.compile(r"manifests/[0-9A-Za-z_-]{1,100}\.json")
+# never sent: the catalog and its record belong to the machine that built them (the lock and
+# loopmeter.duckdb are not in the places `path_problem` allows at all)
+KEPT_LOCAL = {".state/catalog.json"}
+
+
+def remote_url(given: str | os.PathLike | None) -> str | None:
+    """`given` as the URL of a warehouse on object storage (`s3://bucket/prefix`; a Path option
+    arrives with one slash after the scheme), or None when it is not one."""
+    if given is None:
+        return None
+    match = re.fullmatch(r"(s3):/+(.+)", os.fspath(given), re.IGNORECASE | re.DOTALL)
+    return None if match is None else f"s3://{match.group(2)}"
+
+
+def _filesystem(url: str):
+    """(pyarrow file system, "bucket/prefix") of `url`; credentials and endpoint from the AWS_* variables."""
+    from pyarrow import fs
+
+    try:
+        filesystem, base = fs.FileSystem.from_uri(url)
+    except Exception as error:  # noqa: BLE001 - pyarrow's own errors are plain ArrowInvalid/OSError
+        raise LoopmeterError(f"--warehouse {shown_path(url)}: {error}") from None
+    if "/" not in base.strip("/"):
+        raise LoopmeterError(f"--warehouse {shown_path(url)}: give a prefix inside the bucket (s3://bucket/warehouse)")
+    return filesystem, base.strip("/")
+
+
+class Remote:
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        self.fs, self.base = _filesystem(self.url)
+
+    def _read(self, key: str, limit: int) -> bytes | None:
+        """The object `key` (None: there is none), refused when larger than `limit`."""
+        from pyarrow import fs
+
+        info = self.fs.get_file_info(f"{self.base}/{key}")
+        if info.type == fs.FileType.NotFound:
+            return None
+        if info.type != fs.FileType.File or info.size > limit:
+            raise LoopmeterError(f"{self.url}/{key}: not an object of at most {limit} bytes")
+        with self.fs.open_input_stream(f"{self.base}/{key}") as stream:
+            return stream.read(limit + 1)
+
+    def _write(self, key: str, data: bytes) -> None:
+        with self.fs.open_output_stream(f"{self.base}/{key}") as stream:
+            stream.write(data)
+
+    def head(self) -> str | None:
+        """The key of the current manifest (None: an empty warehouse)."""
+        data = self._read(HEAD, 4096)
+        if data is None:
+            return None
+        try:
+            key = json.loads(data)["manifest"]
+        except (ValueError, KeyError, TypeError):
+            key = None
+        if not isinstance(key, str) or not _MANIFEST.fullmatch(key):
+            raise LoopmeterError(f"{self.url}/{HEAD}: not a loopmeter warehouse's pointer")
+        return key
+
+    def manifest(self, key: str | None) -> dict:
+        if key is None:
+            return {"files": {}, "tables": {}}
+        data = self._read(key, MAX_MANIFEST_BYTES)
+        if data is None:
+            raise LoopmeterError(f"{self.url}/{key}: the manifest HEAD names is missing")
+        try:
+            manifest = json.loads(data)
+        except ValueError:
+            manifest = None
+        problem = manifest_problem(manifest)
+        if problem:
+            raise LoopmeterError(f"{self.url}/{key}: {problem}")
+        return manifest
+
+    def fetch(self, digest: str, size: int, target: Path) -> None:
+        """Object `digest` into `target`, checked against its size and digest as it is read."""
+        key = f"{self.base}/objects/{digest}"
+        hashed, got = hashlib.sha256(), 0
+        try:
+            with self.fs.open_input_stream(key) as stream, open(target, "xb") as out:
+                while chunk := stream.read(min(8 << 20, size - got + 1)):
+                    got += len(chunk)
+                    if got > size:
+                        break
+                    hashed.update(chunk)
+                    out.write(chunk)
+        except FileNotFoundError:
+            raise LoopmeterError(f"{self.url}/objects/{digest}: missing (the manifest names it)") from None
+        if got != size or hashed.hexdigest() != digest:
+            raise LoopmeterError(f"{self.url}/objects/{digest}: its bytes are not those the manifest names "
+                                 f"({got} bytes read, {size} expected)")
+
+    def put(self, digest: str, source: Path) -> None:
+        from pyarrow import fs
+
+        key = f"{self.base}/objects/{digest}"
+        if self.fs.get_file_info(key).type == fs.FileType.File:
+            return
+        with open(source, "rb") as data, self.fs.open_output_stream(key) as stream:
+            shutil.copyfileobj(data, stream, 8 << 20)
+
+
+def manifest_problem(manifest: object) -> str | None:
+    """What makes `manifest` not one loopmeter wrote (None: nothing)."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict) \
+            or not isinstance(manifest.get("tables"), dict):
+        return "not a loopmeter manifest"
+    for name, target in manifest["tables"].items():
+        if not registry.known(name) or versions.parts(name, target) is None:
+            return f"table {name!r}: not a version of a loopmeter table ({target!r})"
+    for path, entry in manifest["files"].items():
+        if path_problem(path) is not None:
+            return f"file {path!r}: {path_problem(path)}"
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and _DIGEST.fullmatch(entry[0]) and isinstance(entry[1], int) and 0 <= entry[1] <= MAX_OBJECT_BYTES):
+            return f"file {path!r}: not a digest and a size"
+    return None
+
+
+def path_problem(path: object) -> str | None:
+    """What makes `path` not a place a warehouse keeps a file (None: nothing): relative, plain
+    components, under the marker, .state/, aggregate/ or a table's version."""
+    if not isinstance(path, str) or not path or "\0" in path or "\\" in path or len(path.encode()) > 4096:
+        return "not a relative path"
+    parts = path.split("/")
+    if any(part in ("", ".", "..") or len(part.encode()) > 255 for part in parts):
+        return "not a plain relative path"
+    if path == ".loopmeter":
+        return None
+    if parts[0] == ".state" and len(parts) == 2 and parts[1].endswith(".json"):
+        return None
+    if parts[0] == "aggregate" and len(parts) >= 2:
+        return None
+    if parts[0] == versions.FOLDER and len(parts) >= 4 and versions.parts(parts[1], "/".join(parts[:3])) is not None \
+            and registry.known(parts[1]):
+        return None
+    return "not a place a warehouse keeps files"
+
+
+def _digest(path: Path) -> str:
+    hashed = hashlib.sha256()
+    with open(path, "rb") as source:
+        while chunk := source.read(8 << 20):
+            hashed.update(chunk)
+    return hashed.hexdigest()
+
+
+def pull(remote: Remote, root: Path) -> tuple[str | None, dict, dict[str, tuple[int, int, str]]]:
+    """The current state into the empty folder `root`: (its manifest key, the manifest, path -> the
+    (size, mtime_ns, digest) of each file as placed)."""
+    key = remote.head()
+    manifest = remote.manifest(key)
+    placed = {}
+    for path, (digest, size) in sorted(manifest["files"].items()):
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remote.fetch(digest, size, target)
+        status = target.stat()
+        placed[path] = (status.st_size, status.st_mtime_ns, digest)
+    for name, target in sorted(manifest["tables"].items()):
+        (root / target).mkdir(parents=True, exist_ok=True)  # an empty table's version may hold no file
+        os.symlink(target, root / name)
+    return key, manifest, placed
+
+
+def state_of(root: Path, placed: dict[str, tuple[int, int, str]]) -> tuple[dict, dict[str, Path]]:
+    """The manifest of the local warehouse `root` (its current tables' files, the marker, .state/ and
+    aggregate/), and path -> file of each; a file unchanged since `pull` placed it keeps its digest."""
+    tables, sources = {}, {}
+    for entry in sorted(os.listdir(root)):
+        target = versions.link_target(root, entry)
+        if target is not None and versions.current(root, entry) is not None:
+            tables[entry] = target
+            sources |= _files(root, target)
+    for top in (".state", "aggregate"):
+        if (root / top).is_dir() and not (root / top).is_symlink():
+            sources |= _files(root, top)
+    if (root / ".loopmeter").is_file():
+        sources[".loopmeter"] = root / ".loopmeter"
+    sources = {path: source for path, source in sources.items() if path not in KEPT_LOCAL}
+    files = {}
+    for path, source in sources.items():
+        status = source.stat()
+        known = placed.get(path)
+        same = known is not None and known[:2] == (status.st_size, status.st_mtime_ns)
+        files[path] = [known[2] if same else _digest(source), status.st_size]
+    return {"files": files, "tables": tables}, sources
+
+
+def _files(root: Path, top: str) -> dict[str, Path]:
+    found = {}
+    for directory, folders, names in os.walk(root / top):
+        folders[:] = [name for name in folders if not name.startswith(".") or top != "aggregate"]
+        for name in names:
+            path = Path(directory) / name
+            relative = path.relative_to(root).as_posix()
+            if path.is_file() and not path.is_symlink() and path_problem(relative) is None:
+                found[relative] = path
+    return found
+
+
+def push(remote: Remote, started_from: str | None, manifest: dict, sources: dict[str, Path]) -> str:
+    """The objects `manifest` names, then the manifest, then HEAD (unless the state moved on since
+    `started_from`); returns the new manifest's key."""
+    for path, (digest, _size) in manifest["files"].items():
+        remote.put(digest, sources[path])
+    faults.checkpoint("remote:objects-put")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+    key = f"manifests/{stamp}-{secrets.token_hex(4)}.json"
+    remote._write(key, json.dumps(manifest, sort_keys=True).encode())
+    faults.checkpoint("remote:manifest-written")
+    if remote.head() != started_from:
+        raise WarehouseBusy(f"{remote.url}: another command changed the warehouse while this one ran; nothing of "
+                            "this one was published (run it again)")
+    remote._write(HEAD, json.dumps({"manifest": key}).encode())
+    return key
+
+
+@contextmanager
+def mirrored(url: str) -> Iterator[Path]:
+    """A scratch mirror of the warehouse at `url`, published back when the block ends without
+    error and the warehouse changed; removed in any case."""
+    remote = Remote(url)
+    scratch = Path(tempfile.mkdtemp(prefix="loopmeter-mirror-"))
+    try:
+        root = scratch / "warehouse"
+        root.mkdir()
+        with _told(url, "reading it"):
+            started_from, manifest, placed = pull(remote, root)
+        manifest["files"] = {path: entry for path, entry in manifest["files"].items() if path not in KEPT_LOCAL}
+        yield root
+        now, sources = state_of(root, placed)
+        if now != manifest:
+            with _told(url, "publishing to it (the warehouse there is as it was)"):
+                push(remote, started_from, now, sources)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextmanager
+def _told(url: str, doing: str) -> Iterator[None]:
+    """The object store's own errors (pyarrow's OSError) as one line naming the warehouse."""
+    try:
+        yield
+    except LoopmeterError:
+        raise
+    except OSError as error:
+        raise LoopmeterError(f"{url}: {doing}: {' '.join(str(error).split())}") from None

@@ -1,0 +1,127 @@
+"""A warehouse on object storage (`--warehouse s3://bucket/prefix`), served by moto's S3 server on
+127.0.0.1: ingest, aggregate, reports and `sql` give what they give on a local warehouse, a read
+publishes nothing, and a publish killed at any point leaves the state before it whole."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's server on a free loopback port, its address once it answers."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    address = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:  # waits for the server to answer, polling (bounded generously)
+        try:
+            urllib.request.urlopen(address, timeout=2)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail("moto's S3 server did not start")
+            time.sleep(0.1)
+    yield address
+    server.kill()
+    server.wait()
+
+
+@pytest.fixture
+def bucket(s3_server, monkeypatch, request):
+    import boto3
+
+    for name, value in {"AWS_ENDPOINT_URL": s3_server, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(name, value)
+    name = f"lm-{request.node.name[:20].lower().replace('_', '-')}-{os.getpid()}"
+    client = boto3.client("s3")
+    client.create_bucket(Bucket=name)
+    return client, name
+
+
+def head(client, bucket: str) -> str:
+    return json.loads(client.get_object(Bucket=bucket, Key="team/HEAD.json")["Body"].read())["manifest"]
+
+
+def test_a_warehouse_on_object_storage_answers_as_a_local_one(bucket, corpus, tmp_path):
+    client, name = bucket
+    url = f"s3://{name}/team"
+    local = tmp_path / "local"
+    for warehouse in (["--warehouse", url], ["--warehouse", str(local)]):
+        run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet", *warehouse)
+        run_cli("aggregate", "--quiet", *warehouse)
+    for command in (["report", "summary", "--json"], ["report", "tail", "--json"], ["report", "confidence", "--json"],
+                    ["sql", "select run_set_id, count(*) as runs from runs group by 1 order by 1", "--format", "json"],
+                    ["sql", "select file, document from forgeloop_documents order by run_set_id, file", "--format", "json"]):
+        remote = run_cli(*command, "--warehouse", url)
+        assert remote.stdout == run_cli(*command, "--warehouse", str(local)).stdout, command
+    assert json.loads(run_cli("sql", "select count(*) as n from runs", "--format", "json", "--warehouse", url).stdout) == [
+        {"n": 525}]
+    # what it said names the warehouse by its URL, not the scratch mirror
+    again = run_cli("aggregate", "--warehouse", url)
+    assert f"unchanged since the last aggregate -> {url}/aggregate" in again.stdout
+    # nothing of the local machine's catalog, and the objects are named by their digests
+    manifest = json.loads(client.get_object(Bucket=name, Key=f"team/{head(client, name)}")["Body"].read())
+    assert "loopmeter.duckdb" not in manifest["files"] and ".state/catalog.json" not in manifest["files"]
+    assert set(manifest["tables"]) >= {"runs", "forgeloop_comparisons", "forgeloop_documents"}
+    digest, size = manifest["files"][".loopmeter"]
+    body = client.get_object(Bucket=name, Key=f"team/objects/{digest}")["Body"].read()
+    assert len(body) == size and body.startswith(b'{"loopmeter": "warehouse"')
+
+
+def test_a_read_publishes_nothing_and_a_killed_publish_leaves_the_state_before_it(bucket, corpus, tmp_path):
+    client, name = bucket
+    url = f"s3://{name}/team"
+    results = corpus / "results"
+    run_cli("ingest", "forgeloop", str(results), "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url)
+    before = head(client, name)
+    run_cli("report", "summary", "--warehouse", url, check=None)
+    run_cli("sql", "select 1", "--warehouse", url)
+    assert head(client, name) == before
+    for point in ("remote:objects-put", "remote:manifest-written"):
+        killed = run_cli("aggregate", "--warehouse", url, env={"LOOPMETER_CRASH_AT": point}, check=None)
+        assert killed.returncode == -9, killed.stderr
+        assert head(client, name) == before
+        # the old state reads whole: runs, and no aggregate yet
+        assert run_cli("sql", "select count(*) as n from runs", "--format", "json", "--warehouse", url).stdout.strip() == (
+            '[{"n":525}]')
+        missing = run_cli("report", "summary", "--warehouse", url, check=None)
+        assert missing.returncode != 0 and "aggregate" in missing.stderr
+    run_cli("aggregate", "--quiet", "--warehouse", url)
+    assert head(client, name) != before
+
+
+def test_a_damaged_object_or_manifest_is_refused_in_one_line(bucket, corpus):
+    client, name = bucket
+    url = f"s3://{name}/team"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet",
+            "--warehouse", url)
+    manifest_key = f"team/{head(client, name)}"
+    manifest = json.loads(client.get_object(Bucket=name, Key=manifest_key)["Body"].read())
+    digest, _ = manifest["files"][".loopmeter"]
+    client.put_object(Bucket=name, Key=f"team/objects/{digest}", Body=b'{"loopmeter": "warehouse", "format": 9}')
+    damaged = run_cli("sql", "select 1", "--warehouse", url, check=1)
+    assert f"{url}/objects/{digest}: its bytes are not those the manifest names" in damaged.stderr
+    assert len(damaged.stderr.strip().splitlines()) == 1
+    manifest["files"]["../../outside.txt"] = [digest, 3]
+    client.put_object(Bucket=name, Key=manifest_key, Body=json.dumps(manifest).encode())
+    hostile = run_cli("sql", "select 1", "--warehouse", url, check=1)
+    assert "file '../../outside.txt': not a plain relative path" in hostile.stderr
+    refused = run_cli("sql", "select 1", "--warehouse", f"gs://{name}/team", check=1)
+    assert "only s3:// is supported" in refused.stderr
