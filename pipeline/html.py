@@ -130,6 +130,8 @@ STATISTIC_COLOURS = {"p50": "#2e7d32", "p95": "#8bc34a"}
 def _confidence_sections(run_set: str, confidence: dict) -> list[Section]:
     """The adaptive mode's paired token overhead p50 and p95 with their intervals, and the light
     objectives judged on them (`report confidence`)."""
+    from .forgeloop.confidence import repeats_text
+
     rows = [row for row in confidence["rows"] if row["runSetId"] == run_set and row["mode"] == "forgeloopAdaptive"
             and row["metric"] == "tokens" and row["statistic"].startswith("pairedOverhead")]
     chart_rows = [(f"{row['scenarioId']} · {row['statistic'][-3:].lower()}", row["estimate"], row["low"], row["high"],
@@ -139,7 +141,7 @@ def _confidence_sections(run_set: str, confidence: dict) -> list[Section]:
     table = "".join(
         f"<tr><td>{escape(entry['scenarioId'])}</td><td>{'p50' if entry['objective'].startswith('p50') else 'p95'} "
         f"≤ {entry['threshold']} %</td><td class=\"{entry['verdict']}\">{entry['verdict']}</td>"
-        f"<td class=\"n\">{'' if entry['repeatsNeeded'] is None else entry['repeatsNeeded']}</td></tr>"
+        f"<td class=\"n\">{'' if entry['verdict'] != 'INCONCLUSIVE' else escape(repeats_text(entry))}</td></tr>"
         for entry in objectives)
     verdicts = (f'<table class="classes"><tr><th>scenario</th><th>objective</th><th>verdict</th>'
                 f"<th>pairs needed</th></tr>{table}</table>" if table else
@@ -149,16 +151,17 @@ def _confidence_sections(run_set: str, confidence: dict) -> list[Section]:
     ) + "</ul>"
     return [
         Section("Overhead with 95 % intervals",
-                prose("ForgeLoop's paired token overhead of the adaptive mode, p50 and p95, with 95 % bootstrap intervals "
-                      "(`loopmeter report confidence`). An arrow at the edge marks an end the pairs cannot bound: a p95 "
-                      "needs 72 pairs to be bounded above, a median 6."),
+                prose("ForgeLoop's paired token overhead of the adaptive mode, p50 and p95, with exact 95 % intervals from "
+                      "the order statistics (`loopmeter report confidence`). An arrow at the edge marks an end the pairs "
+                      "cannot bound (a p95 needs 72 pairs to be bounded above, a median 6); the other end is then a "
+                      "one-sided 97.5 % bound."),
                 legend + estimate_chart(chart_rows, [(float(p50), f"p50 {p50}%"), (float(p95), f"p95 {p95}%")],
                                         "paired token overhead of adaptive over direct, with 95% interval",
                                         f"overhead intervals, run set {run_set}"),
                 level=3),
         Section("Light objectives",
                 "Judged on the intervals: MET when the high end is at most the threshold, VIOLATED when the low end is "
-                "above it, else INCONCLUSIVE, with the pairs that would likely settle it.",
+                "above it, else INCONCLUSIVE, with the pairs at which it resolves with an 80 % chance.",
                 verdicts, level=3),
     ]
 
@@ -247,7 +250,7 @@ def _trend_sections(runs: pl.DataFrame, confidence: dict) -> list[Section]:
         for number, scenario in enumerate(scenarios)) + "</ul>"
     return [Section("Overhead across run sets",
                     "Each scenario's median paired token overhead of the adaptive mode, run set by run set in the order their "
-                    "first runs were recorded, with 95 % bootstrap intervals (an end that reaches the plot's edge is open).",
+                    "first runs were recorded, with exact 95 % intervals (an end that reaches the plot's edge is open).",
                     legend + trend_chart(series, labels, "median token overhead", "run sets, by the date of their first run",
                                          "overhead trend", x_names=[f"{name} ({label})" for name, label in zip(order, labels)],
                                          x_heads=list(order)),
@@ -256,6 +259,14 @@ def _trend_sections(runs: pl.DataFrame, confidence: dict) -> list[Section]:
 
 def _who(group: dict) -> str:
     return f"{group['model'] or '(unmatched)'} · {group['tier'] or '-'}"
+
+
+def _mismatch_reasons(rows) -> str:
+    """What the untrustworthy pairs of the SRM checks did, in words."""
+    checks = {check for row in rows for check in row["untrustworthy_checks"]}
+    return " or ".join(words for check, words in (
+        ("assignment", "drew the alternative at a rate their logged propensities rule out"),
+        ("attrition", "kept outcomes of one arm at a rate chance rules out")) if check in checks)
 
 
 def forge_sections(warehouse: Warehouse) -> list[Section]:
@@ -279,10 +290,10 @@ def forge_sections(warehouse: Warehouse) -> list[Section]:
          row["difference"], *(row["ci"] or (None, None)))
         for row in routing["randomized"] if "note" not in row
     ]
-    srm_note = (f" {plural(len(mismatched), 'pair')} marked SRM drew the alternative at a rate their logged propensities "
-                "rule out (p < 0.001, `loopmeter report srm`): their comparison is untrustworthy." if mismatched else
-                " Every pair's draws split as their logged propensities say (no sample ratio mismatch, "
-                "`loopmeter report srm`).")
+    srm_note = (f" {plural(len(mismatched), 'pair')} marked SRM {_mismatch_reasons(mismatched.values())} "
+                "(p < 0.00025, `loopmeter report srm`): their comparison is untrustworthy." if mismatched else
+                " Every pair's draws split as their logged propensities say and both its arms keep the same share of "
+                "outcomes (no sample ratio mismatch, `loopmeter report srm`).")
     notes = " ".join(prose(row["note"]) + "." for row in routing["randomized"] if "note" in row)
     sections = [
         Section("Forge routing and survival", "Tasks Forge routed to models, how their first attempts did, and how much of "

@@ -3,13 +3,18 @@ truth of simulated run sets, the objectives judged on them, and the command as u
 from __future__ import annotations
 
 import json
+import math
 import os
+from functools import lru_cache
+from statistics import NormalDist
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from conftest import run_cli
-from loopmeter.forgeloop.confidence import Settings, confidence_report
+from loopmeter.forgeloop.confidence import Settings, confidence_report, load_pairs
+from loopmeter.numbers import js_round4
 from loopmeter.storage import Warehouse
 from runs import run, write_tree
 
@@ -21,6 +26,17 @@ CORPUS_FIGURES = {  # statistic -> (comparison key, field) of ForgeLoop's aggreg
     ("time", "pairedOverheadP50"): ("timeOverheadPercent", "p50"),
     ("time", "pairedOverheadP95"): ("timeOverheadPercent", "p95"),
 }
+
+
+@lru_cache(maxsize=None)
+def _binomial_ranks(n: int, fraction: float, level: float) -> tuple[int, int]:
+    """The oracle of the exact interval's ranks (scipy): r the largest with P(B <= r - 1) <= tail, s the
+    smallest with P(B >= s) <= tail, B ~ Binomial(n, fraction); 0 where there is none."""
+    tail = (1 - level) / 2
+    k = np.arange(n + 1)
+    low = int(np.sum(stats.binom.cdf(k, n, fraction) <= tail))
+    count = int(np.sum((stats.binom.sf(k - 1, n, fraction) <= tail) & (k >= 1)))
+    return low, (n + 1 - count if count else 0)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +64,9 @@ def test_the_intervals_hold_their_estimates_and_open_where_the_pairs_cannot_boun
     for row in corpus_report["rows"]:
         if row["low"] is not None and row["high"] is not None:
             assert row["low"] <= row["high"]
+        if row["statistic"].startswith("paired") and row["estimate"] is not None:
+            # exact: two of the pairs' own overheads around the percentile they bound
+            assert (row["low"] is None or row["low"] <= row["estimate"]) and (row["high"] is None or row["estimate"] <= row["high"])
         if row["statistic"] == "pairedOverheadP95" and row["pairs"] < 72:
             assert row["high"] is None, row  # the p95 of fewer than 72 pairs has no upper bound at 95 %
         if row["statistic"] == "pairedOverheadP50" and row["pairs"] >= 6:
@@ -77,12 +96,49 @@ def test_objectives_are_judged_on_the_intervals(corpus_report, corpus):
     assert {"MET", "INCONCLUSIVE", "VIOLATED"} <= verdicts  # the corpus shows each
 
 
-def test_the_same_seed_gives_the_same_report_and_another_seed_other_intervals(corpus_warehouse, corpus_report):
+def test_each_row_says_what_its_ends_are_and_how_they_were_computed(corpus_report):
+    for row in corpus_report["rows"]:
+        assert list(row) == ["runSetId", "scenarioId", "mode", "metric", "statistic", "estimate", "low", "high", "pairs",
+                             "sides", "method"]  # today's keys in today's order, the new ones after them
+        assert row["method"] == ("order statistics, exact" if row["statistic"].startswith("paired")
+                                 else "bootstrap, pairs resampled together")
+        assert row["sides"] == {(True, True): "two-sided", (True, False): "one-sided lower bound at 97.5 %",
+                                (False, True): "one-sided upper bound at 97.5 %",
+                                (False, False): "unbounded"}[(row["low"] is not None, row["high"] is not None)]
+    assert {row["sides"] for row in corpus_report["rows"]} == {"two-sided", "one-sided lower bound at 97.5 %", "unbounded"}
+    for objective in corpus_report["objectives"]:
+        assert list(objective) == ["runSetId", "scenarioId", "objective", "threshold", "verdict", "repeatsNeeded",
+                                   "repeatsNeededMethod"]
+        assert objective["repeatsNeededMethod"] == (
+            "80 % chance to resolve, from the measured pairs (beta-binomial), at most 2000"
+            if objective["verdict"] == "INCONCLUSIVE" else None)
+
+
+def test_the_paired_intervals_are_the_pairs_own_overheads_at_the_binomial_ranks(corpus_warehouse, corpus_report):
+    pairs, _ = load_pairs(Warehouse(corpus_warehouse), None)  # the comparable pairs, as the report reads them
+    overheads: dict[tuple, list] = {}
+    for pair in pairs.filter("token_pair").iter_rows(named=True):
+        overheads.setdefault((pair["run_set_id"], pair["scenario_id"], pair["mode"]), []).append(
+            (pair["candidate_tokens"] - pair["direct_tokens"]) / pair["direct_tokens"] * 100)
+    rows = [r for r in corpus_report["rows"] if r["metric"] == "tokens" and r["statistic"].startswith("paired")]
+    for row in rows:
+        values = sorted(overheads[(row["runSetId"], row["scenarioId"], row["mode"])])
+        low, high = _binomial_ranks(len(values), 0.5 if row["statistic"].endswith("P50") else 0.95, 0.95)
+        assert row["low"] == (js_round4(values[low - 1]) if low else None), row
+        assert row["high"] == (js_round4(values[high - 1]) if high else None), row
+
+
+def test_the_same_seed_gives_the_same_report_and_another_seed_other_bootstrap_intervals_only(corpus_warehouse, corpus_report):
     again = json.loads(run_cli("report", "confidence", "--json", warehouse=corpus_warehouse).stdout)
     assert again == corpus_report and corpus_report["seed"] == 0 and corpus_report["resamples"] == 2000
     other = json.loads(run_cli("report", "confidence", "--json", "--seed", "9", warehouse=corpus_warehouse).stdout)
     assert [r["estimate"] for r in other["rows"]] == [r["estimate"] for r in corpus_report["rows"]]
-    assert [r["low"] for r in other["rows"]] != [r["low"] for r in corpus_report["rows"]]
+    # the exact intervals and the objectives judged on them do not depend on the seed; the bootstrap's do
+    exact = [(r["low"], r["high"]) for r in corpus_report["rows"] if r["method"] == "order statistics, exact"]
+    assert exact == [(r["low"], r["high"]) for r in other["rows"] if r["method"] == "order statistics, exact"]
+    assert other["objectives"] == corpus_report["objectives"]
+    deltas = [(r["low"], r["high"]) for r in corpus_report["rows"] if r["method"] != "order statistics, exact"]
+    assert deltas != [(r["low"], r["high"]) for r in other["rows"] if r["method"] != "order statistics, exact"]
     one = json.loads(run_cli("report", "confidence", "--json", "--run-set", "codex-tail-repeat20-20260831",
                              warehouse=corpus_warehouse).stdout)
     # a row's interval does not depend on which other run sets are computed beside it
@@ -104,6 +160,45 @@ def test_the_report_fits_the_terminal_and_aggregate_stores_it_for_bi_tools(tmp_p
     assert counts["pairedOverheadP50"] == (56, 0.95) and counts["distributionDeltaP95"] == (14, 0.95)
     verdicts = run_cli("sql", "SELECT verdict FROM forgeloop_objectives", "--format", "csv", warehouse=warehouse).stdout
     assert "MET" in verdicts
+    report = json.loads(run_cli("report", "confidence", "--json", warehouse=warehouse).stdout)
+    rows = json.loads(run_cli("sql", "SELECT run_set_id, scenario_id, mode, metric, statistic, low, high, sides, method "
+                              "FROM forgeloop_confidence", "--format", "json", warehouse=warehouse).stdout)
+    assert sorted(tuple(row.values()) for row in rows) == sorted(
+        (r["runSetId"], r["scenarioId"], r["mode"], r["metric"], r["statistic"], r["low"], r["high"], r["sides"], r["method"])
+        for r in report["rows"])
+    objectives = json.loads(run_cli("sql", "SELECT run_set_id, scenario_id, objective, repeats_needed, "
+                                    "repeats_needed_method FROM forgeloop_objectives", "--format", "json",
+                                    warehouse=warehouse).stdout)
+    assert sorted(tuple(row.values()) for row in objectives) == sorted(
+        (o["runSetId"], o["scenarioId"], o["objective"], o["repeatsNeeded"], o["repeatsNeededMethod"])
+        for o in report["objectives"])
+
+
+def test_a_confidence_table_an_earlier_loopmeter_stored_is_rewritten_by_the_next_writer(tmp_path, corpus):
+    """forgeloop_confidence and forgeloop_objectives stored without the columns added since (sides, method,
+    repeats_needed_method): the next writer rewrites them with those columns null, values kept, and
+    `aggregate --confidence` then stores them whole."""
+    import polars as pl
+
+    warehouse = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--aggregate",
+            "--quiet", warehouse=warehouse)
+    run_cli("aggregate", "--confidence", "--quiet", warehouse=warehouse)
+    for table, dropped in (("forgeloop_confidence", ["sides", "method"]), ("forgeloop_objectives", ["repeats_needed_method"])):
+        (file,) = (warehouse / table).resolve().glob("*.parquet")
+        pl.read_parquet(file).drop(dropped).write_parquet(file)
+    refused = run_cli("sql", "SELECT count(*) FROM forgeloop_confidence", warehouse=warehouse, check=1).stderr
+    assert "forgeloop_confidence" in refused and "rewrites it" in refused  # a reader says what comes next
+    rewritten = run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"),
+                        "--quiet", warehouse=warehouse)
+    assert "rewritten in forgeloop_confidence's schema" in rewritten.stderr
+    nulls = json.loads(run_cli("sql", "SELECT count(*) AS rows, count(sides) AS sides FROM forgeloop_confidence",
+                               "--format", "json", warehouse=warehouse).stdout)
+    assert nulls == [{"rows": 140, "sides": 0}]
+    run_cli("aggregate", "--confidence", "--quiet", warehouse=warehouse)
+    filled = json.loads(run_cli("sql", "SELECT count(sides) AS sides FROM forgeloop_confidence", "--format", "json",
+                                warehouse=warehouse).stdout)
+    assert filled == [{"sides": 140}]
 
 
 def test_wrong_settings_are_refused_in_one_line(corpus_warehouse):
@@ -189,3 +284,147 @@ def test_a_p95_of_20_pairs_is_open_above_and_its_objective_never_met(simulated):
     assert len(p95) == RUN_SETS and all(o["verdict"] == "INCONCLUSIVE" and o["repeatsNeeded"] >= 72 for o in p95)
     p50 = [o["verdict"] for o in report["objectives"] if o["objective"] == "p50TokenOverheadPercent"]
     assert p50.count("MET") / len(p50) >= 0.85  # the true median, 20 %, is well below 35 %
+
+
+# ---- the exact intervals' coverage, through the command, at 6 to 300 pairs ------------------------
+# Two laws of the paired overhead ratio, as the real runs show them: a lognormal (median +3 %, log-sd
+# 0.4, the spread of the widest real scenarios) and two clusters (75 % near +2.8 %, 25 % near +28 %,
+# log-sd 0.012 each: the shape of most real scenarios). Each run set holds one scenario per law, each
+# with both ForgeLoop modes drawn on their own: 2 token and 2 time samples per law and run set.
+Z = NormalDist().inv_cdf
+LAWS = {
+    "lognormal": (lambda rng, size: np.log(1.03) + 0.4 * rng.standard_normal(size),
+                  lambda f: 100 * math.expm1(math.log(1.03) + 0.4 * Z(f))),
+    # the clusters lie 18 standard deviations apart: a quantile below 75 % is the low cluster's at f / 0.75
+    "clusters": (lambda rng, size: np.where(rng.random(size) < 0.25, math.log(1.28), math.log(1.028))
+                 + 0.012 * rng.standard_normal(size),
+                 lambda f: 100 * math.expm1(math.log(1.028) + 0.012 * Z(f / 0.75) if f < 0.75
+                                            else math.log(1.28) + 0.012 * Z((f - 0.75) / 0.25))),
+}
+MODES = ("forgeloopBalanced", "forgeloopAdaptive")
+
+
+def _coverage_warehouse(root, sizes: tuple[int, ...], run_sets: int, seed: int) -> tuple[dict, dict]:
+    """`run_sets` run sets of each size, written as compact run files, ingested into one warehouse and
+    reported by one `report confidence --json` (100 resamples: only the distribution deltas resample);
+    returns the report and the pairs' tokens and times, (run set, scenario, mode) -> arrays."""
+    rng = np.random.default_rng(seed)
+    drawn = {}
+    # one valid run document per scenario and mode, its varying fields (sentinels here) left as {placeholders}
+    sentinels = {"RUNSET": "{run_set}", "424242": "{index}", "31415926525": "{tokens_in}", "31415926535": "{tokens}",
+                 "0.123456789": "{wall}"}
+    templates = {}
+    for law in LAWS:
+        for mode in ("direct", *MODES):
+            text = json.dumps(run(law, mode, 424242, 31415926535, run_set="RUNSET", wall=0.123456789), separators=(",", ":"))
+            text = text.replace("{", "{{").replace("}", "}}")
+            for sentinel, field in sentinels.items():
+                text = text.replace(sentinel, field)
+            templates[(law, mode)] = text
+    for size in sizes:
+        for number in range(run_sets):
+            run_set = f"n{size:03d}-{number:03d}"
+            for law, (draw, _) in LAWS.items():
+                direct = np.round(np.exp(np.log(5e6) + 0.3 * rng.standard_normal(size)))
+                wall = rng.uniform(10_000, 30_000, size)
+                measured = {"direct": (direct, wall)}
+                for mode in MODES:
+                    measured[mode] = (np.round(direct * np.exp(draw(rng, size))), wall * np.exp(draw(rng, size)))
+                    drawn[(run_set, law, mode)] = (direct, *measured[mode][:1], wall, measured[mode][1])
+                for mode, (tokens, times) in measured.items():
+                    folder = root / "results" / "raw" / run_set / law / mode
+                    folder.mkdir(parents=True)
+                    for index in range(size):
+                        (folder / f"run-{index + 1:03d}.json").write_text(templates[(law, mode)].format(
+                            run_set=run_set, index=index + 1, tokens=int(tokens[index]), tokens_in=int(tokens[index]) - 10,
+                            wall=repr(float(times[index]))))
+    write_tree(root / "results", [], {law: "balanced" for law in LAWS})
+    run_cli("ingest", "forgeloop", str(root / "results"), "--scenarios", str(root / "results" / "scenarios"), "--quiet",
+            warehouse=root / "w")
+    report = json.loads(run_cli("report", "confidence", "--json", "--resamples", "100", warehouse=root / "w").stdout)
+    return report, drawn
+
+
+def _misses(report: dict, metrics: tuple[str, ...], laws: tuple[str, ...], size: int, statistic: str) -> dict:
+    """For the bounded ends of those rows: how many there are, and how many lie on the wrong side of the
+    law's true percentile (the low end above it, the high end below it)."""
+    fraction = 0.5 if statistic.endswith("P50") else 0.95
+    truths = {law: truth(fraction) for law, (_, truth) in LAWS.items()}
+    rows = [r for r in report["rows"] if r["metric"] in metrics and r["scenarioId"] in laws and r["pairs"] == size
+            and r["statistic"] == statistic]
+    return {"rows": len(rows),
+            "low": (sum(r["low"] is not None for r in rows), sum(r["low"] is not None and r["low"] > truths[r["scenarioId"]] for r in rows)),
+            "high": (sum(r["high"] is not None for r in rows), sum(r["high"] is not None and r["high"] < truths[r["scenarioId"]] for r in rows))}
+
+
+def _assert_covers(report: dict, size: int, run_sets: int) -> None:
+    """Every bounded end of the paired p50 and p95 misses the truth on its side at most 3.5 % of the time,
+    for each law's token overhead (N = 2 x run sets ends per side) and for both laws' token and time
+    overheads pooled (4 x N).
+
+    Monte Carlo error: the misses of N bounded ends are Binomial(N, p), p the end's chance to miss. A side
+    fails when its count would be below 1 in 1000 for p = 3.5 % (P(Binomial(N, 0.035) >= misses) < 0.001).
+    An exact end (p <= 2.5 %) fails that with a chance below 2e-5 at these N. An end missing 12 % (the
+    bootstrap's p95 at 72 to 100 pairs) fails it with a chance of 0.95 at N = 200 and 0.98 at N = 240; one
+    missing 6 % (its median at 6 to 20 pairs) with 0.64 at N = 800 and 0.75 at N = 960 (pooled); 8 %: 0.99.
+    The count must also lie where the binomial law of the ranks puts it, P(Binomial(N, exact) at least as
+    far out on the count's side) >= 1e-4 (the ranks themselves are checked value by value, `_assert_exact`).
+    And the pooled ends (4 x N: 960 at 120 run sets a size, 800 at 100) miss at most 3.5 % on each side, as
+    counted: an end missing exactly 2.5 % (p95's high end at 72 pairs: 2.49 %) passes that with a chance of
+    0.97 at either N, one at the median's 2.07 % (20 pairs) with 0.997; 6 % passes it with a chance below 0.001. The seeds
+    are fixed, so the counts are the same at every run (the figures are in docs/statistics.md)."""
+    for statistic in ("pairedOverheadP50", "pairedOverheadP95"):
+        fraction = 0.5 if statistic.endswith("P50") else 0.95
+        low_rank, high_rank = _binomial_ranks(size, fraction, 0.95)
+        exact = {"low": stats.binom.cdf(low_rank - 1, size, fraction) if low_rank else None,
+                 "high": stats.binom.sf(high_rank - 1, size, fraction) if high_rank else None}
+        groups = [(("tokens",), (law,)) for law in LAWS] + [(("tokens", "time"), tuple(LAWS))]
+        for metrics, laws in groups:
+            found = _misses(report, metrics, laws, size, statistic)
+            assert found["rows"] == run_sets * 2 * len(metrics) * len(laws), (statistic, found)
+            for side in ("low", "high"):
+                bounded, misses = found[side]
+                assert bounded == (found["rows"] if exact[side] is not None else 0), (statistic, side, found)
+                if not bounded:
+                    continue
+                where = (statistic, size, metrics, laws, side, misses, bounded)
+                assert stats.binom.sf(misses - 1, bounded, 0.035) >= 1e-3, where
+                if len(laws) > 1:
+                    assert misses <= 0.035 * bounded, where
+                assert min(stats.binom.sf(misses - 1, bounded, exact[side]), stats.binom.cdf(misses, bounded, exact[side])) >= 1e-4, where
+
+
+def _assert_exact(report: dict, drawn: dict) -> None:
+    """Each end is the pairs' own overhead at the rank the binomial law gives (scipy), rounded."""
+    for row in report["rows"]:
+        if not row["statistic"].startswith("paired"):
+            continue
+        direct, candidate = drawn[(row["runSetId"], row["scenarioId"], row["mode"])][:2] if row["metric"] == "tokens" \
+            else drawn[(row["runSetId"], row["scenarioId"], row["mode"])][2:]
+        values = np.sort((candidate - direct) / direct * 100)
+        low, high = _binomial_ranks(len(values), 0.5 if row["statistic"].endswith("P50") else 0.95, 0.95)
+        assert row["low"] == (js_round4(float(values[low - 1])) if low else None), row
+        assert row["high"] == (js_round4(float(values[high - 1])) if high else None), row
+        assert row["sides"] == {(True, True): "two-sided", (True, False): "one-sided lower bound at 97.5 %",
+                                (False, True): "one-sided upper bound at 97.5 %",
+                                (False, False): "unbounded"}[(low > 0, high > 0)]
+
+
+SMALL, SMALL_RUN_SETS = (6, 10, 20), 120
+LARGE, LARGE_RUN_SETS = (72, 100, 300), 100
+
+
+def test_at_6_10_and_20_pairs_each_exact_end_misses_at_most_3_5_percent(tmp_path):
+    report, drawn = _coverage_warehouse(tmp_path, SMALL, SMALL_RUN_SETS, 61)
+    for size in SMALL:
+        _assert_covers(report, size, SMALL_RUN_SETS)
+    _assert_exact(report, drawn)
+    assert not report["objectives"]  # balanced scenarios: no light objective
+
+
+@pytest.mark.slow
+def test_at_72_100_and_300_pairs_each_exact_end_misses_at_most_3_5_percent(tmp_path):
+    report, drawn = _coverage_warehouse(tmp_path, LARGE, LARGE_RUN_SETS, 62)
+    for size in LARGE:
+        _assert_covers(report, size, LARGE_RUN_SETS)
+    _assert_exact(report, drawn)

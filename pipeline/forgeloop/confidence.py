@@ -1,18 +1,22 @@
-"""`report confidence`: bootstrap intervals on ForgeLoop's overhead figures, and the light
-objectives judged on them.
+"""`report confidence`: intervals on ForgeLoop's overhead figures, and the light objectives judged
+on them.
 
 For each run set, scenario and ForgeLoop mode (not direct):
-- the paired token and time overhead p50 and p95, from the comparable pairs resampled;
-- the token distribution delta p50 and p95 (benchmarkVersion 2 scenarios, as ForgeLoop has it),
-  from the direct and the mode tokens of the token pairs, each resampled on its own.
-The estimate of each row is ForgeLoop's own rounded figure (`analysis.compare` computes both);
-the interval is `intervals.py`'s percentile interval, an end the sample cannot bound left open.
-An objective of a light scenario (adaptive token overhead p50 <= 35, p95 <= 60) is MET when the
-interval's high end is at most the threshold, VIOLATED when its low end is above it, else
-INCONCLUSIVE, with the repeats that would settle it if the spread stayed as measured.
+- the paired token and time overhead p50 and p95: percentiles of one sample (the comparable pairs'
+  overheads), whose interval is exact and needs no resampling: two of the sample's own values, the
+  order statistics the binomial law of their ranks picks (`intervals.order_statistic_ends`);
+- the token distribution delta p50 and p95 (benchmarkVersion 2 scenarios, as ForgeLoop has it), a
+  difference of two percentiles, for which no exact interval exists: the percentile bootstrap, the
+  token pairs resampled together (direct and mode tokens of a pair stay in one resample).
+The estimate of each row is ForgeLoop's own rounded figure (`analysis.compare` computes both); an end
+the sample cannot bound is open, and the other end is then a one-sided bound at (1 + level) / 2
+(`sides`). An objective of a light scenario (adaptive token overhead p50 <= 35, p95 <= 60) is MET
+when the interval's high end is at most the threshold, VIOLATED when its low end is above it, else
+INCONCLUSIVE, with the pairs at which it would resolve with an 80 % chance (`intervals.repeats_to_resolve`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -34,21 +38,23 @@ if TYPE_CHECKING:
 QUERIES = ("forgeloop_pairs", "forgeloop_mode_runs")
 CONFIDENCE_TABLE = "forgeloop_confidence"
 OBJECTIVES_TABLE = "forgeloop_objectives"
-# (metric, statistic, the pair sample(s) it resamples, fraction, the comparisons column of its estimate, pair count)
+# (metric, statistic, the sample of a paired percentile or None for a distribution delta, fraction,
+#  the comparisons column of its estimate, pair count)
 STATISTICS = (
-    ("tokens", "pairedOverheadP50", ("token_overhead_percent",), 0.5, "token_overhead_p50", "token_comparable_pairs"),
-    ("tokens", "pairedOverheadP95", ("token_overhead_percent",), 0.95, "token_overhead_p95", "token_comparable_pairs"),
-    ("tokens", "distributionDeltaP50", ("direct_tokens", "candidate_tokens"), 0.5, "distribution_delta_p50",
-     "token_comparable_pairs"),
-    ("tokens", "distributionDeltaP95", ("direct_tokens", "candidate_tokens"), 0.95, "distribution_delta_p95",
-     "token_comparable_pairs"),
-    ("time", "pairedOverheadP50", ("time_overhead_percent",), 0.5, "time_overhead_p50", "time_comparable_pairs"),
-    ("time", "pairedOverheadP95", ("time_overhead_percent",), 0.95, "time_overhead_p95", "time_comparable_pairs"),
+    ("tokens", "pairedOverheadP50", "token_overhead_percent", 0.5, "token_overhead_p50", "token_comparable_pairs"),
+    ("tokens", "pairedOverheadP95", "token_overhead_percent", 0.95, "token_overhead_p95", "token_comparable_pairs"),
+    ("tokens", "distributionDeltaP50", None, 0.5, "distribution_delta_p50", "token_comparable_pairs"),
+    ("tokens", "distributionDeltaP95", None, 0.95, "distribution_delta_p95", "token_comparable_pairs"),
+    ("time", "pairedOverheadP50", "time_overhead_percent", 0.5, "time_overhead_p50", "time_comparable_pairs"),
+    ("time", "pairedOverheadP95", "time_overhead_percent", 0.95, "time_overhead_p95", "time_comparable_pairs"),
 )
 # the objective, the statistic of the adaptive tokens it is judged on, and that statistic's fraction
 OBJECTIVES = (("p50TokenOverheadPercent", "pairedOverheadP50", 0.5), ("p95TokenOverheadPercent", "pairedOverheadP95", 0.95))
-SAMPLE_OF = {"token_overhead_percent": "token_pair", "direct_tokens": "token_pair", "candidate_tokens": "token_pair",
-             "time_overhead_percent": "time_pair"}
+SAMPLE_OF = {"token_overhead_percent": "token_pair", "time_overhead_percent": "time_pair"}
+EXACT = "order statistics, exact"
+BOOTSTRAP = "bootstrap, pairs resampled together"
+REPEATS_METHOD = (f"{intervals.REPEATS_CHANCE * 100:g} % chance to resolve, from the measured pairs "
+                  f"(beta-binomial), at most {intervals.REPEATS_MAXIMUM}")
 
 
 @dataclass(frozen=True)
@@ -66,68 +72,109 @@ def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame,
         return run_query(connection, "forgeloop_pairs"), run_query(connection, "forgeloop_mode_runs")
 
 
-def sorted_samples(long: pl.DataFrame, by: list[str]) -> dict[tuple, np.ndarray]:
-    """The finite `value`s of each group of `long` (by the columns `by`), sorted: group key -> values."""
+def sample_groups(long: pl.DataFrame, by: list[str]) -> tuple[list[tuple], np.ndarray, np.ndarray]:
+    """The finite `value`s of each group of `long` (by the columns `by`), sorted within the group and
+    laid end to end: (the groups' keys, the values, each group's count)."""
     ordered = long.filter(pl.col("value").is_finite()).sort([*by, "value"])
     sizes = ordered.group_by(by, maintain_order=True).len()
-    values = ordered["value"].to_numpy()
-    ends = np.cumsum(sizes["len"].to_numpy())
-    return {key: values[end - size:end] for key, size, end in zip(sizes.drop("len").iter_rows(), sizes["len"], ends)}
+    return list(sizes.drop("len").iter_rows()), ordered["value"].to_numpy(), sizes["len"].to_numpy()
 
 
-def _samples(pairs: pl.DataFrame) -> dict[tuple, np.ndarray]:
-    """(run set, scenario, mode, sample) -> the sample's values, sorted: each sample column where
-    its pair counts (token or time pair), finite."""
-    return sorted_samples(pl.concat([
+def sorted_samples(long: pl.DataFrame, by: list[str]) -> dict[tuple, np.ndarray]:
+    """The finite `value`s of each group of `long` (by the columns `by`), sorted: group key -> values."""
+    keys, values, sizes = sample_groups(long, by)
+    ends = np.cumsum(sizes)
+    return {key: values[end - size:end] for key, size, end in zip(keys, sizes, ends)}
+
+
+def _exact_ends(pairs: pl.DataFrame, level: float) -> tuple[dict[tuple, tuple], dict[tuple, np.ndarray]]:
+    """The exact interval of every paired percentile at once, (run set, scenario, mode, sample,
+    fraction) -> (low, high), NaN for an open end; and each sample's values, sorted."""
+    keys, values, sizes = sample_groups(pl.concat([
         pairs.filter(pl.col(flag)).select(*MODE, pl.lit(name).alias("sample"), pl.col(name).cast(pl.Float64).alias("value"))
         for name, flag in SAMPLE_OF.items()
     ]), [*MODE, "sample"])
+    ends = {}
+    for fraction in sorted({statistic[3] for statistic in STATISTICS}):
+        low, high = intervals.order_statistic_ends(values, sizes, fraction, level)
+        ends.update({(*key, fraction): pair for key, pair in zip(keys, zip(low.tolist(), high.tolist()))})
+    starts = np.cumsum(sizes) - sizes
+    return ends, {key: values[start:start + size] for key, start, size in zip(keys, starts, sizes)}
 
 
-def _draws(samples: dict, key: tuple, names: tuple[str, ...], fraction: float,
-           settings: Settings) -> tuple[np.ndarray, bool, bool] | None:
-    """One statistic's bootstrap draws (a paired percentile, or a distribution delta) and whether
-    its low and high ends are open; None without values."""
-    drawn, ends = [], []
-    for name in names:
-        values = samples.get((*key, name))
-        if values is None or len(values) == 0:
-            return None
-        rng = intervals.generator(settings.seed, *key, name, repr(fraction))
-        drawn.append(intervals.percentile_draws(values, fraction, settings.resamples, rng))
-        ends.append(intervals.open_ends(len(values), fraction, settings.level, two_sample=len(names) == 2))
-    if len(drawn) == 1:
-        return drawn[0], *ends[0]
-    (direct, candidate), ((direct_low, direct_high), (candidate_low, candidate_high)) = drawn, ends
-    # the delta rises with the mode's percentile and falls with direct's
-    return (candidate - direct) / direct * 100.0, candidate_low or direct_high, candidate_high or direct_low
+def _token_pairs(pairs: pl.DataFrame) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+    """(run set, scenario, mode) -> the direct and the mode tokens of its token pairs, in run index order."""
+    token = pairs.filter(pl.col("token_pair")).sort([*MODE, "run_index"])
+    sizes = token.group_by(MODE, maintain_order=True).len()
+    direct, candidate = (token[name].cast(pl.Float64).to_numpy() for name in ("direct_tokens", "candidate_tokens"))
+    starts = np.cumsum(sizes["len"].to_numpy()) - sizes["len"].to_numpy()
+    return {key: (direct[start:start + size], candidate[start:start + size])
+            for key, start, size in zip(sizes.drop("len").iter_rows(), starts, sizes["len"])}
 
 
-def confidence_rows(pairs: pl.DataFrame, mode_runs: pl.DataFrame, settings: Settings) -> list[dict]:
+def _delta_draws(tokens: dict, key: tuple, fraction: float, settings: Settings) -> tuple[np.ndarray, bool, bool] | None:
+    """A distribution delta's bootstrap draws, (mode pK - direct pK) / direct pK * 100 over resamples of
+    the token pairs, and whether its low and high ends are open; None without pairs. Each side is one
+    sample's percentile whose error the other side shares (`open_ends(two_sample=True)`); the delta
+    rises with the mode's percentile and falls with direct's."""
+    found = tokens.get(key)
+    if found is None or len(found[0]) == 0:
+        return None
+    direct, candidate = found
+    rng = intervals.generator(settings.seed, *key, "token pairs", repr(fraction))
+    draws = (intervals.paired_ratio_draws(direct, candidate, fraction, settings.resamples, rng) - 1.0) * 100.0
+    low_open, high_open = intervals.open_ends(len(direct), fraction, settings.level, two_sample=True)
+    return draws, low_open or high_open, high_open or low_open
+
+
+def sides(low: float | None, high: float | None, level: float) -> str:
+    """What an interval's ends claim: both at `level` together, or one alone at (1 + level) / 2."""
+    one_sided = f"{(1.0 + level) * 50.0:g} %"
+    if low is not None and high is not None:
+        return "two-sided"
+    if low is not None:
+        return f"one-sided lower bound at {one_sided}"
+    if high is not None:
+        return f"one-sided upper bound at {one_sided}"
+    return "unbounded"
+
+
+def confidence_rows(pairs: pl.DataFrame, mode_runs: pl.DataFrame, settings: Settings) -> tuple[list[dict], dict]:
+    """The report's rows, and the sorted paired overheads of each (run set, scenario, mode, sample)."""
     comparisons, _ = compare(pairs, mode_runs)
     every_run_version_1 = mode_runs.group_by(["run_set_id", "scenario_id"]).agg(pl.col("all_version_1").all())
     version_1 = {(run_set, scenario) for run_set, scenario, every in every_run_version_1.iter_rows() if every}
-    samples = _samples(pairs)
+    exact, samples = _exact_ends(pairs, settings.level)
+    tokens = _token_pairs(pairs)
     ran = set(mode_runs.select(MODE).iter_rows())
-    rows, drawn = [], []  # drawn: (row, draws, low open, high open) of the rows with an estimate
+    rows, drawn = [], []  # drawn: (row, draws, low open, high open) of the distribution deltas with an estimate
     for comparison in comparisons.iter_rows(named=True):
         key = (comparison["run_set_id"], comparison["scenario_id"], comparison["mode"])
         if key not in ran:
             continue  # the mode has no run in the scenario: nothing to say of it
-        for metric, statistic, names, fraction, column, count in STATISTICS:
-            if statistic.startswith("distribution") and key[:2] in version_1:
+        for metric, statistic, sample, fraction, column, count in STATISTICS:
+            if sample is None and key[:2] in version_1:
                 continue  # ForgeLoop's version-1 comparisons have no distribution deltas
             estimate = comparison[column]
             row = {"runSetId": key[0], "scenarioId": key[1], "mode": key[2], "metric": metric, "statistic": statistic,
-                   "estimate": estimate, "low": None, "high": None, "pairs": comparison[count]}
+                   "estimate": estimate, "low": None, "high": None, "pairs": comparison[count],
+                   "sides": "unbounded", "method": EXACT if sample is not None else BOOTSTRAP}
             rows.append(row)
-            found = None if estimate is None else _draws(samples, key, names, fraction, settings)
+            if estimate is None:
+                continue
+            if sample is not None:
+                low, high = exact.get((*key, sample, fraction), (math.nan, math.nan))
+                row["low"] = None if math.isnan(low) else js_round4(low)
+                row["high"] = None if math.isnan(high) else js_round4(high)
+                row["sides"] = sides(row["low"], row["high"], settings.level)
+                continue
+            found = _delta_draws(tokens, key, fraction, settings)
             if found is not None:
                 drawn.append((row, *found))
             if len(drawn) == BATCH:
                 _set_ends(drawn, settings.level)
     _set_ends(drawn, settings.level)
-    return rows
+    return rows, samples
 
 
 BATCH = 256  # intervals whose quantiles are taken in one pass (256 x 2000 draws: 4 MB)
@@ -142,11 +189,14 @@ def _set_ends(drawn: list, level: float) -> None:
     for (row, _, low_open, high_open), low, high in zip(drawn, ends[0], ends[1]):
         row["low"] = None if low_open else js_round4(float(low))
         row["high"] = None if high_open else js_round4(float(high))
+        row["sides"] = sides(row["low"], row["high"], level)
     drawn.clear()
 
 
-def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Settings) -> list[dict]:
-    """The light objectives of every light scenario, judged on the adaptive token rows."""
+def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Settings, samples: dict[tuple, np.ndarray]) -> list[dict]:
+    """The light objectives of every light scenario, judged on the adaptive token rows; `samples`:
+    the sorted paired overheads of `confidence_rows`, from which an INCONCLUSIVE objective's
+    repeats are computed."""
     by_key = {(row["runSetId"], row["scenarioId"], row["statistic"]): row for row in rows
               if row["mode"] == "forgeloopAdaptive" and row["metric"] == "tokens"}
     scenarios = dict.fromkeys((row["runSetId"], row["scenarioId"]) for row in rows)
@@ -157,18 +207,21 @@ def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Setting
         for objective, statistic, fraction in OBJECTIVES:
             row = by_key.get((run_set, scenario, statistic))
             threshold = LIGHT_OBJECTIVES[objective]
-            estimate = None if row is None else row["estimate"]
             interval = intervals.Interval(None, None) if row is None else intervals.Interval(row["low"], row["high"])
+            needed = method = None
             if interval.at_most(threshold):
-                verdict, needed = "MET", None
+                verdict = "MET"
             elif interval.above(threshold):
-                verdict, needed = "VIOLATED", None
+                verdict = "VIOLATED"
             else:
                 verdict = "INCONCLUSIVE"
-                needed = intervals.repeats_needed(0 if row is None else row["pairs"], estimate, interval, threshold,
-                                                  fraction, settings.level)
+                values = samples.get((run_set, scenario, "forgeloopAdaptive", "token_overhead_percent"))
+                if row is not None and row["estimate"] is not None and values is not None:
+                    needed = intervals.repeats_to_resolve(values, threshold, fraction, settings.level)
+                    method = REPEATS_METHOD
             objectives.append({"runSetId": run_set, "scenarioId": scenario, "objective": objective,
-                               "threshold": threshold, "verdict": verdict, "repeatsNeeded": needed})
+                               "threshold": threshold, "verdict": verdict, "repeatsNeeded": needed,
+                               "repeatsNeededMethod": method})
     return objectives
 
 
@@ -178,10 +231,10 @@ def confidence_report(warehouse: Warehouse, run_set: str | None = None, settings
     from .stored import expected_profiles
 
     pairs, mode_runs = load_pairs(warehouse, run_set)
-    rows = confidence_rows(pairs, mode_runs, settings)
+    rows, samples = confidence_rows(pairs, mode_runs, settings)
     profiles = expected_profiles(warehouse) if profiles is None else profiles
     return {"level": settings.level, "resamples": settings.resamples, "seed": settings.seed, "rows": rows,
-            "objectives": objective_rows(rows, profiles, settings)}
+            "objectives": objective_rows(rows, profiles, settings, samples)}
 
 
 def confidence_frames(report: dict) -> dict[str, pl.DataFrame]:
@@ -197,14 +250,17 @@ def confidence_frames(report: dict) -> dict[str, pl.DataFrame]:
 
     keys = {"runSetId": "run_set_id", "scenarioId": "scenario_id"}
     confidence = frame(report["rows"], {**keys, "mode": "mode", "metric": "metric", "statistic": "statistic",
-                                        "estimate": "estimate", "low": "low", "high": "high", "pairs": "pairs"},
+                                        "estimate": "estimate", "low": "low", "high": "high", "pairs": "pairs",
+                                        "sides": "sides", "method": "method"},
                        {"run_set_id": pl.String, "scenario_id": pl.String, "mode": pl.String, "metric": pl.String,
                         "statistic": pl.String, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64,
-                        "pairs": pl.Int64})
+                        "pairs": pl.Int64, "sides": pl.String, "method": pl.String})
     objectives = frame(report["objectives"], {**keys, "objective": "objective", "threshold": "threshold",
-                                              "verdict": "verdict", "repeatsNeeded": "repeats_needed"},
+                                              "verdict": "verdict", "repeatsNeeded": "repeats_needed",
+                                              "repeatsNeededMethod": "repeats_needed_method"},
                        {"run_set_id": pl.String, "scenario_id": pl.String, "objective": pl.String,
-                        "threshold": pl.Float64, "verdict": pl.String, "repeats_needed": pl.Int64})
+                        "threshold": pl.Float64, "verdict": pl.String, "repeats_needed": pl.Int64,
+                        "repeats_needed_method": pl.String})
     return {CONFIDENCE_TABLE: confidence, OBJECTIVES_TABLE: objectives}
 
 
@@ -230,8 +286,9 @@ def render_confidence(report: dict, console: Console) -> None:
         by_scenario.setdefault(row["runSetId"], {}).setdefault(row["scenarioId"], []).append(row)
     width = console.width if console.is_terminal else None
     for run_set, scenarios in by_scenario.items():
-        console.print(fit_line(f"Run set {run_set}: overhead against direct, {level} bootstrap intervals "
-                               f"({report['resamples']} resamples, seed {report['seed']})", width), markup=False)
+        console.print(fit_line(f"Run set {run_set}: overhead against direct, {level} intervals (paired: exact, "
+                               f"from the order statistics; distribution Δ: bootstrap of the pairs, "
+                               f"{report['resamples']} resamples, seed {report['seed']})", width), markup=False)
         for scenario, rows in scenarios.items():
             table = new_table(headers, scenario, right=headers[2:])
             for row in rows:
@@ -247,7 +304,19 @@ def render_confidence(report: dict, console: Console) -> None:
         for entry in report["objectives"]:
             statistic = "p50" if entry["objective"].startswith("p50") else "p95"
             add_row(table, (entry["runSetId"], entry["scenarioId"], f"{statistic} ≤ {_text(entry['threshold'])}%",
-                            entry["verdict"], _text(entry["repeatsNeeded"])))
+                            entry["verdict"], repeats_text(entry)))
         print_table(console, table, key=(0, 1))
-    console.print(fit_line(f"open: the pairs cannot bound that end at {level}, whatever their distribution "
-                           "(docs/statistics.md).", width), markup=False)
+    one_sided = f"{(1.0 + report['level']) * 50.0:g}%"
+    console.print(fit_line(f"open: the pairs cannot bound that end at {level}, whatever their distribution; the "
+                           f"other end is then a one-sided {one_sided} bound (docs/statistics.md).", width), markup=False)
+    if report["objectives"]:
+        console.print(fit_line(f"Repeats needed: the pairs at which the objective resolves with an "
+                               f"{intervals.REPEATS_CHANCE * 100:g}% chance, from the pairs measured.", width),
+                      markup=False)
+
+
+def repeats_text(entry: dict) -> str:
+    """An objective's repeats for people: the number, more than the maximum, or - (not computed)."""
+    if entry["repeatsNeeded"] is None and entry["repeatsNeededMethod"] is not None:
+        return f"> {intervals.REPEATS_MAXIMUM}"
+    return "-" if entry["repeatsNeeded"] is None else str(entry["repeatsNeeded"])

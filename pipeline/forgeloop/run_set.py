@@ -1,10 +1,11 @@
 """A run set's plan and places: what `loopmeter execute` settles before any adapter call.
 
-The runs per scenario and mode (`resolve_runs`, by ForgeLoop's tiers), the run set's id (checked, or
-generated from the clock), the scenarios (validated as ingest validates them), the project revision
-(git HEAD of `--target`), the runner's environment under ForgeLoop's key names, and where the run
-set's files lie (`RunSetPaths`), with the check of a run file a previous invocation wrote
-(`read_existing_run`). `runner.py` executes the run set with these.
+The runs per scenario and mode (`resolve_runs`, by ForgeLoop's tiers, or the budget of
+`--until-resolved`: `resolve_budget`), the run set's id (checked, or generated from the clock), the
+scenarios (validated as ingest validates them), the project revision (git HEAD of `--target`), the
+runner's environment under ForgeLoop's key names, where the run set's files lie (`RunSetPaths`), the
+plan it was started with and its check on `--resume` (`reconcile_plan`), and the check of a run file
+a previous invocation wrote (`read_existing_run`). `runner.py` executes the run set with these.
 """
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ from pathlib import Path
 import orjson
 
 from ..errors import LoopmeterError, usage_error
+from ..jsjson import dumps
+from ..storage.files import atomic_write
+from .contract import MODES, RUN_SET_ID
 from .contract import TIERS as BENCHMARK_TIERS
-from .contract import RUN_SET_ID
+from .run_document import BENCHMARK_VERSION, utc_timestamp
 from .scenarios import parse_scenario
 from .schema import RunRejected, flatten_run
 
@@ -52,6 +56,23 @@ def resolve_runs(tier: str | None, runs: int | None) -> int:
             f"--runs must be between {policy.minimum_runs} and {policy.maximum_runs} for the {tier} tier (got {runs})"
         )
     return runs
+
+
+def resolve_budget(until_resolved: bool, max_runs: int | None, tier: str | None, runs: int | None) -> int | None:
+    """The most runs per scenario and mode of `--until-resolved` (None without it): `--max-runs`,
+    default 30; `--tier` and `--runs` are refused beside it (it decides the runs itself)."""
+    from .sequential import DEFAULT_MAX_RUNS
+
+    if not until_resolved:
+        if max_runs is not None:
+            raise usage_error("--max-runs needs --until-resolved (a fixed size is --runs)")
+        return None
+    if tier is not None or runs is not None:
+        raise usage_error("--until-resolved decides the runs itself: give --max-runs, not --tier or --runs")
+    max_runs = DEFAULT_MAX_RUNS if max_runs is None else max_runs
+    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or not 1 <= max_runs <= MAXIMUM_RUNS:
+        raise usage_error(f"--max-runs must be an integer from 1 through {MAXIMUM_RUNS} (got {max_runs})")
+    return max_runs
 
 
 def check_run_set_id(run_set_id: str) -> str:
@@ -155,12 +176,98 @@ class RunSetPaths:
     def adapter_log(self) -> Path:
         return self.runner / "adapter-stderr.log"
 
+    @property
+    def stopping(self) -> Path:
+        """`--until-resolved`: each scenario's runs and why it stopped (beside raw/, never in it)."""
+        return self.runner / "stopping.json"
+
     def run_file(self, scenario_id: str, mode: str, run_index: int) -> Path:
         return self.raw / scenario_id / mode / f"run-{run_index:03d}.json"
 
     def exists(self) -> list[Path]:
         """What marks the run set as started: runs, an aggregate, a plan or failures."""
-        return [path for path in (self.raw, self.aggregate, self.plan, self.failures) if path.exists()]
+        return [path for path in (self.raw, self.aggregate, self.plan, self.failures, self.stopping) if path.exists()]
+
+
+def write_text(path: Path, text: str) -> None:
+    """A file of the run set, written whole (a temporary file and a rename), its folders made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, text.encode())
+
+
+def write_json(path: Path, document: dict) -> None:
+    write_text(path, dumps(document, 2) + "\n")
+
+
+def append_failure(paths: RunSetPaths, failure: dict) -> None:
+    paths.runner.mkdir(parents=True, exist_ok=True)
+    with open(paths.failures, "ab") as handle:
+        handle.write(orjson.dumps(failure) + b"\n")
+
+
+# ---- the plan ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Size:
+    """How many runs: a tier and runs per mode, or the budget of `--until-resolved` (`max_runs`)."""
+    tier: str | None
+    runs: int | None
+    max_runs: int | None = None
+    rule: dict | None = None  # the plan's `untilResolved`: the stopping rule's settings
+
+
+def plan_document(run_set_id: str, size: Size, scenarios: list[dict], adapter: str, target: Path,
+                  stopping: dict | None) -> dict:
+    """What the run set was started with; `stopping`: the settings of `--until-resolved`."""
+    document = {
+        "schemaVersion": 1,
+        "benchmarkVersion": BENCHMARK_VERSION,
+        "runSetId": run_set_id,
+        "tier": size.tier,
+        "runsPerMode": size.runs,
+        "scenarios": [scenario["scenarioId"] for scenario in scenarios],
+        "modes": list(MODES),
+        "adapter": adapter,
+        "target": str(target),
+        "startedAt": utc_timestamp(),
+    }
+    if stopping is not None:
+        document["untilResolved"] = stopping
+    return document
+
+
+def reconcile_plan(paths: RunSetPaths, size: Size, until_resolved: bool, scenarios: list[dict]) -> Size | None:
+    """On --resume: the size the run set was started with (None without a plan), unless the command
+    line asks for another (`size`: what it gave), which is refused: a run set has one size, and an
+    until-resolved one keeps its budget."""
+    if not paths.plan.is_file():
+        return None
+    try:
+        plan = orjson.loads(paths.plan.read_bytes())
+        rule = plan.get("untilResolved")
+        planned = Size(plan["tier"], plan["runsPerMode"], None if rule is None else rule["maxRuns"], rule)
+        planned_scenarios = plan["scenarios"]
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        raise LoopmeterError(f"{paths.plan} is damaged; remove it to resume without its checks") from None
+    name = paths.run_set_id
+    if planned.max_runs is not None:
+        if size.tier is not None or size.runs is not None:
+            raise usage_error(f"run set {name} was started with --until-resolved; resume it without --tier and --runs")
+        if size.max_runs is not None and size.max_runs != planned.max_runs:
+            raise usage_error(f"run set {name} was started with --max-runs {planned.max_runs}; "
+                              "resume it without --max-runs or with the same")
+    elif until_resolved:
+        raise usage_error(f"run set {name} was started with a fixed size; resume it without --until-resolved")
+    if size.tier is not None and size.tier != planned.tier:
+        raise usage_error(f"run set {name} was started with --tier {planned.tier}; resume it without --tier or with the same")
+    if size.runs is not None and size.runs != planned.runs:
+        raise usage_error(f"run set {name} was started with {planned.runs} runs per mode; resume it without --runs or with the same")
+    ids = [scenario["scenarioId"] for scenario in scenarios]
+    if ids != planned_scenarios:
+        raise usage_error(
+            f"run set {name} was started with scenarios {', '.join(planned_scenarios)}; "
+            f"this command has {', '.join(ids)} (use the same --scenarios and --scenario)"
+        )
+    return planned
 
 
 def read_existing_run(path: Path, paths: RunSetPaths, scenario_id: str, mode: str, run_index: int) -> dict:

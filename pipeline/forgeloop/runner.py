@@ -11,8 +11,15 @@ ingest uses before the file is written). Files:
     RESULTS/runner/<runSetId>/plan.json                       what the run set was started with
     RESULTS/runner/<runSetId>/failures.jsonl                  one line per failed adapter call
     RESULTS/runner/<runSetId>/adapter-stderr.log              a command adapter's stderr
+    RESULTS/runner/<runSetId>/stopping.json                   --until-resolved: each scenario's runs and why it stopped
 
 (`runner/` sits beside `raw/` because ingest reads every `*.json` below `raw/<runSetId>/`.)
+
+A fixed size runs every scenario, mode and run index in ForgeLoop's order. `--until-resolved` runs in
+rounds instead: one run index of every mode of each scenario still running, direct first, so a
+round's pairs are whole; after each round the scenario's questions are judged on its pairs
+(`sequential.py`) and it stops when they are settled or its budget is spent. What decides is in the
+run files alone, so a resumed run set finishes its rounds where they stopped and judges again.
 
 The run set's plan and places (runs per mode, id, scenarios, revision, environment, the paths above)
 are settled by `run_set.py`.
@@ -25,18 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import orjson
-
 from .. import progress
 from ..errors import LoopmeterError, usage_error
-from ..jsjson import dumps
 from ..numbers import js_round4
-from ..storage.files import atomic_write
+from . import sequential
 from .adapters import AdapterFailed, load_adapter
 from .contract import MODES
 from .run_document import BENCHMARK_VERSION, build_run, quality_shape, run_id, run_text, utc_timestamp
-from .run_set import (RunSetPaths, check_run_set_id, environment_defaults, generated_run_set_id, load_scenarios,
-                      project_revision, read_existing_run, resolve_runs)
+from .run_set import (RunSetPaths, Size, append_failure, check_run_set_id, environment_defaults,
+                      generated_run_set_id, load_scenarios, plan_document, project_revision, read_existing_run,
+                      reconcile_plan, resolve_budget, resolve_runs, write_json, write_text)
 from .schema import RunRejected, flatten_run
 
 
@@ -86,13 +91,14 @@ class Execution:
     claims_allowed: bool | None = None
     aggregated: bool = False
     other_rejections: int = 0
+    stopping: dict | None = None  # --until-resolved: the stopping record (run_set.RunSetPaths.stopping)
 
     @property
     def run_count(self) -> int:
         return len(self.documents)
 
     def as_dict(self) -> dict:
-        return {
+        document = {
             "status": "MEASURED" if not self.failures else "INCOMPLETE",
             "runSetId": self.run_set_id,
             "tier": self.tier,
@@ -101,7 +107,7 @@ class Execution:
             "outputDirectory": str(self.paths.results),
             "claimsAllowed": self.claims_allowed,
             "qualityFinalization": self.finalization,
-            "runsPerMode": self.runs,
+            "runsPerMode": self.runs if self.stopping is None else None,
             "executed": self.executed,
             "resumed": self.resumed,
             "failed": len(self.failures),
@@ -111,60 +117,13 @@ class Execution:
             "aggregateDirectory": str(self.paths.aggregate) if self.aggregated else None,
             "cleanupError": self.cleanup_error,
         }
+        if self.stopping is not None:
+            document["untilResolved"] = {**self.stopping, "record": str(self.paths.stopping)}
+        return document
 
 
 class RunStopped(LoopmeterError):
     """An adapter call failed without --keep-going: the run set stops, written runs stay."""
-
-
-def _plan_document(run_set_id: str, tier: str | None, runs: int, scenarios: list[dict], adapter: str, target: Path) -> dict:
-    return {
-        "schemaVersion": 1,
-        "benchmarkVersion": BENCHMARK_VERSION,
-        "runSetId": run_set_id,
-        "tier": tier,
-        "runsPerMode": runs,
-        "scenarios": [scenario["scenarioId"] for scenario in scenarios],
-        "modes": list(MODES),
-        "adapter": adapter,
-        "target": str(target),
-        "startedAt": utc_timestamp(),
-    }
-
-
-def _write_text(path: Path, text: str) -> None:
-    """A file of the run set, written whole (a temporary file and a rename), its folders made."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, text.encode())
-
-
-def _reconcile_plan(paths: RunSetPaths, tier: str | None, runs: int | None, scenarios: list[dict]) -> tuple[str | None, int | None]:
-    """On --resume: the tier and runs the run set was started with, unless the command line
-    asks for others, which is refused (a run set has one size)."""
-    if not paths.plan.is_file():
-        return tier, runs
-    try:
-        plan = orjson.loads(paths.plan.read_bytes())
-        planned_tier, planned_runs, planned_scenarios = plan["tier"], plan["runsPerMode"], plan["scenarios"]
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
-        raise LoopmeterError(f"{paths.plan} is damaged; remove it to resume without its checks") from None
-    if tier is not None and tier != planned_tier:
-        raise usage_error(f"run set {paths.run_set_id} was started with --tier {planned_tier}; resume it without --tier or with the same")
-    if runs is not None and runs != planned_runs:
-        raise usage_error(f"run set {paths.run_set_id} was started with {planned_runs} runs per mode; resume it without --runs or with the same")
-    ids = [scenario["scenarioId"] for scenario in scenarios]
-    if ids != planned_scenarios:
-        raise usage_error(
-            f"run set {paths.run_set_id} was started with scenarios {', '.join(planned_scenarios)}; "
-            f"this command has {', '.join(ids)} (use the same --scenarios and --scenario)"
-        )
-    return planned_tier, planned_runs
-
-
-def _append_failure(paths: RunSetPaths, failure: Failure) -> None:
-    paths.runner.mkdir(parents=True, exist_ok=True)
-    with open(paths.failures, "ab") as handle:
-        handle.write(orjson.dumps(failure.as_dict(paths.run_set_id)) + b"\n")
 
 
 def _finalize(adapter, execution: Execution, answers: dict, target: Path) -> None:
@@ -220,7 +179,7 @@ def _finalize(adapter, execution: Execution, answers: dict, target: Path) -> Non
         if document != execution.documents[key]:
             updated[key] = document
     for key, document in updated.items():
-        _write_text(execution.paths.run_file(*key), run_text(document))
+        write_text(execution.paths.run_file(*key), run_text(document))
         execution.documents[key] = document
     summary = value.get("summary")
     execution.finalization = summary if isinstance(summary, dict) else {"status": "MEASURED"}
@@ -272,16 +231,21 @@ def execute(
     only_scenarios: list[str] | None = None,
     resume: bool = False,
     keep_going: bool = False,
+    until_resolved: bool = False,
+    max_runs: int | None = None,
     on_note: Callable[[str], None] = lambda message: None,
 ) -> Execution:
-    """Run the benchmark and write the raw runs (not the aggregate: see `aggregate_run_set`).
+    """Run the benchmark and write the raw runs (not the aggregate: see `aggregate_run_set`); with
+    `until_resolved`, in rounds that stop each scenario when its questions are settled, at most
+    `max_runs` (default 30) runs per scenario and mode.
 
     Raises RunStopped when an adapter call fails without `keep_going`; the runs written so
     far stay, and `resume=True` finishes the run set later."""
     if resume and run_set_id is None:
         raise usage_error("--resume needs --run-set: the run set to finish")
+    resolve_budget(until_resolved, max_runs, tier, runs)  # refuse a bad command line before anything else
     if runs is not None or tier is not None:
-        resolve_runs(tier, runs)  # refuse a bad command line before anything else
+        resolve_runs(tier, runs)
     run_set_id = check_run_set_id(run_set_id) if run_set_id is not None else generated_run_set_id()
     target = Path(target).expanduser().resolve()
     if not target.is_dir():
@@ -295,11 +259,15 @@ def execute(
             f"run set {run_set_id} already exists ({present[0]}) and will not be overwritten; "
             "pass --resume to finish it, or choose another --run-set"
         )
+    planned = None
     if resume:
-        tier, runs = _reconcile_plan(paths, tier, runs, scenarios)
+        planned = reconcile_plan(paths, Size(tier, runs, max_runs), until_resolved, scenarios)
         if not present:
             on_note(f"note: run set {run_set_id} does not exist yet in {results}: starting it")
-    runs = resolve_runs(tier, runs)
+    if planned is not None:
+        tier, runs, max_runs, until_resolved = planned.tier, planned.runs, planned.max_runs, planned.max_runs is not None
+    max_runs = resolve_budget(until_resolved, max_runs, tier, runs)
+    runs = max_runs if until_resolved else resolve_runs(tier, runs)
     revision = project_revision(target)
     execution = Execution(run_set_id, tier, runs, scenarios, paths, revision)
 
@@ -323,38 +291,22 @@ def execute(
         )
 
     adapter = load_adapter(adapter_spec, paths.adapter_log)
-    plan = _plan_document(run_set_id, tier, runs, scenarios, adapter_spec, target)
-
-    def record_plan() -> None:  # once something of the run set is written
-        if not paths.plan.exists():
-            _write_text(paths.plan, dumps(plan, 2) + "\n")
-
-    environment = environment_defaults()
-    answers: dict[str, Any] = {}
+    stopping = None if not until_resolved else planned.rule if planned is not None and planned.rule else \
+        sequential.settings(max_runs)
+    plan = plan_document(run_set_id, Size(tier, None if until_resolved else runs), scenarios, adapter_spec, target, stopping)
+    calls = _Calls(adapter, execution, target, environment_defaults(), keep_going, plan)
     try:
         adapter.start()
-        with progress.bar(f"execute {run_set_id}", len(todo)) as bar:
-            for scenario, mode, run_index in todo:
-                bar.update(description=f"{scenario['scenarioId']} {mode} {run_index}/{runs}")
-                document, answer, failure = _run_once(adapter, execution, scenario, mode, run_index, target, environment)
-                record_plan()
-                if failure is not None:
-                    execution.failures.append(failure)
-                    _append_failure(paths, failure)
-                    if not keep_going:
-                        raise RunStopped(
-                            f"{failure.line()} (stopped; {execution.run_count} runs kept in {paths.raw}; "
-                            f"rerun with --resume --run-set {run_set_id} to finish, or --keep-going to go past failures)"
-                        )
-                else:
-                    key = (scenario["scenarioId"], mode, run_index)
-                    _write_text(paths.run_file(*key), run_text(document))
-                    execution.documents[key] = document
-                    answers[document["runId"]] = answer
-                    execution.executed += 1
-                bar.advance()
+        if until_resolved:
+            _run_rounds(calls, stopping)
+        else:
+            with progress.bar(f"execute {run_set_id}", len(todo)) as bar:
+                for scenario, mode, run_index in todo:
+                    bar.update(description=f"{scenario['scenarioId']} {mode} {run_index}/{runs}")
+                    calls.run(scenario, mode, run_index)
+                    bar.advance()
         if execution.documents:
-            _finalize(adapter, execution, answers, target)
+            _finalize(adapter, execution, calls.answers, target)
     except KeyboardInterrupt:
         raise LoopmeterError(
             f"interrupted; {execution.run_count} runs kept in {paths.raw}; rerun with --resume --run-set {run_set_id} to finish",
@@ -367,3 +319,81 @@ def execute(
             execution.cleanup_error = str(error)
             on_note(f"warning: the adapter's cleanup failed: {error}")
     return execution
+
+
+class _Calls:
+    """The adapter calls of one invocation: each run written as it returns, each failure recorded
+    (and the run set stopped without `keep_going`), the plan written with the first of them."""
+
+    def __init__(self, adapter, execution: Execution, target: Path, environment: dict, keep_going: bool, plan: dict):
+        self.adapter, self.execution, self.target, self.environment = adapter, execution, target, environment
+        self.keep_going, self.plan = keep_going, plan
+        self.answers: dict[str, Any] = {}
+
+    def run(self, scenario: dict, mode: str, run_index: int) -> None:
+        execution, paths = self.execution, self.execution.paths
+        key = (scenario["scenarioId"], mode, run_index)
+        document, answer, failure = _run_once(self.adapter, execution, scenario, mode, run_index, self.target,
+                                              self.environment)
+        if not paths.plan.exists():  # once something of the run set is written
+            write_json(paths.plan, self.plan)
+        if failure is not None:
+            execution.failures.append(failure)
+            append_failure(paths, failure.as_dict(execution.run_set_id))
+            if not self.keep_going:
+                raise RunStopped(
+                    f"{failure.line()} (stopped; {execution.run_count} runs kept in {paths.raw}; "
+                    f"rerun with --resume --run-set {execution.run_set_id} to finish, or --keep-going to go past failures)"
+                )
+            return
+        write_text(paths.run_file(*key), run_text(document))
+        execution.documents[key] = document
+        self.answers[document["runId"]] = answer
+        execution.executed += 1
+
+
+def _run_rounds(calls: _Calls, stopping: dict) -> None:
+    """--until-resolved: the rounds reached are finished first (the runs missing in them: a resumed
+    run set), then every scenario still running gets one more run index in every mode per round, and
+    is judged after each; the stopping record is written after every round."""
+    execution = calls.execution
+    max_runs, level, margin = stopping["maxRuns"], stopping["level"], stopping["margin"]
+    reached = {scenario["scenarioId"]: max((key[2] for key in execution.documents if key[0] == scenario["scenarioId"]),
+                                           default=0) for scenario in execution.scenarios}
+    missing = [(scenario, mode, run_index) for scenario in execution.scenarios
+               for run_index in range(1, reached[scenario["scenarioId"]] + 1) for mode in MODES
+               if (scenario["scenarioId"], mode, run_index) not in execution.documents]
+    records: dict[str, dict] = {}
+    left = len(missing) + sum(max_runs - done for done in reached.values()) * len(MODES)
+    with progress.bar(f"execute {execution.run_set_id} until resolved", left) as bar:
+        def call(batch: list[tuple[dict, str, int]]) -> None:
+            for scenario, mode, run_index in batch:
+                bar.update(description=f"{scenario['scenarioId']} {mode} {run_index} (at most {max_runs})")
+                calls.run(scenario, mode, run_index)
+                bar.advance()
+
+        call(missing)
+        running = list(execution.scenarios)
+        while running:
+            batch = []
+            for scenario in list(running):
+                scenario_id = scenario["scenarioId"]
+                rounds = reached[scenario_id]
+                if rounds:
+                    documents = [document for key, document in execution.documents.items() if key[0] == scenario_id]
+                    judgements, reason = sequential.judge_scenario(
+                        sequential.token_overheads(documents), scenario.get("expectedProfile"), rounds, max_runs, level, margin)
+                    records[scenario_id] = sequential.scenario_record(scenario_id, rounds, reason, judgements)
+                    if reason is not None:
+                        running.remove(scenario)
+                        left -= (max_runs - rounds) * len(MODES)  # the rounds it will not run
+                        bar.update(total=left)
+                        continue
+                reached[scenario_id] = rounds + 1
+                batch += [(scenario, mode, rounds + 1) for mode in MODES]
+            execution.stopping = {**stopping, "scenarios": [records[s["scenarioId"]] for s in execution.scenarios
+                                                            if s["scenarioId"] in records]}
+            if records:  # once a round is whole: before it, nothing is judged
+                write_json(execution.paths.stopping, {"schemaVersion": 1, "runSetId": execution.run_set_id,
+                                                      **execution.stopping})
+            call(batch)

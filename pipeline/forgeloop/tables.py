@@ -168,13 +168,14 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
             ("run_set_id", "str", "run set id"),
             ("file", "str", "<scenarioId>.json or summary.json"),
             ("document", "str", "the document's JSON text, exactly as written to the file"),
-            ("runs_digest", "str", "digest of the run set's runs (each run's source path and content hash) the "
+            ("runs_digest", "str", "digest of the run set's runs (the bytes of its partition of `runs`) the "
                                    "documents were computed from: the reports compare it with the runs stored now"),
         ],
     ),
     "forgeloop_confidence": (
-        "Bootstrap intervals on the overhead figures per run set, scenario and ForgeLoop mode (last `aggregate "
-        "--confidence`, which `run-all` and `demo` run).",
+        "Intervals on the overhead figures per run set, scenario and ForgeLoop mode (last `aggregate "
+        "--confidence`, which `run-all` and `demo` run): exact for the paired percentiles, bootstrap for the "
+        "distribution deltas.",
         [
             *_MODE_KEY,
             ("metric", "str", "tokens or time"),
@@ -183,9 +184,13 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
             ("low", "f64", "low end of the interval, percent, rounded (null: the pairs cannot bound it)"),
             ("high", "f64", "high end of the interval, percent, rounded (null: the pairs cannot bound it)"),
             ("pairs", "i64", "token (tokens) or time (time) comparable pairs"),
+            ("sides", "str", "what the ends claim: two-sided (at level), one-sided lower or upper bound at (1 + level) / 2 "
+                             "(the other end open), or unbounded"),
+            ("method", "str", "order statistics, exact (paired percentiles) or bootstrap, pairs resampled together "
+                              "(distribution deltas)"),
             ("level", "f64", "confidence level of the interval"),
-            ("resamples", "i64", "bootstrap resamples"),
-            ("seed", "i64", "seed of the resampling"),
+            ("resamples", "i64", "bootstrap resamples (distribution deltas only)"),
+            ("seed", "i64", "seed of the resampling (distribution deltas only)"),
             ("computed_at", "datetime", "when the report was computed (UTC)"),
         ],
     ),
@@ -197,12 +202,20 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
             ("objective", "str", "p50TokenOverheadPercent or p95TokenOverheadPercent (adaptive against direct)"),
             ("threshold", "f64", "the objective's limit, percent (35 or 60)"),
             ("verdict", "str", "MET (high end at most the threshold), VIOLATED (low end above it) or INCONCLUSIVE"),
-            ("repeats_needed", "i64", "for INCONCLUSIVE: pairs that would settle it if the spread stayed as measured"),
+            ("repeats_needed", "i64", "for INCONCLUSIVE: the pairs at which it resolves with an 80 % chance, from the "
+                                      "pairs measured (null: none measured, or more than the maximum)"),
+            ("repeats_needed_method", "str", "how repeats_needed was computed, with its maximum (null: not computed)"),
             ("level", "f64", "confidence level of the interval"),
-            ("resamples", "i64", "bootstrap resamples"),
-            ("seed", "i64", "seed of the resampling"),
+            ("resamples", "i64", "bootstrap resamples of the report (not used by the objectives)"),
+            ("seed", "i64", "seed of the report's resampling (not used by the objectives)"),
             ("computed_at", "datetime", "when the report was computed (UTC)"),
         ],
     ),
 }
 
+# columns declared after a loopmeter that wrote the table without them: such a file is rewritten with
+# them null by the next writer (`storage/rewrite.py`), whose own rows then hold them
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "forgeloop_confidence": ("sides", "method"),
+    "forgeloop_objectives": ("repeats_needed_method",),
+}

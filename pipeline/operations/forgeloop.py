@@ -151,11 +151,15 @@ def report_html(*, warehouse: str | os.PathLike | Warehouse | None = None, out: 
 def execute(*, adapter: str, scenarios: str | os.PathLike, output: str | os.PathLike | None = None,
             target: str | os.PathLike | None = None, tier: str | None = None, runs: int | None = None,
             run_set: str | None = None, only_scenarios: list[str] | None = None, resume: bool = False,
-            keep_going: bool = False, warehouse: str | os.PathLike | Warehouse | None = None, wait: bool = False,
+            keep_going: bool = False, until_resolved: bool = False, max_runs: int | None = None,
+            warehouse: str | os.PathLike | Warehouse | None = None, wait: bool = False,
             on_note: Callable[[str], None] = lambda message: None):
     """Run a benchmark with an adapter (ForgeLoop's runner, without Node): the run files written in
     ForgeLoop's layout under `output` (default `<scenarios>/results`), then ingested and the run set
-    aggregated into `<output>/aggregate`. Returns the runner's `Execution`."""
+    aggregated into `<output>/aggregate`. With `until_resolved`, in rounds that stop each scenario
+    once its objectives and overheads are settled on confidence sequences, at most `max_runs` (default
+    30) runs per scenario and mode (docs/runner.md). Returns the runner's `Execution` (its
+    `stopping`: each scenario's runs and why it stopped)."""
     from ..config import warehouse_dir
     from ..forgeloop.runner import execute as run_benchmark
 
@@ -166,7 +170,7 @@ def execute(*, adapter: str, scenarios: str | os.PathLike, output: str | os.Path
     refuse_inside_warehouse("--output", results, store.root)
     execution = run_benchmark(adapter_spec=adapter, scenarios_dir=Path(scenarios), results=results, target=target,
                               tier=tier, runs=runs, run_set_id=run_set, only_scenarios=only_scenarios, resume=resume,
-                              keep_going=keep_going, on_note=on_note)
+                              keep_going=keep_going, until_resolved=until_resolved, max_runs=max_runs, on_note=on_note)
     if execution.documents:
         _aggregate_run_set(execution, Path(scenarios), store, wait)
     return execution

@@ -85,6 +85,9 @@ class Table:
     description: str
     columns: tuple[Column, ...]
     partition: str | None  # the partition column, if the table is partitioned
+    # columns declared after files of the table were first written: a file without them is rewritten
+    # with them null (`rewrite.py`), not refused
+    added: frozenset[str] = frozenset()
 
     @property
     def column_names(self) -> list[str]:
@@ -132,10 +135,10 @@ def _arrow_schema(name: str, partitioned_file: bool) -> "pa.Schema":
 def tables() -> dict[str, Table]:
     """Every table loopmeter writes, by name."""
     from ..forge.tables import FORGE_TABLES
-    from ..forgeloop.tables import FORGELOOP_TABLES
+    from ..forgeloop.tables import ADDED_COLUMNS, FORGELOOP_TABLES
 
     declared = {**FORGELOOP_TABLES, **FORGE_TABLES}
-    return {name: Table(name, description, tuple(columns), PARTITIONED.get(name))
+    return {name: Table(name, description, tuple(columns), PARTITIONED.get(name), frozenset(ADDED_COLUMNS.get(name, ())))
             for name, (description, columns) in declared.items()}
 
 

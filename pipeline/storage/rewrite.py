@@ -36,7 +36,8 @@ def rewrite(warehouse, name: str, bad: list[tuple[Path, str]]) -> None:
     try:
         with warehouse.build_table(name, column if partitions else None) as builder:
             for value, files in groups.items():
-                frame = pl.concat([pl.read_parquet(file, hive_partitioning=False) for file in files], how="vertical_relaxed")
+                frame = pl.concat([pl.read_parquet(file, hive_partitioning=False) for file in files], how="diagonal_relaxed")
+                frame = _with_added(frame, name)
                 if value is not None:
                     if column in frame.columns and frame.height and frame[column].n_unique() == 1 and frame[column][0] != value:
                         raise ValueError(f"column {column} holds {frame[column][0]!r} in the folder {column}={value}")
@@ -49,3 +50,14 @@ def rewrite(warehouse, name: str, bad: list[tuple[Path, str]]) -> None:
                              f"({str(error).splitlines()[0]}); move it out of the warehouse and ingest again") from None
     for path, problem in bad:
         print(f"loopmeter: note: {shown[path]}: {problem}; rewritten in {name}'s schema", file=sys.stderr)
+
+
+def _with_added(frame, name: str):
+    """`frame` with the columns its table declared after it was written (`Table.added`) that it lacks,
+    null: the values it holds kept, the ones it never had unknown."""
+    import polars as pl
+
+    declared = registry.table(name)
+    kinds = declared.kinds()
+    return frame.with_columns(pl.lit(None, registry.polars_type(kinds[column])).alias(column)
+                              for column in sorted(declared.added) if column not in frame.columns)
