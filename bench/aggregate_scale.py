@@ -46,9 +46,12 @@ print(elapsed, usage.ru_maxrss, usage.ru_utime + usage.ru_stime)
 LOOPMETER = [PYTHON, "-m", "loopmeter"]
 
 
-def measure(command: list[str]) -> tuple[float, float, float]:
-    """(wall seconds, peak MiB of the largest process, CPU seconds) of `command`."""
-    output = subprocess.run([PYTHON, "-c", MEASURE, *command], capture_output=True, text=True, check=True)
+def measure(command: list[str]) -> tuple[float, float, float] | str:
+    """(wall seconds, peak MiB of the largest process, CPU seconds) of `command`, or the last line
+    it printed when it failed."""
+    output = subprocess.run([PYTHON, "-c", MEASURE, *command], capture_output=True, text=True)
+    if output.returncode != 0:
+        return (output.stderr.strip().splitlines() or ["failed"])[-1]
     seconds, rss_kib, cpu = output.stdout.split()
     return float(seconds), int(rss_kib) / 1024, float(cpu)
 
@@ -98,7 +101,9 @@ def alone(keep: Path, work: Path) -> dict:
     return results
 
 
-def line(name: str, sample: tuple[float, float, float]) -> str:
+def line(name: str, sample: tuple[float, float, float] | str) -> str:
+    if isinstance(sample, str):
+        return f"  {name:<26} FAILED: {sample}"
     seconds, rss, cpu = sample
     return f"  {name:<26} {seconds:7.2f} s   cpu {cpu:7.2f} s   peak {rss:7.0f} MiB"
 
@@ -126,17 +131,19 @@ def main() -> int:
             print(f"  pool's documents identical to local's: {'yes' if results['same documents'] else 'NO'}")
             for step in ("ingest", "aggregate"):
                 sample = results["add one"][step]
-                print(line(f"add one run set: {step}", sample)
-                      + f"   ({sample[0] / base[step][0]:.2f}x time, {sample[1] / base[step][1]:.2f}x memory of alone)")
+                print(line(f"add one run set: {step}", sample) + ("" if isinstance(sample, str) else
+                      f"   ({sample[0] / base[step][0]:.2f}x time, {sample[1] / base[step][1]:.2f}x memory of alone)"))
             print(flush=True)
         for smaller, larger in zip(collected, collected[1:]):
             for name in ("aggregate local", "aggregate pool"):
-                print(f"  {name}: peak at {larger['runs']} runs / at {smaller['runs']}: "
-                      f"{larger[name][1] / smaller[name][1]:.2f}x (runs {larger['runs'] / smaller['runs']:.0f}x)")
+                if not isinstance(larger[name], str) and not isinstance(smaller[name], str):
+                    print(f"  {name}: peak at {larger['runs']} runs / at {smaller['runs']}: "
+                          f"{larger[name][1] / smaller[name][1]:.2f}x (runs {larger['runs'] / smaller['runs']:.0f}x)")
             for step in ("ingest", "aggregate"):
-                print(f"  add one run set, {step}: at {larger['runs']} / at {smaller['runs']} stored: "
-                      f"{larger['add one'][step][0] / smaller['add one'][step][0]:.2f}x time, "
-                      f"{larger['add one'][step][1] / smaller['add one'][step][1]:.2f}x memory")
+                big, small = larger["add one"][step], smaller["add one"][step]
+                if not isinstance(big, str) and not isinstance(small, str):
+                    print(f"  add one run set, {step}: at {larger['runs']} / at {smaller['runs']} stored: "
+                          f"{big[0] / small[0]:.2f}x time, {big[1] / small[1]:.2f}x memory")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

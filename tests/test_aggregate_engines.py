@@ -88,3 +88,17 @@ def test_a_wrong_engine_is_told_and_nothing_is_written(tmp_path):
         ran = run_cli("aggregate", *options, warehouse=warehouse, check=2)
         assert message in ran.stderr
     assert not (warehouse / "aggregate").exists()
+
+
+def test_run_all_computes_its_aggregate_with_the_engine_given(tmp_path, corpus):
+    outs = {}
+    for name, options in {"local": (), "pool": ("--engine", "pool", "--workers", "2", "--bucket-runs", "40")}.items():
+        warehouse = tmp_path / name
+        run_cli("run-all", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet", *options,
+                warehouse=warehouse)
+        outs[name] = warehouse / "aggregate"
+    differences = subprocess.run(["diff", "-r", str(outs["local"]), str(outs["pool"])], capture_output=True, text=True)
+    assert differences.returncode == 0 and len(list(outs["pool"].rglob("*.json"))) == 16, differences.stdout[:2000]
+    wrong = run_cli("run-all", str(corpus / "results"), "--engine", "ray", warehouse=tmp_path / "never", check=2)
+    assert "--engine must be one of local, pool, spark (got 'ray')" in wrong.stderr
+    assert not (tmp_path / "never").exists()

@@ -92,6 +92,19 @@ def set_quiet(quiet: bool) -> None:
     progress.QUIET = quiet
 
 
+# how `aggregate` (and `run-all`'s aggregate) computes its buckets of run sets (docs/scale.md)
+EngineOption = Annotated[str, typer.Option("--engine", metavar="[local|pool|spark]",
+                                           help="Who computes the buckets of run sets: this process, a pool of "
+                                                "worker processes, or Spark (docs/scale.md).")]
+SparkMasterOption = Annotated[Optional[str], typer.Option("--spark-master", show_default=False,
+                                                          help="With --engine spark: the master (default local[*]; "
+                                                               "Spark Connect: $SPARK_REMOTE).")]
+WorkersOption = Annotated[Optional[int], typer.Option("--workers", show_default=False,
+                                                      help="With --engine pool: worker processes (default: one per "
+                                                           "usable core).")]
+BucketRunsOption = Annotated[int, typer.Option("--bucket-runs", help="Runs per bucket of whole run sets: what is in "
+                                               "memory at once, per worker.")]
+
 def _run(function: Callable, args: tuple, kwargs: dict) -> Any:
     """The command; where its warehouse is at a URL (--warehouse or $LOOPMETER_WAREHOUSE), on a
     scratch mirror of it, published back when the command changed it (`storage/remote.py`)."""

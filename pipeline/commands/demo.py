@@ -10,7 +10,7 @@ import typer
 from ..errors import Exit
 from ..operations.forge import MAX_HORIZON_DAYS
 from .apps import app
-from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet, \
+from .common import BucketRunsOption, EngineOption, JsonOption, SparkMasterOption, WorkersOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet, \
     stdout_console
 from .helptext import TIER_METAVAR, command_help
 
@@ -103,6 +103,10 @@ def run_all_command(
         "--horizon-days", help="Survival horizon, days (repeatable: one harvest measures each; default 14).", min=0,
         max=MAX_HORIZON_DAYS, show_default=False)] = None,
     include_temp: Annotated[bool, typer.Option("--include-temp", help="Also harvest repositories under the temporary directory.")] = False,
+    engine: EngineOption = "local",
+    spark_master: SparkMasterOption = None,
+    workers: WorkersOption = None,
+    bucket_runs: BucketRunsOption = 20_000,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
@@ -113,7 +117,8 @@ def run_all_command(
 
     live = _live_steps(quiet or json)
     outcome = run_all(results, scenarios=scenarios, forge=forge, warehouse=warehouse, out=out, tier=tier,
-                      horizon_days=horizon_days or [14], include_temp=include_temp, wait=wait, on_step=live)
+                      horizon_days=horizon_days or [14], include_temp=include_temp, engine=engine, workers=workers,
+                      bucket_runs=bucket_runs, spark_master=spark_master, wait=wait, on_step=live)
     if json:
         print_json(outcome.as_dict(), 2)
     else:

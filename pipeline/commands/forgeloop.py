@@ -9,8 +9,8 @@ import typer
 
 from ..errors import Exit, shown_path
 from .apps import app, ingest_app, report_app
-from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, print_rejections, \
-    set_quiet, stdout_console
+from .common import BucketRunsOption, EngineOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
+    WarehouseOption, WorkersOption, command, note, print_json, print_rejections, set_quiet, stdout_console
 from .helptext import TIER_METAVAR, command_help
 
 RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")]
@@ -94,16 +94,10 @@ def aggregate_command(
     full: Annotated[bool, typer.Option("--full", help="Compute every run set again, not only those changed since the last aggregate.")] = False,
     confidence: Annotated[bool, typer.Option("--confidence", help="Also store the intervals of `report confidence` (its "
                                              "defaults) as forgeloop_confidence and forgeloop_objectives.")] = False,
-    engine: Annotated[str, typer.Option("--engine", metavar="[local|pool|spark]",
-                                        help="Who computes the buckets of run sets: this process, a pool of "
-                                             "worker processes, or Spark (docs/scale.md).")] = "local",
-    spark_master: Annotated[Optional[str], typer.Option("--spark-master", help="With --engine spark: the master "
-                                                        "(default local[*]; Spark Connect: $SPARK_REMOTE).",
-                                                        show_default=False)] = None,
-    workers: Annotated[Optional[int], typer.Option("--workers", help="With --engine pool: worker processes "
-                                                   "(default: one per usable core).", show_default=False)] = None,
-    bucket_runs: Annotated[int, typer.Option("--bucket-runs", help="Runs per bucket of whole run sets: what is "
-                                             "in memory at once, per worker.")] = 20_000,
+    engine: EngineOption = "local",
+    spark_master: SparkMasterOption = None,
+    workers: WorkersOption = None,
+    bucket_runs: BucketRunsOption = 20_000,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,

@@ -52,16 +52,19 @@ class AllStages:
 def run_all(results: str | os.PathLike | None = None, *, scenarios: str | os.PathLike | None = None,
             forge: str | os.PathLike | None = None, warehouse: str | os.PathLike | Warehouse | None = None,
             out: str | os.PathLike | None = None, tier: str | None = None, horizon_days: int | Sequence[int] = 14,
-            now: float | None = None, include_temp: bool = False, wait: bool = False,
+            now: float | None = None, include_temp: bool = False, engine: str = "local", workers: int | None = None,
+            bucket_runs: int = 20_000, spark_master: str | None = None, wait: bool = False,
             on_step: Callable[[str], None] = lambda line: None) -> AllStages:
-    """ingest forgeloop, aggregate (with the confidence intervals); ingest forge (with the routing
-    tables), harvest survival; the catalog and the HTML report: under one hold of the warehouse lock.
-    `on_step` is told each stage's line as the stage ends."""
+    """ingest forgeloop, aggregate (with the confidence intervals; its buckets computed by `engine`, as
+    `aggregate`'s); ingest forge (with the routing tables), harvest survival; the catalog and the HTML
+    report: under one hold of the warehouse lock. `on_step` is told each stage's line as the stage ends."""
+    from ..forgeloop.buckets import Engine
     from ..forgeloop.contract import TIERS
 
     if results is None and forge is None:
         raise usage_error("give RESULTS (ForgeLoop), --forge STORE (Forge), or both")
     check_choice("--tier", tier, TIERS)
+    computing = Engine(engine, workers, bucket_runs, spark_master)
     for path, what in ((results, "RESULTS"), (scenarios, "--scenarios"), (forge, "--forge"), (out, "--out")):
         check_utf8_path(path, what)
     store = open_warehouse(warehouse, writing=True)
@@ -70,12 +73,13 @@ def run_all(results: str | os.PathLike | None = None, *, scenarios: str | os.Pat
     return _run_all(store, results=None if results is None else Path(results),
                     scenarios=None if scenarios is None else Path(scenarios),
                     forge_store=None if forge is None else Path(forge), out=None if out is None else Path(out), tier=tier,
-                    horizon_days=horizon_days, now=now, include_temp=include_temp, wait=wait, on_step=on_step)
+                    horizon_days=horizon_days, now=now, include_temp=include_temp, engine=computing, wait=wait,
+                    on_step=on_step)
 
 
 def _run_all(store: Warehouse, *, results: Path | None, scenarios: Path | None, forge_store: Path | None, out: Path | None,
              tier: str | None, horizon_days, now: float | None, include_temp: bool, wait: bool,
-             on_step: Callable[[str], None]) -> AllStages:
+             on_step: Callable[[str], None], engine=None) -> AllStages:
     from ..html import build_page
     from ..storage.files import atomic_write
     from .common import writing
@@ -88,7 +92,7 @@ def _run_all(store: Warehouse, *, results: Path | None, scenarios: Path | None, 
 
     with writing(store, wait=wait, command="run-all"):
         if results is not None:
-            _forgeloop(store, results, scenarios, tier, outcome, step)
+            _forgeloop(store, results, scenarios, tier, outcome, step, engine)
         if forge_store is not None:
             _forge(store, forge_store, horizon_days, now, include_temp, outcome, step)
         from ..storage.catalog import refresh_catalog
@@ -101,16 +105,17 @@ def _run_all(store: Warehouse, *, results: Path | None, scenarios: Path | None, 
 
 
 def _forgeloop(store: Warehouse, results: Path, scenarios: Path | None, tier: str | None, outcome: AllStages,
-               step: Callable[[str], None]) -> None:
+               step: Callable[[str], None], engine=None) -> None:
     from ..forgeloop.ingest import ingest_forgeloop
     from ..forgeloop.aggregation import aggregate
+    from ..forgeloop.buckets import Engine
     from .forgeloop import store_confidence
 
     ingested = ingest_forgeloop(store, results, scenarios)
     outcome.rejected += ingested.rejected
     step(f"ingest forgeloop: {ingested.accepted + ingested.unchanged} runs in {len(ingested.run_sets)} run sets, "
          f"{ingested.rejected} rejected")
-    aggregated = aggregate(store, outcome.aggregate, tier, full=True)
+    aggregated = aggregate(store, outcome.aggregate, tier, full=True, engine=engine or Engine())
     outcome.forgeloop = aggregated
     step(f"aggregate: {len(aggregated.written)} ForgeLoop documents in {outcome.aggregate}")
     outcome.confidence = store_confidence(store)
