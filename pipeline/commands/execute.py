@@ -22,7 +22,8 @@ HELP = command_help(
     "rounds of one run per scenario and mode until each scenario's objectives and overheads are "
     "settled on 95% confidence sequences, at most --max-runs (default 30).",
     example="loopmeter execute --adapter adapter.py --scenarios scenarios --tier smoke\n"
-            "loopmeter execute --adapter adapter.py --scenarios scenarios --until-resolved --max-runs 30\n"
+            "loopmeter execute --adapter adapter.py --scenarios scenarios \\\n"
+            "    --until-resolved --max-runs 30\n"
             "loopmeter execute --adapter 'node adapter.mjs' --scenarios scenarios \\\n"
             "    --resume --run-set RUN_SET",
     codes=(Exit.REJECTED, Exit.BUSY),
