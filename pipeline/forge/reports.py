@@ -130,7 +130,7 @@ def _routing_blocks(document: dict, srm: dict | None = None) -> list[tuple]:
                      "%d" % cells[7], "%.1f" % cells[8], cells[9]])
     blocks = [(["observational: first attempts by declared tier and the model that ran them",
                 "  (routing chose who ran what, so a model given the hard tasks looks worse than it is)"], None, None, 0),
-              (lines, headers, rows, 2)]
+              (lines, headers, rows, 2, (0, 1))]
     prose = ["", "randomized (plan --explore): each pair of models, tasks counted in the arm they were assigned"]
     pairs = [r for r in document["randomized"] if "note" not in r]
     prose += ["  (%s)" % r["note"] for r in document["randomized"] if "note" in r]
@@ -152,7 +152,7 @@ def _routing_blocks(document: dict, srm: dict | None = None) -> list[tuple]:
             lines.append("    %-11s %-24s assigned %3d  first-pass %s  n_eff %5s  not followed %d  no outcome %d  dwarf min %s" % cells)
             rows.append([cells[0], cells[1], "%d" % cells[2], cells[3].strip(), cells[4].strip(), "%d" % cells[5],
                          "%d" % cells[6], cells[7]])
-        blocks.append((lines, arm_headers, rows, 4))
+        blocks.append((lines, arm_headers, rows, 4, (0, 1)))
         prose = []
         ci = r["ci"]
         if r["difference"] is not None or (ci and ci != [None, None]):
@@ -234,7 +234,7 @@ def survival_text(document: dict, width: int | None = None) -> str:
         lines.append("  %-28s %-7s %6sd %5d %7d %8d %6s %8d %-13s %4d %9d" % cells)
         rows.append([cells[0], cells[1], "%sd" % cells[2], *("%d" % cell for cell in cells[3:6]), cells[6].strip(),
                      "%d" % cells[7], cells[8], "%d" % cells[9], "%d" % cells[10]])
-    blocks = [(prose[:1], None, None, 0), (lines, headers, rows, 2)] + [(prose[1:], None, None, 0)]
+    blocks = [(prose[:1], None, None, 0), (lines, headers, rows, 2, (0, 1, 2))] + [(prose[1:], None, None, 0)]
     if not document["groups"]:  # the seed's order: the title, the header line, then this line
         blocks = [(prose[:1], None, None, 0), (lines, None, None, 0), (prose[1:], None, None, 0)]
     return fitted(blocks, width)

@@ -305,7 +305,7 @@ def render_confidence(report: dict, console: Console) -> None:
             statistic = "p50" if entry["objective"].startswith("p50") else "p95"
             add_row(table, (entry["runSetId"], entry["scenarioId"], f"{statistic} ≤ {_text(entry['threshold'])}%",
                             entry["verdict"], repeats_text(entry)))
-        print_table(console, table, key=(0, 1))
+        print_table(console, table, key=(0, 1, 2))  # run set, scenario and objective name a verdict
     one_sided = f"{(1.0 + report['level']) * 50.0:g}%"
     console.print(fit_line(f"open: the pairs cannot bound that end at {level}, whatever their distribution; the "
                            f"other end is then a one-sided {one_sided} bound (docs/statistics.md).", width), markup=False)
