@@ -15,7 +15,7 @@ class Exit(IntEnum):
     USAGE = 2  # the command line itself is wrong (unknown option, missing argument)
     REJECTED = 3  # some inputs were rejected (each listed with its reason); the rest was stored
     BUSY = 4  # another loopmeter process holds the warehouse lock and --wait was not given
-    REGRESSED = 5  # `compare --fail-on regression`: some scenario and mode regressed (the comparison was printed)
+    REGRESSED = 5  # `compare --fail-on`: a gated row regressed, is inconclusive or underpowered (the comparison was printed)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); tables already replaced keep their new version, the others the old
     BROKEN_PIPE = 141  # stdout's reader left (`| head`): 128 + SIGPIPE, what the shell reports for any tool it ends
 

@@ -93,8 +93,8 @@ def test_the_command_lists_cut_no_description(columns):
 
 def test_top_level_help_says_the_exit_codes_once_and_help_exit_codes_says_each():
     top = " ".join(run_cli("-h").stdout.split())
-    assert ("3 some inputs rejected (the rest stored), 4 warehouse locked by another writer, 5 compare found a "
-            "regression (--fail-on regression), 130 interrupted") in top
+    assert ("3 some inputs rejected (the rest stored), 4 warehouse locked by another writer, 5 compare --fail-on "
+            "met (a regressed, inconclusive or underpowered row), 130 interrupted") in top
     assert "--version" in top and "-h, --help" in top
     table = run_cli("help", "exit-codes").stdout
     assert [line.split()[0] for line in table.splitlines() if line.startswith("  ")] == ["0", "1", "2", "3", "4", "5", "130", "141"]

@@ -14,7 +14,7 @@ MEANINGS = {
     Exit.USAGE: "wrong command line",
     Exit.REJECTED: "some inputs rejected (each listed with its reason); the rest stored",
     Exit.BUSY: "the warehouse is locked by another writer (--wait waits for it)",
-    Exit.REGRESSED: "compare --fail-on regression: a scenario and mode regressed",
+    Exit.REGRESSED: "compare --fail-on: a gated row regressed, is inconclusive or is underpowered",
     Exit.INTERRUPTED: "interrupted (Ctrl-C); tables already replaced keep their new version",
     Exit.BROKEN_PIPE: "the reader of the output left (| head)",
 }
@@ -24,7 +24,7 @@ SOME_COMMANDS = (Exit.REJECTED, Exit.BUSY, Exit.REGRESSED)
 SHORT_MEANINGS = {
     Exit.REJECTED: "some inputs rejected (the rest stored)",
     Exit.BUSY: "warehouse locked by another writer",
-    Exit.REGRESSED: "a row regressed (--fail-on)",
+    Exit.REGRESSED: "a gated row met --fail-on",
 }
 
 TIER_METAVAR = "[smoke|evidence|tail]"

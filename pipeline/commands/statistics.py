@@ -18,11 +18,12 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the resampling:
 
 
 @report_app.command("confidence", **command_help(
-    "Bootstrap intervals on the overheads; objective verdicts.",
+    "Intervals on the overheads; objective verdicts.",
     "Per run set, scenario and ForgeLoop mode: intervals on the paired token and time overhead p50 and "
-    "p95 and the token distribution deltas, around ForgeLoop's own figures; the light objectives "
-    "judged MET, VIOLATED or INCONCLUSIVE on them (`aggregate --confidence` stores them as forgeloop_confidence "
-    "and forgeloop_objectives).",
+    "p95 (exact, from the order statistics: no seed) and the token distribution deltas (bootstrap of the pairs: "
+    "--resamples, --seed), around ForgeLoop's own figures; the light objectives judged MET, VIOLATED or "
+    "INCONCLUSIVE on them, with the pairs that would resolve them (`aggregate --confidence` stores them as "
+    "forgeloop_confidence and forgeloop_objectives).",
     example="loopmeter report confidence\nloopmeter report confidence --run-set RUN_SET --level 0.9 --json"))
 @command
 def report_confidence(
@@ -47,13 +48,19 @@ def report_confidence(
 
 
 @app.command("compare", **command_help(
-    "Compare two run sets: medians, ratios and verdicts.",
-    "Per scenario and mode, for tokens and wall time: each run set's median, the ratio CANDIDATE / BASELINE "
-    "with a bootstrap interval, and a verdict: REGRESSED (the interval above 1 + margin), IMPROVED (below "
-    "1 - margin), NO_CHANGE (inside both) or INCONCLUSIVE. --format markdown writes a table for a pull "
-    "request or $GITHUB_STEP_SUMMARY.",
+    "Compare two run sets: ratios, detectable effects, verdicts.",
+    "Per scenario and mode, for tokens and wall time, and pooled over the scenarios per mode: the ratio "
+    "CANDIDATE / BASELINE of the runs' geometric means with an interval (t on log values; all the "
+    "gated intervals hold at once at --level), the minimum detectable effect (MDE: the true ratio these runs "
+    "would tell apart from 1 80% of the time), and a verdict: REGRESSED (the interval above 1 + margin), IMPROVED "
+    "(below 1 - margin), NO_CHANGE (inside both) or INCONCLUSIVE. --fail-on (repeatable, or comma-separated) "
+    "exits 5 when a gated row regressed (regression), is inconclusive (inconclusive) or has an MDE above "
+    "1 + margin (underpowered). --adjust direct divides each ForgeLoop mode's time ratio by the same "
+    "scenario's direct-mode ratio (--adjust-tokens: the token ratio too). --format markdown writes a table "
+    "for a pull request or $GITHUB_STEP_SUMMARY.",
     example="loopmeter compare RUN_SET_BEFORE RUN_SET_AFTER\n"
-            "loopmeter compare BEFORE AFTER --format markdown --fail-on regression",
+            "loopmeter compare BEFORE AFTER --adjust direct --format markdown \\\n"
+            "    --fail-on regression",
     codes=(Exit.REGRESSED,)))
 @command
 def compare_command(
@@ -62,29 +69,35 @@ def compare_command(
     margin: Annotated[float, typer.Option("--margin", help="Ratios within 1 ± margin count as no change.")] = 0.10,
     output_format: Annotated[str, typer.Option("--format", metavar="[table|markdown|json]",
                                                help="table for people, markdown, or json (as --json).")] = "table",
-    fail_on: Annotated[Optional[str], typer.Option("--fail-on", metavar="[regression]",
-                                                   help="Exit 5 when any row regressed.", show_default=False)] = None,
-    level: LevelOption = 0.95,
-    resamples: ResamplesOption = 2000,
-    seed: SeedOption = 0,
+    fail_on: Annotated[Optional[list[str]], typer.Option(
+        "--fail-on", metavar="[regression|inconclusive|underpowered]",
+        help="Exit 5 when a gated row meets the condition; repeatable.", show_default=False)] = None,
+    adjust: Annotated[Optional[str], typer.Option("--adjust", metavar="[direct]", show_default=False,
+                                                  help="Divide time ratios by the direct mode's.")] = None,
+    adjust_tokens: Annotated[bool, typer.Option("--adjust-tokens", help="With --adjust: token ratios too.")] = False,
+    level: Annotated[float, typer.Option("--level", help="Level at which all the gated intervals hold at once.")] = 0.95,
+    # accepted so that command lines written for the bootstrap intervals keep working; the t intervals draw nothing
+    resamples: Annotated[Optional[int], typer.Option("--resamples", hidden=True)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", hidden=True)] = None,
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
     json: JsonOption = False,
 ) -> int:
     set_quiet(quiet)
-    from ..forgeloop.compare import compare_markdown, counts, render_compare
+    del resamples, seed  # no effect (above)
     from ..operations import compare
     from ..operations.statistics import check_compare_options
 
-    check_compare_options(output_format, fail_on, json)
-    report = compare(baseline, candidate, warehouse=warehouse, margin=margin, level=level, resamples=resamples,
-                     seed=seed).document
+    check_compare_options(output_format, json)
+    report = compare(baseline, candidate, warehouse=warehouse, margin=margin, level=level, adjust=adjust,
+                     adjust_tokens=adjust_tokens, fail_on=fail_on or ()).document
     if json or output_format == "json":
         print_json(report, 2)
-    elif output_format == "markdown":
-        write_stdout(compare_markdown(report))
     else:
-        render_compare(report, stdout_console(250))
-    if fail_on == "regression" and counts(report)["REGRESSED"]:
-        return Exit.REGRESSED
-    return Exit.OK
+        from ..forgeloop.compare_text import compare_markdown, render_compare
+
+        if output_format == "markdown":
+            write_stdout(compare_markdown(report))
+        else:
+            render_compare(report, stdout_console(250))
+    return Exit.REGRESSED if report["gate"]["failed"] else Exit.OK

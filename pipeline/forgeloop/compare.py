@@ -1,37 +1,48 @@
 """`loopmeter compare BASELINE CANDIDATE`: two run sets, per scenario and mode, for tokens and
-wall time: each side's median, the ratio candidate / baseline with a bootstrap interval, and
-a verdict against a margin.
+wall time, and pooled over the scenarios per mode: the ratio candidate / baseline with an
+interval, the smallest change the runs could have detected, and a verdict against a margin.
 
-Each side's median is ForgeLoop's `modeAggregates.<mode>.totalTokens.p50` (`wallClockMs.p50`):
-every run of the mode with a finite value, rounded as ForgeLoop rounds. The interval resamples
-each side's runs on its own (`intervals.py`: the resampled medians drawn exactly, an end the
-runs cannot bound left open) and takes the percentile interval of the ratio of the two.
-REGRESSED: the interval lies above 1 + margin; IMPROVED: below 1 - margin; NO_CHANGE: inside
-both; INCONCLUSIVE otherwise (an open end included).
+- `baselineMedian`, `candidateMedian`, `ratio`: ForgeLoop's `modeAggregates.<mode>.totalTokens.p50`
+  (`wallClockMs.p50`) of each side and their ratio, as ForgeLoop rounds them.
+- `baselineRuns`, `candidateRuns`, `estimate`, `low`, `high`, `mde`, `regressedAt`: on the log
+  values of each side's runs (positive values only, counted): the ratio of the geometric means,
+  its t interval (`power.welch`), the true ratio whose interval would lie above 1 80 % of the time
+  (`power.py`) and the one that would be REGRESSED 80 % of the time. With `adjust="direct"`, a
+  ForgeLoop mode's figures for an adjusted metric are its log ratio minus the same scenario's
+  direct-mode log ratio (the plain ones kept beside; the direct rows become ungated controls).
+- The pooled rows weigh the scenario rows of a mode and metric by inverse variance.
+- The intervals of the rows the gate reads hold all at once at `level` (Bonferroni,
+  `power.family_levels`); each row says its own level. REGRESSED: the interval lies above
+  1 + margin; IMPROVED: below 1 - margin; NO_CHANGE: inside both; INCONCLUSIVE otherwise.
+- `gate`: what `--fail-on` reads: the gated rows that regressed, are inconclusive or are
+  underpowered (an MDE above 1 + margin, or none).
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-from .. import intervals
 from ..errors import LoopmeterError
 from ..numbers import js_round4
-from .confidence import Settings, sorted_samples
+from . import power
 from .contract import MODES
-from .tables import RUNS
 from .stats import metric_statistics, rounded
+from .tables import RUNS
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from ..storage import Warehouse
 
 METRICS = (("tokens", "total_tokens"), ("time", "wall_clock_ms"))
 VERDICTS = ("REGRESSED", "IMPROVED", "NO_CHANGE", "INCONCLUSIVE")
+FAIL_ON = ("regression", "inconclusive", "underpowered")
+ADJUSTMENTS = ("direct",)
+METHOD = ("t on log values (the larger of Welch's and Student's variances, Welch's degrees of freedom); "
+          "Bonferroni over the gated rows; inverse-variance pooled rows")
 KEY = ["run_set_id", "scenario_id", "mode"]
+_EMPTY = {"estimate": None, "low": None, "high": None, "mde": None, "regressedAt": None, "verdict": "INCONCLUSIVE"}
 
 
 def _runs(warehouse: Warehouse, baseline: str, candidate: str) -> pl.DataFrame:
@@ -54,113 +65,131 @@ def verdict(low: float | None, high: float | None, margin: float) -> str:
     return "INCONCLUSIVE"
 
 
-def _ratio_interval(base: np.ndarray, cand: np.ndarray, key: tuple, settings: Settings) -> intervals.Interval:
-    draws = []
-    for side, values in (("baseline", base), ("candidate", cand)):
-        rng = intervals.generator(settings.seed, *key, side)
-        draws.append(intervals.percentile_draws(values, 0.5, settings.resamples, rng))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.where(draws[0] > 0, draws[1] / draws[0], np.inf)
-    low, high = intervals.percentile_interval(ratios, settings.level)
-    base_low, base_high = intervals.open_ends(len(base), 0.5, settings.level, two_sample=True)
-    cand_low, cand_high = intervals.open_ends(len(cand), 0.5, settings.level, two_sample=True)
-    # the ratio rises with the candidate's median and falls with the baseline's
-    return intervals.closed(low, high, cand_low or base_high or not np.isfinite(low),
-                            cand_high or base_low or not np.isfinite(high))
+def _ratio(log_value: float) -> float | None:
+    """exp(log_value) rounded as ForgeLoop rounds, None where it is beyond any double."""
+    return js_round4(math.exp(log_value)) if log_value < 700 else None
 
 
-def compare_run_sets(warehouse: Warehouse, baseline: str, candidate: str, margin: float = 0.10,
-                     settings: Settings = Settings()) -> dict:
-    """The `compare --json` document: a row per scenario, mode and metric of either run set."""
-    runs = _runs(warehouse, baseline, candidate)
-    names = [column for _, column in METRICS]
-    medians = rounded(metric_statistics(runs, KEY, names)).select(*KEY, "metric", "p50").collect()
-    median = {(run_set, scenario, mode, metric): p50 for run_set, scenario, mode, metric, p50 in medians.iter_rows()}
-    samples = sorted_samples(pl.concat([
-        runs.select(*KEY, pl.lit(column).alias("metric"), pl.col(column).cast(pl.Float64).alias("value"))
-        for column in names
-    ]), [*KEY, "metric"])
-    scenarios = sorted(set(runs["scenario_id"].unique().to_list()))
+def figures(estimate: float, variance: float, df: float, level: float, margin: float) -> dict:
+    """A row's ratio, interval, minimum detectable effect and verdict, from its log estimate, the
+    estimate's variance and degrees of freedom. An end beyond any double is None (open)."""
+    if not (math.isfinite(estimate) and math.isfinite(variance) and df > 0):
+        return dict(_EMPTY)
+    half = power.half_width(variance, df, level)
+    low, high = _ratio(estimate - half), _ratio(estimate + half)
+    detectable = power.detectable(variance, df, level)
+    mde = _ratio(detectable)
+    return {"estimate": _ratio(estimate), "low": low, "high": high, "mde": mde,
+            "regressedAt": _ratio(math.log1p(margin) + detectable),
+            "verdict": verdict(low, high, margin)}
+
+
+def _sides(runs: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
+    """One row per scenario, mode and metric of either run set: each side's median (ForgeLoop's),
+    and the count, mean and variance of its positive values' logarithms."""
+    names = {column: metric for metric, column in METRICS}
+    medians = (rounded(metric_statistics(runs, KEY, list(names))).select(*KEY, "metric", "p50").collect()
+               .with_columns(pl.col("metric").replace_strict(names)))
+    long = pl.concat([runs.select(*KEY, pl.lit(metric).alias("metric"), pl.col(column).cast(pl.Float64).alias("value"))
+                      for metric, column in METRICS])
+    logs = (long.filter(pl.col("value").is_finite() & (pl.col("value") > 0))
+            .group_by(*KEY, "metric")
+            .agg(pl.len().alias("n"), pl.col("value").log().mean().alias("mean"), pl.col("value").log().var(ddof=1).alias("var")))
+    both = medians.join(logs, on=[*KEY, "metric"], how="full", coalesce=True)
+    side = {name: both.filter(pl.col("run_set_id") == run_set).drop("run_set_id").rename(
+        {"p50": f"median_{name}", "n": f"n_{name}", "mean": f"mean_{name}", "var": f"var_{name}"})
+        for run_set, name in ((baseline, "b"), (candidate, "c"))}
+    rows = side["b"].join(side["c"], on=["scenario_id", "mode", "metric"], how="full", coalesce=True)
+    order = {mode: index for index, mode in enumerate(MODES)}
+    return (rows.with_columns(pl.col("mode").replace_strict(order, return_dtype=pl.Int32).alias("mode_order"),
+                              (pl.col("metric") == "time").alias("metric_order"))
+            .sort("scenario_id", "mode_order", "metric_order").drop("mode_order", "metric_order"))
+
+
+def _welch_of(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    column = {name: frame[name].fill_null(0 if name.startswith("n_") else np.nan).to_numpy().astype(float)
+              for name in ("n_b", "mean_b", "var_b", "n_c", "mean_c", "var_c")}
+    return power.welch(column["n_b"], column["mean_b"], np.nan_to_num(column["var_b"], nan=0.0),
+                       column["n_c"], column["mean_c"], np.nan_to_num(column["var_c"], nan=0.0))
+
+
+def compare_run_sets(warehouse: Warehouse, baseline: str, candidate: str, margin: float = 0.10, level: float = 0.95,
+                     adjust: str | None = None, adjust_tokens: bool = False, fail_on: tuple[str, ...] = ()) -> dict:
+    """The `compare --json` document: a row per scenario, mode and metric of either run set, a
+    pooled row per mode and metric, and what the gate (`fail_on`) reads of them."""
+    frame = _sides(_runs(warehouse, baseline, candidate), baseline, candidate)
+    plain = _welch_of(frame)
+    adjusted_metrics = ({"time", "tokens"} if adjust_tokens else {"time"}) if adjust == "direct" else set()
+    modes, metrics, scenarios = frame["mode"].to_list(), frame["metric"].to_list(), frame["scenario_id"].to_list()
+    direct_at = {(s, k): i for i, (s, m, k) in enumerate(zip(scenarios, modes, metrics)) if m == "direct"}
+    # the direct row of the same scenario and metric, for each row an adjustment applies to
+    adjusted = np.array([k in adjusted_metrics and m != "direct" for m, k in zip(modes, metrics)])
+    partner = np.array([direct_at.get((s, k), -1) for s, k in zip(scenarios, metrics)])
+    nan = np.full(len(frame), np.nan)
+    control = tuple(np.where(partner >= 0, part[np.maximum(partner, 0)], nan) for part in plain)
+    both = power.difference(plain, control)
+    read = tuple(np.where(adjusted, b, p) for b, p in zip(both, plain))  # the figures the gate reads
+    gated = np.array([not (k in adjusted_metrics and m == "direct") for m, k in zip(modes, metrics)])
+
+    pools = {}
+    for mode in MODES:
+        for metric, _ in METRICS:
+            chosen = np.array([m == mode and k == metric for m, k in zip(modes, metrics)]) & gated
+            found = power.pooled(*(part[chosen] for part in read)) if chosen.any() else (np.nan, np.nan, np.nan, 0)
+            unadjusted = power.pooled(*(part[chosen] for part in plain)) if chosen.any() else found
+            if found[3] >= 2:
+                pools[(mode, metric)] = (found, unadjusted, chosen & adjusted)
+    scenario_rows = int(np.sum(gated & np.isfinite(read[1])))
+    row_level, pool_level = power.family_levels(level, scenario_rows, len(pools))
+
     rows = []
-    for scenario in scenarios:
-        for mode in MODES:
-            if not any((run_set, scenario, mode, column) in median for run_set in (baseline, candidate) for _, column in METRICS):
-                continue  # the mode ran in neither run set
-            for metric, column in METRICS:
-                base_median = median.get((baseline, scenario, mode, column))
-                cand_median = median.get((candidate, scenario, mode, column))
-                base = samples.get((baseline, scenario, mode, column))
-                cand = samples.get((candidate, scenario, mode, column))
-                ratio, interval = None, intervals.Interval(None, None)
-                if base_median is not None and cand_median is not None and base_median > 0:
-                    ratio = js_round4(cand_median / base_median)
-                    found = _ratio_interval(base, cand, (baseline, candidate, scenario, mode, metric), settings)
-                    interval = intervals.Interval(js_round4(found.low), js_round4(found.high))
-                rows.append({"scenarioId": scenario, "mode": mode, "metric": metric, "baselineMedian": base_median,
-                             "candidateMedian": cand_median, "ratio": ratio, "low": interval.low, "high": interval.high,
-                             "verdict": verdict(interval.low, interval.high, margin)})
-    return {"baseline": baseline, "candidate": candidate, "margin": margin, "level": settings.level,
-            "resamples": settings.resamples, "seed": settings.seed, "rows": rows}
+    for i, record in enumerate(frame.iter_rows(named=True)):
+        row = {"scenarioId": record["scenario_id"], "mode": record["mode"], "metric": record["metric"],
+               "baselineMedian": record["median_b"], "candidateMedian": record["median_c"], "ratio": None,
+               "baselineRuns": int(record["n_b"] or 0), "candidateRuns": int(record["n_c"] or 0)}
+        if row["baselineMedian"] is not None and row["candidateMedian"] is not None and row["baselineMedian"] > 0:
+            row["ratio"] = js_round4(row["candidateMedian"] / row["baselineMedian"])
+        row.update(figures(read[0][i], read[1][i], read[2][i], row_level, margin), level=row_level,
+                   gated=bool(gated[i]), adjusted=bool(adjusted[i]))
+        row.update(_unadjusted(figures(plain[0][i], plain[1][i], plain[2][i], row_level, margin) if adjusted[i] else None))
+        rows.append(row)
+    pooled_rows = []
+    for (mode, metric), (found, unadjusted, adjusted_rows) in pools.items():
+        row = {"mode": mode, "metric": metric, "scenarios": found[3]}
+        row.update(figures(found[0], found[1], found[2], pool_level, margin), level=pool_level, gated=True,
+                   adjusted=bool(adjusted_rows.any()))
+        row.update(_unadjusted(figures(unadjusted[0], unadjusted[1], unadjusted[2], pool_level, margin)
+                               if adjusted_rows.any() else None))
+        pooled_rows.append(row)
+    report = {"baseline": baseline, "candidate": candidate, "margin": margin, "level": level, "method": METHOD,
+              "adjust": adjust, "adjustedMetrics": sorted(adjusted_metrics),
+              "family": {"scenarioRows": scenario_rows, "pooledRows": len(pools), "scenarioLevel": row_level,
+                         "pooledLevel": pool_level},
+              "rows": rows, "pooled": pooled_rows}
+    report["gate"] = gate(report, fail_on)
+    return report
 
 
-def counts(report: dict) -> dict[str, int]:
-    return {name: sum(row["verdict"] == name for row in report["rows"]) for name in VERDICTS}
+def _unadjusted(found: dict | None) -> dict:
+    keys = ("estimate", "low", "high", "verdict")
+    return {f"unadjusted{key[0].upper()}{key[1:]}": None if found is None else found[key] for key in keys}
 
 
-def _cells(report: dict) -> tuple[list[str], list[list[str]]]:
-    from ..jsjson import js_number_text
-
-    def number(value: float | None, open_end: bool = False) -> str:
-        return ("open" if open_end else "-") if value is None else js_number_text(value)
-
-    level = f"{report['level'] * 100:g}%"
-    headers = ["Scenario", "Mode", "Metric", "Baseline median", "Candidate median", "Ratio", f"{level} low",
-               f"{level} high", "Verdict"]
-    rows = [[row["scenarioId"], row["mode"], row["metric"], number(row["baselineMedian"]), number(row["candidateMedian"]),
-             number(row["ratio"]), number(row["low"], row["ratio"] is not None),
-             number(row["high"], row["ratio"] is not None), row["verdict"]] for row in report["rows"]]
-    return headers, rows
+def underpowered(row: dict, margin: float) -> bool:
+    return row["mde"] is None or row["mde"] > 1 + margin
 
 
-def _summary(report: dict) -> str:
-    found = counts(report)
-    margin = f"{report['margin'] * 100:g}%"
-    return (f"{found['REGRESSED']} regressed, {found['IMPROVED']} improved, {found['NO_CHANGE']} unchanged, "
-            f"{found['INCONCLUSIVE']} inconclusive (ratio candidate / baseline; margin ±{margin}; "
-            f"{report['level'] * 100:g}% bootstrap intervals, {report['resamples']} resamples, seed {report['seed']})")
+def gate(report: dict, fail_on: tuple[str, ...] | list[str]) -> dict:
+    """What `--fail-on` reads: among the gated rows (scenario and pooled), how many regressed, are
+    inconclusive, are underpowered; `failed` when any condition named in `fail_on` holds."""
+    gated = [row for row in (*report["rows"], *report["pooled"]) if row["gated"]]
+    found = {"regression": sum(row["verdict"] == "REGRESSED" for row in gated),
+             "inconclusive": sum(row["verdict"] == "INCONCLUSIVE" for row in gated),
+             "underpowered": sum(underpowered(row, report["margin"]) for row in gated)}
+    return {"failOn": list(fail_on), "rows": len(gated), "regressed": found["regression"],
+            "inconclusive": found["inconclusive"], "underpowered": found["underpowered"],
+            "failed": any(found[condition] for condition in fail_on)}
 
 
-def render_compare(report: dict, console: Console) -> None:
-    """A title, then a table per scenario (mode, metric, medians, ratio, interval, verdict), then the counts."""
-    from ..tables_text import add_row, fit_line, new_table, print_table
-    from .confidence import MODE_NAMES
-
-    headers, rows = _cells(report)
-    width = console.width if console.is_terminal else None
-    console.print(fit_line(f"{report['candidate']} against {report['baseline']}", width), markup=False)
-    by_scenario: dict[str, list[list[str]]] = {}
-    for row in rows:
-        by_scenario.setdefault(row[0], []).append([MODE_NAMES.get(row[1], row[1]), *row[2:]])
-    for scenario, cells in by_scenario.items():
-        table = new_table(headers[1:], scenario, right=headers[3:8])
-        for row in cells:
-            add_row(table, row)
-        print_table(console, table, key=(0, 1))
-    console.print(fit_line(_summary(report), width), markup=False)
-    if any(row["low"] is None and row["ratio"] is not None for row in report["rows"]):
-        console.print(fit_line("open: the runs cannot bound that end at this level (docs/statistics.md).", width),
-                      markup=False)
-
-
-def compare_markdown(report: dict) -> str:
-    """The comparison as GitHub-flavoured Markdown, for a pull-request comment or $GITHUB_STEP_SUMMARY."""
-    headers, rows = _cells(report)
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
-
-    marked = [[*row[:-1], f"**{row[-1]}**" if row[-1] in ("REGRESSED", "IMPROVED") else row[-1]] for row in rows]
-    align = ["---"] * 3 + ["---:"] * 5 + ["---"]
-    lines = [f"### `{report['candidate']}` against `{report['baseline']}`", "", _summary(report), "",
-             line(headers), "| " + " | ".join(align) + " |", *map(line, marked)]
-    return "\n".join(lines) + "\n"
+def counts(rows: list[dict]) -> dict[str, int]:
+    return {name: sum(row["verdict"] == name for row in rows) for name in VERDICTS}

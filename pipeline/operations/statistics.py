@@ -3,6 +3,7 @@ Both only read: they compute from the stored runs what they show."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from ..errors import usage_error
 from ..storage import Warehouse
@@ -17,10 +18,14 @@ def settings(level: float = 0.95, resamples: int = 2000, seed: int = 0):
     """The intervals' settings, checked: a level strictly between 0 and 1."""
     from ..forgeloop.confidence import Settings
 
+    check_level(level)
+    return Settings(level=level, resamples=resamples, seed=seed)
+
+
+def check_level(level: float) -> None:
     check_number("--level", level, minimum=0, inclusive=False)
     if not 0 < level < 1:
         raise usage_error(f"--level must be between 0 and 1, e.g. 0.95 (got {level:g})")
-    return Settings(level=level, resamples=resamples, seed=seed)
 
 
 def report_confidence(*, warehouse: str | os.PathLike | Warehouse | None = None, run_set: str | None = None,
@@ -37,22 +42,42 @@ def report_confidence(*, warehouse: str | os.PathLike | Warehouse | None = None,
 
 
 def compare(baseline: str, candidate: str, *, warehouse: str | os.PathLike | Warehouse | None = None,
-            margin: float = 0.10, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> Shown:
-    """Two run sets compared per scenario and mode, for tokens and wall time: each one's median, the
-    ratio CANDIDATE / BASELINE with its interval, and a verdict (REGRESSED, IMPROVED, NO_CHANGE or
-    INCONCLUSIVE)."""
-    from ..forgeloop.compare import compare_run_sets
+            margin: float = 0.10, level: float = 0.95, adjust: str | None = None, adjust_tokens: bool = False,
+            fail_on: Sequence[str] = ()) -> Shown:
+    """Two run sets compared per scenario and mode, for tokens and wall time, and pooled over the
+    scenarios per mode: the ratio CANDIDATE / BASELINE with an interval (all the gated intervals
+    holding at once at `level`), the minimum detectable effect, a verdict (REGRESSED, IMPROVED,
+    NO_CHANGE or INCONCLUSIVE), and what a gate failing on `fail_on` reads (`.document["gate"]`).
+    `adjust="direct"` divides a ForgeLoop mode's time ratio (and token ratio with `adjust_tokens`) by
+    the same scenario's direct-mode ratio."""
+    from ..forgeloop.compare import ADJUSTMENTS, compare_run_sets
 
     check_number("--margin", margin, minimum=0)
     if margin >= 1:
         raise usage_error(f"--margin must be below 1, e.g. 0.10 for ±10% (got {margin:g})")
-    chosen = settings(level, resamples, seed)
+    check_level(level)
+    conditions = fail_on_conditions(fail_on)
+    check_choice("--adjust", adjust, ADJUSTMENTS)
+    if adjust_tokens and adjust is None:
+        raise usage_error("--adjust-tokens needs --adjust direct")
     store = open_warehouse(warehouse)
-    return Shown(compare_run_sets(store, baseline, candidate, margin, chosen))
+    return Shown(compare_run_sets(store, baseline, candidate, margin, level, adjust, adjust_tokens, conditions))
 
 
-def check_compare_options(output_format: str, fail_on: str | None, json: bool) -> None:
+def fail_on_conditions(fail_on: Sequence[str] | str | None) -> tuple[str, ...]:
+    """`--fail-on` as given (repeated, or comma-separated), checked, each condition once."""
+    from ..forgeloop.compare import FAIL_ON
+
+    given = [fail_on] if isinstance(fail_on, str) else list(fail_on or ())
+    conditions: list[str] = []
+    for part in (piece.strip() for text in given for piece in text.split(",")):
+        check_choice("--fail-on", part, FAIL_ON)
+        if part not in conditions:
+            conditions.append(part)
+    return tuple(conditions)
+
+
+def check_compare_options(output_format: str, json: bool) -> None:
     check_choice("--format", output_format, COMPARE_FORMATS)
-    check_choice("--fail-on", fail_on, ("regression",))
     if json and output_format not in ("table", "json"):
         raise usage_error(f"--json and --format {output_format} say two things; give one")
