@@ -20,7 +20,9 @@ import multiprocessing
 import os
 import re
 import threading
+from collections import deque
 from collections.abc import Collection, Iterator
+from itertools import islice
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -159,9 +161,16 @@ def _in_pool(workers: int, tasks: list[tuple]) -> Iterator[Part]:
                                initargs=(os.getpid(), threading.current_thread() is threading.main_thread()))
     finished = False
     try:
-        futures = [pool.submit(_compute_in_worker, *task) for task in tasks]
-        for future in futures:
-            yield future.result()
+        # at most one task more than the workers waiting or done: memory holds a few buckets' results
+        pending: deque = deque()
+        waiting = iter(tasks)
+        for task in islice(waiting, workers + 1):
+            pending.append(pool.submit(_compute_in_worker, *task))
+        while pending:
+            result = pending.popleft().result()
+            for task in islice(waiting, 1):
+                pending.append(pool.submit(_compute_in_worker, *task))
+            yield result
         finished = True
     finally:
         # after an error or Ctrl-C, not waiting: the workers end with this process in any case
