@@ -10,6 +10,7 @@ and written as they are, without a DuckDB session.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,15 +116,69 @@ class ManifestSpool:
                 builder.write(rows.sort(ORDER))
             return True
         self._spool()
-        parts = []
-        if self.current:
-            params["current"] = self.warehouse.table_file_list(MANIFEST)
-            parts.append(f"SELECT {COLUMNS} FROM read_parquet($current, hive_partitioning = false) "
-                         f"WHERE NOT coalesce({replaced}, false)")
+        if not self.current:  # this ingest's rows alone
+            with self.warehouse.build_table(MANIFEST) as builder:
+                builder.copy(self.connection, f"SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true) "
+                             f"ORDER BY {', '.join(ORDER)}", params={"new": self.files})
+            return True
+        # the rows kept stay in the order they were written in (sorted): only this ingest's are
+        # sorted, then the two are merged a batch at a time, never the whole table at once
+        new = self.scratch / "manifest-sorted.parquet"
         if self.files:
-            parts.append(f"SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true)")
-        query = f"SELECT * FROM ({' UNION ALL BY NAME '.join(parts)}) ORDER BY {', '.join(ORDER)}"
-        used = {name: value for name, value in params.items() if f"${name}" in query}
-        with self.warehouse.build_table(MANIFEST) as builder:
-            builder.copy(self.connection, query, params=used)
+            self.connection.execute(f"COPY (SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true) ORDER BY "
+                                    f"{', '.join(ORDER)}) TO $out (FORMAT parquet)", {"new": self.files, "out": str(new)})
+        params["current"] = self.warehouse.table_file_list(MANIFEST)
+        query = (f"SELECT {COLUMNS} FROM read_parquet($current, hive_partitioning = false) "
+                 f"WHERE NOT coalesce({replaced}, false)")
+        kept = self.connection.sql(query, params={name: value for name, value in params.items() if f"${name}" in query})
+        with self.warehouse.build_table(MANIFEST) as builder, kept.to_arrow_reader(batch_size=MERGE_ROWS) as reader:
+            builder.schema_frame = empty_frame(MANIFEST_COLUMNS)
+            for chunk in merged(reader, _batches(new) if self.files else iter(())):
+                builder.write_part(chunk)
         return True
+
+
+MERGE_ROWS = 100_000  # rows of the kept table merged at once
+
+
+def _batches(path: Path):
+    import pyarrow.parquet as pq
+
+    yield from pq.ParquetFile(path).iter_batches(MERGE_ROWS)
+
+
+def _key(frame: pl.DataFrame) -> pl.Series:
+    """The sort order as one string (the parts joined by NUL, which no part holds): compared byte by
+    byte, as DuckDB's ORDER BY compares the parts."""
+    return frame.select(pl.concat_str(ORDER, separator="\0")).to_series()
+
+
+def merged(*streams) -> Iterator[pl.DataFrame]:
+    """Streams of Arrow batches, each sorted by ORDER, as one stream of frames sorted by ORDER (rows
+    of equal keys in the order of the streams). Each step takes the rows, of every stream's batch
+    at hand, up to the smallest of their last keys: at most a batch of each in memory."""
+    streams = [iter(stream) for stream in streams]
+    held: list[pl.DataFrame | None] = [None] * len(streams)
+
+    def refill(index: int) -> None:
+        while held[index] is None or held[index].height == 0:
+            batch = next(streams[index], None)
+            if batch is None:
+                held[index] = None
+                return
+            held[index] = pl.from_arrow(batch)
+
+    for index in range(len(streams)):
+        refill(index)
+    while any(frame is not None for frame in held):
+        live = [index for index, frame in enumerate(held) if frame is not None]
+        cut = min(_key(held[index])[-1] for index in live)
+        taken = []
+        for index in live:
+            up_to = _key(held[index]) <= cut
+            taken.append(held[index].filter(up_to))
+            held[index] = held[index].filter(~up_to)
+            refill(index)
+        columns, schema = taken[0].columns, taken[0].schema
+        frame = pl.concat([part.select(columns).cast(schema) for part in taken if part.height])
+        yield frame.sort(ORDER, maintain_order=True) if len(live) > 1 else frame
