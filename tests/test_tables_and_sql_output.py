@@ -249,3 +249,18 @@ def test_sql_schema_and_queries_take_quiet(demo_warehouse):
     assert "runs.run_set_id" in run_cli("schema", "--quiet", warehouse=demo_warehouse).stdout
     assert "forgeloop_pairs" in run_cli("queries", "--quiet").stdout
     one_line_error(run_cli("sql", "select $x", "--quiet", warehouse=demo_warehouse, check=None), 2, "$x")
+
+
+def test_csv_writes_timestamps_as_json_does(demo_warehouse, tmp_path):
+    """ISO 8601 with the offset's colon in every format: an instant with a fraction, one without, a
+    timestamp without a zone (UTC, as json tells it), and none."""
+    query = ("SELECT timestamptz '2026-01-02 03:04:05.5+02' AS half, timestamptz '2026-12-03 13:20:07.148104+00' AS micro, "
+             "timestamptz '2026-01-02 03:04:05+00' AS whole, timestamp '2026-01-02 03:04:05' AS naive, "
+             "NULL::timestamptz AS nothing")
+    run_cli("sql", query, "--out", str(tmp_path / "x.csv"), "--quiet", warehouse=demo_warehouse)
+    run_cli("sql", query, "--out", str(tmp_path / "x.json"), "--quiet", warehouse=demo_warehouse)
+    header, values = (tmp_path / "x.csv").read_text().splitlines()
+    (row,) = json.loads((tmp_path / "x.json").read_text())
+    assert dict(zip(header.split(","), values.split(","))) == {name: value or "" for name, value in row.items()}
+    assert row == {"half": "2026-01-02T01:04:05.500000+00:00", "micro": "2026-12-03T13:20:07.148104+00:00",
+                   "whole": "2026-01-02T03:04:05+00:00", "naive": "2026-01-02T03:04:05+00:00", "nothing": None}

@@ -79,13 +79,26 @@ def _flat(frame: "pl.DataFrame") -> "pl.DataFrame":
 
     nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
     binary = [name for name, dtype in frame.schema.items() if dtype == pl.Binary]
-    return frame.with_columns(
+    return frame.with_columns(_iso_text(name, dtype) for name, dtype in frame.schema.items()
+                              if isinstance(dtype, pl.Datetime)).with_columns(
         pl.Series(name, [None if v is None else _dumps(v) for v in frame[name].to_list()], dtype=pl.String)
         for name in nested
     ).with_columns(
         pl.Series(name, [None if v is None else _json_default(v) for v in frame[name].to_list()], dtype=pl.String)
         for name in binary
     )
+
+
+def _iso_text(name: str, dtype) -> "pl.Expr":
+    """A timestamp column as the text json and jsonl give it (ISO 8601: `2026-12-03T13:20:07.148104+00:00`,
+    the fraction left out when it is zero, the offset with its colon, a timestamp without a zone as
+    UTC), not polars' csv default (`+0000`, no offset for one without a zone)."""
+    import polars as pl
+
+    zone = "%:z" if dtype.time_zone is not None else "+00:00"
+    column = pl.col(name)
+    return (pl.when(column.dt.microsecond() == 0).then(column.dt.to_string(f"%Y-%m-%dT%H:%M:%S{zone}"))
+            .otherwise(column.dt.to_string(f"%Y-%m-%dT%H:%M:%S%.6f{zone}")).alias(name))
 
 
 def table_rows(frame: "pl.DataFrame") -> list[list[str]]:
