@@ -289,6 +289,15 @@ def test_missing_results_directory_is_a_fatal_one_line_error(tmp_path):
     assert result.stderr.strip() == f"loopmeter: error: {tmp_path / 'nowhere' / 'raw'} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json"
 
 
+def test_the_raw_folder_given_for_results_is_told_its_parent(tmp_path, corpus):
+    raw = corpus / "results" / "raw"
+    result = run_cli("ingest", "forgeloop", str(raw), warehouse=tmp_path / "w", check=1)
+    assert result.stderr.strip() == (f"loopmeter: error: {raw / 'raw'} is not a directory: expected "
+                                     f"RESULTS/raw/<runSetId>/**/*.json; {raw} looks like the raw/ folder itself: give "
+                                     f"its parent ({corpus / 'results'})")
+    assert not (tmp_path / "w").exists()
+
+
 def test_scenario_files_are_validated(tmp_path):
     results = write_tree(tmp_path / "results", [GOOD], {"small-bug-fix": "balanced"})
     (results / "scenarios" / "bad-one.json").write_text(json.dumps({"schemaVersion": 1, "benchmarkVersion": "2", "scenarioId": "bad-one", "expectedProfile": "huge"}))

@@ -32,12 +32,21 @@ class SeenFile:
 
 
 
+def no_raw_folder(results: Path) -> LoopmeterError:
+    """RESULTS holds no raw/ folder: said, with the parent to give when RESULTS is raw/ itself."""
+    raw = results / "raw"
+    hint = ""
+    if results.name == "raw" and results.is_dir():
+        hint = f"; {shown_path(results)} looks like the raw/ folder itself: give its parent ({shown_path(results.parent)})"
+    return LoopmeterError(f"{shown_path(raw)} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json{hint}")
+
+
 def discover_by_run_set(results: Path) -> Iterator[list[SeenFile]]:
     """Every `*.json` below `results/raw/`, in path order, a list per entry of `raw/` (a run set
     folder, or a stray file): one run set's files are held at a time."""
     raw = results / "raw"
     if not raw.is_dir():
-        raise LoopmeterError(f"{raw} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json")
+        raise no_raw_folder(results)
     walker = _Walker(str(results.resolve()))
     raw_real = os.path.realpath(raw)
     entries = walker.entries(str(raw), "raw", None, found := [])
@@ -163,7 +172,7 @@ def walk_digested(results: Path, selected: Callable[[str], bool],
     the order of the walk), a helper that failed or was killed. The caller walks then."""
     raw = results / "raw"
     if not raw.is_dir():
-        raise LoopmeterError(f"{raw} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json")
+        raise no_raw_folder(results)
     processes = min(usable_cores(), MAX_WALKERS)
     walker = _Walker(str(results.resolve()))
     raw_real = os.path.realpath(raw)
