@@ -287,6 +287,7 @@ def test_runs_table_is_partitioned_typed_and_readable_everywhere(tmp_path, corpu
 def test_missing_results_directory_is_a_fatal_one_line_error(tmp_path):
     result = run_cli("ingest", "forgeloop", str(tmp_path / "nowhere"), warehouse=tmp_path / "w", check=1)
     assert result.stderr.strip() == f"loopmeter: error: {tmp_path / 'nowhere' / 'raw'} is not a directory: expected RESULTS/raw/<runSetId>/**/*.json"
+    assert not (tmp_path / "w").exists()
 
 
 def test_the_raw_folder_given_for_results_is_told_its_parent(tmp_path, corpus):

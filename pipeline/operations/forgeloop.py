@@ -49,7 +49,10 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
     check_utf8_path(scenarios, "--scenarios")
     from ..forgeloop import aggregation
     from ..forgeloop.ingest import ingest_forgeloop as ingest
+    from ..forgeloop.walk import no_raw_folder
 
+    if not (Path(results) / "raw").is_dir():  # told before the warehouse is made
+        raise no_raw_folder(Path(results))
     store = open_warehouse(warehouse, writing=True)
     with writing(store, wait=wait, command="ingest forgeloop"):
         result = ingest(store, Path(results), None if scenarios is None else Path(scenarios),
