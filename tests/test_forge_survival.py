@@ -114,6 +114,16 @@ def test_temporary_repositories_are_skipped_unless_asked(built):
     assert harvest(warehouse, now=sample.now, include_temp=True, repo=sample.repos[1][1]).counts["lost"] == 1
 
 
+
+def test_the_command_says_how_to_measure_the_temporary_repositories_it_skipped(built):
+    sample, _, warehouse = built
+    result = run_cli("harvest", "survival", "--dry-run", "--now", str(sample.now), warehouse=warehouse.root)
+    assert ("note: 4 integration(s) in repositories under the temporary directory were not harvested (pass "
+            "--include-temp to measure them)") in result.stderr
+    report = run_cli("report", "survival", warehouse=warehouse.root, check=None)
+    assert "--include-temp" in report.stdout + report.stderr
+
+
 def test_blame_is_shared_and_git_runs_three_times_fewer_processes(tmp_path):
     sample, store, warehouse = build(tmp_path, extra_runs=6, tasks_per_run=4, files=3)
     events, counts, seed_processes = seed_harvest(store.parent, include_temp=True, now=sample.now)

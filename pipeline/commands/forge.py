@@ -155,13 +155,16 @@ def harvest_survival(
     moment = parse_time(now) if now else None
     found = harvest(warehouse=warehouse, repo=repo, horizon_days=horizon_days or [14], now=moment, dry_run=dry_run,
                     include_temp=include_temp, workers=workers, wait=wait)
-    from ..forge.reports import harvest_problems_line, harvest_text, routing_json, unharvested_notes
+    from ..forge.reports import harvest_problems_line, harvest_text, routing_json, skipped_temp_note, unharvested_notes
     from ..tables_text import stdout_width
 
     if json:
         write_stdout(routing_json(found.as_dict(not dry_run, dry_run)) + "\n")
     else:
         write_stdout(harvest_text(found, dry_run, stdout_width()) + "\n")
+        skipped = skipped_temp_note(found)
+        if skipped:
+            note(skipped)
         for line in unharvested_notes(found)[:SHOWN_REJECTIONS]:
             note(line)
         note(f"{found.git_processes} git processes")

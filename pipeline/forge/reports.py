@@ -225,7 +225,8 @@ def survival_text(document: dict, width: int | None = None) -> str:
     lines, rows = ["  %-28s %-7s %7s %5s %7s %8s %6s %8s %-13s %4s %9s" % headers], []
     prose = ["survival of merged work: lines still credited to the task at the horizon, and reverts"]
     if not document["groups"]:
-        prose.append("  no survival outcomes yet; run `loopmeter harvest survival` after `ingest forge`")
+        prose.append("  no survival outcomes yet; run `loopmeter harvest survival` after `ingest forge` (with "
+                     "--include-temp for repositories under the temporary directory)")
     for g in document["groups"]:
         low, high = g["revert_ci"]
         cells = (g["model"] or "(no attempt names it)", g["tier"] or "-", g["horizon_days"], g["tasks"], g["lines_added"],
@@ -312,6 +313,15 @@ def harvest_text(found, dry_run: bool, width: int | None = None) -> str:
     lines = ["  " + "  ".join(header.rjust(size) for header, size in zip(headers, sizes))]
     lines += ["  " + "  ".join(cell.rjust(size) for cell, size in zip(row, sizes)) for row in rows]
     return fitted([([title], None, None, 0), (lines, headers, rows, 2)], width)
+
+
+def skipped_temp_note(found) -> str | None:
+    """What to say of the integrations left out for being under the temporary directory, if any."""
+    skipped = found.results[0].counts.get("skipped_temp", 0) if found.results else 0  # the same at every horizon
+    if not skipped:
+        return None
+    return (f"note: {skipped} integration(s) in repositories under the temporary directory were not harvested "
+            "(pass --include-temp to measure them)")
 
 
 def unharvested_notes(found) -> list[str]:

@@ -131,6 +131,7 @@ def _forgeloop(store: Warehouse, results: Path, scenarios: Path | None, tier: st
 def _forge(store: Warehouse, store_path: Path, horizon_days, now: float | None, include_temp: bool, outcome: AllStages,
            step: Callable[[str], None]) -> None:
     from ..forge import tables as t
+    from ..forge.reports import skipped_temp_note
     from ..forge.ingest import ingest_forge
     from ..forge.reports import harvest_days, routing_text, survival_document, survival_frame, survival_text
     from ..forge.survival import harvest_horizons, record
@@ -146,10 +147,9 @@ def _forge(store: Warehouse, store_path: Path, horizon_days, now: float | None, 
     harvested = harvest_horizons(store, horizons=horizons, now=now, include_temp=include_temp)
     recorded = record(store, harvested)
     outcome.unharvested += harvested.problems
-    skipped = harvested.results[0].counts.get("skipped_temp", 0)  # per integration, the same at every horizon
+    skipped = skipped_temp_note(harvested)
     if skipped:
-        outcome.notes.append(f"note: {skipped} integration(s) in repositories under the temporary directory were not "
-                             "harvested (pass --include-temp to measure them)")
+        outcome.notes.append(skipped)
     already = sum(result.counts.get("already", 0) for result in harvested.results)
     step(f"harvest survival: {recorded} outcomes recorded at {harvest_days([r.horizon_days for r in harvested.results])}"
          + (f" ({already} recorded before)" if already else "")
