@@ -491,3 +491,14 @@ def test_when_every_file_is_rejected_nothing_is_said_to_be_stored(tmp_path):
     (results / "raw" / "rs-test" / "small-bug-fix" / "direct" / "run-001.json").write_text("[]")
     result = run_cli("ingest", "forgeloop", str(results), warehouse=tmp_path / "w", check=3)
     assert result.stderr.splitlines()[-1] == "loopmeter: 1 of 1 file rejected; nothing is stored"
+
+
+def test_an_ingest_without_scenario_files_says_what_that_leaves_out(tmp_path, corpus):
+    bare = run_cli("ingest", "forgeloop", str(corpus / "results"), warehouse=tmp_path / "w")
+    assert ("note: no scenario files stored: report tail and summary list only scenarios with one, and no light "
+            "objective is judged; pass --scenarios DIR") in bare.stderr
+    quiet = run_cli("ingest", "forgeloop", str(corpus / "results"), "--quiet", warehouse=tmp_path / "w")
+    assert "note:" not in quiet.stderr
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), warehouse=tmp_path / "w")
+    again = run_cli("ingest", "forgeloop", str(corpus / "results"), warehouse=tmp_path / "w")  # stored before: enough
+    assert "note:" not in again.stderr

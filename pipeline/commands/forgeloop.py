@@ -71,6 +71,8 @@ def ingest_forgeloop_command(
         )
         if aggregated is not None:
             print_aggregated(aggregated, aggregated.destination)
+        for line in ingested.notes:
+            note(line)
     if result.rejected:
         if not json:
             seen = result.seen + result.scenarios + result.scenarios_rejected

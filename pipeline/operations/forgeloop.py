@@ -23,6 +23,7 @@ class Ingested:
     ingest: Any  # forgeloop.ingest.IngestResult
     aggregated: Any  # forgeloop.aggregation.Aggregated, or None
     warehouse: Path
+    notes: list[str] = field(default_factory=list)  # for people
 
     def as_dict(self) -> dict:
         document = self.ingest.as_dict()
@@ -49,6 +50,7 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
     check_utf8_path(scenarios, "--scenarios")
     from ..forgeloop import aggregation
     from ..forgeloop.ingest import ingest_forgeloop as ingest
+    from ..forgeloop.tables import SCENARIOS
     from ..forgeloop.walk import no_raw_folder
 
     if not (Path(results) / "raw").is_dir():  # told before the warehouse is made
@@ -60,7 +62,11 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
         aggregated = None
         if then_aggregate and store.has_table("runs"):
             aggregated = aggregation.aggregate(store, store.root / "aggregate")
-    return Ingested(result, aggregated, store.root)
+    notes = []
+    if scenarios is None and not store.has_table(SCENARIOS) and store.has_table("runs"):
+        notes.append("note: no scenario files stored: report tail and summary list only scenarios with one, and "
+                     "no light objective is judged; pass --scenarios DIR (ForgeLoop's scenario files)")
+    return Ingested(result, aggregated, store.root, notes)
 
 
 def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: str | os.PathLike | None = None,
