@@ -299,3 +299,11 @@ def test_the_gate_rarely_fails_when_nothing_changed(tmp_path):
                          warehouse=warehouse, check=None).returncode == 5 for i in range(40))
     assert failed <= 2  # 40 draws at the allowed 2.5 %: more than 2 has probability 0.08
     assert power.family_levels(0.95, 18, 6)[0] == pytest.approx(1 - 0.025 / 18)
+
+
+def test_a_run_set_compared_with_itself_is_told(corpus_warehouse):
+    run_set = "codex-tail-repeat20-20260831"
+    same = run_cli("compare", run_set, run_set, warehouse=corpus_warehouse)
+    assert f"note: {run_set} is compared with itself: every ratio is 1" in same.stderr
+    other = run_cli("compare", "codex-quality-repeat5-20260831", run_set, warehouse=corpus_warehouse)
+    assert "compared with itself" not in other.stderr

@@ -7,7 +7,8 @@ import typer
 
 from ..errors import Exit
 from .apps import app, report_app
-from .common import JsonOption, QuietOption, WarehouseOption, command, print_json, set_quiet, stdout_console, write_stdout
+from .common import JsonOption, QuietOption, WarehouseOption, command, note, print_json, set_quiet, stdout_console, \
+    write_stdout
 from .helptext import command_help
 
 LevelOption = Annotated[float, typer.Option("--level", help="Confidence level of the intervals, between 0 and 1.")]
@@ -76,7 +77,7 @@ def compare_command(
                                                   help="Divide time ratios by the direct mode's.")] = None,
     adjust_tokens: Annotated[bool, typer.Option("--adjust-tokens", help="With --adjust: token ratios too.")] = False,
     level: Annotated[float, typer.Option("--level", help="Level at which all the gated intervals hold at once.")] = 0.95,
-    # accepted so that command lines written for the bootstrap intervals keep working; the t intervals draw nothing
+    # accepted, without effect: the intervals draw nothing (a command line that passes them still runs)
     resamples: Annotated[Optional[int], typer.Option("--resamples", hidden=True)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", hidden=True)] = None,
     warehouse: WarehouseOption = None,
@@ -89,8 +90,11 @@ def compare_command(
     from ..operations.statistics import check_compare_options
 
     check_compare_options(output_format, json)
-    report = compare(baseline, candidate, warehouse=warehouse, margin=margin, level=level, adjust=adjust,
-                     adjust_tokens=adjust_tokens, fail_on=fail_on or ()).document
+    shown = compare(baseline, candidate, warehouse=warehouse, margin=margin, level=level, adjust=adjust,
+                    adjust_tokens=adjust_tokens, fail_on=fail_on or ())
+    report = shown.document
+    for line in shown.notes:
+        note(line)
     if json or output_format == "json":
         print_json(report, 2)
     else:

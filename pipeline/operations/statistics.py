@@ -61,7 +61,9 @@ def compare(baseline: str, candidate: str, *, warehouse: str | os.PathLike | War
     if adjust_tokens and adjust is None:
         raise usage_error("--adjust-tokens needs --adjust direct")
     store = open_warehouse(warehouse)
-    return Shown(compare_run_sets(store, baseline, candidate, margin, level, adjust, adjust_tokens, conditions))
+    notes = [f"note: {baseline} is compared with itself: every ratio is 1, every verdict NO_CHANGE or INCONCLUSIVE; "
+             "give the run set to compare against first, then the one compared"] if baseline == candidate else []
+    return Shown(compare_run_sets(store, baseline, candidate, margin, level, adjust, adjust_tokens, conditions), notes)
 
 
 def fail_on_conditions(fail_on: Sequence[str] | str | None) -> tuple[str, ...]:
