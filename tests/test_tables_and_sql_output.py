@@ -264,3 +264,23 @@ def test_csv_writes_timestamps_as_json_does(demo_warehouse, tmp_path):
     assert dict(zip(header.split(","), values.split(","))) == {name: value or "" for name, value in row.items()}
     assert row == {"half": "2026-01-02T01:04:05.500000+00:00", "micro": "2026-12-03T13:20:07.148104+00:00",
                    "whole": "2026-01-02T03:04:05+00:00", "naive": "2026-01-02T03:04:05+00:00", "nothing": None}
+
+
+def test_a_table_the_warehouse_does_not_hold_yet_says_what_stores_it(corpus_warehouse):
+    named = run_cli("sql", "--query", "forge_survival", warehouse=corpus_warehouse, check=1)
+    assert named.stderr == (f"loopmeter: error: table forge_attempt_events is not in {corpus_warehouse} yet; run "
+                            "`loopmeter ingest forge STORE` first\n")
+    ad_hoc = run_cli("sql", "SELECT * FROM forgeloop_objectives", warehouse=corpus_warehouse, check=1)
+    assert "table forgeloop_objectives is not in" in ad_hoc.stderr and "aggregate --confidence" in ad_hoc.stderr
+    unknown = run_cli("sql", "SELECT * FROM no_such_table", warehouse=corpus_warehouse, check=1)
+    assert "Catalog Error" in unknown.stderr  # not a table loopmeter stores: DuckDB's own words
+
+
+def test_queries_lists_each_querys_parameters():
+    text = run_cli("queries", env={"COLUMNS": "250"}).stdout
+    line = next(line for line in text.splitlines() if line.startswith("forgeloop_pairs "))
+    assert line.endswith("Takes --param run_set=... (optional).")
+    listed = {entry["name"]: entry for entry in json.loads(run_cli("queries", "--json").stdout)}
+    assert listed["forge_routing_scope"]["parameters"] == [{"name": "repo", "optional": True},
+                                                           {"name": "since", "optional": True}]
+    assert listed["forge_attempts"]["parameters"] == []

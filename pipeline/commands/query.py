@@ -67,17 +67,27 @@ def sql_command(
     example="loopmeter queries\nloopmeter queries --json"))
 @command
 def queries_command(json: JsonOption = False, quiet: QuietOption = False) -> int:
-    from ..sql.queries import list_queries, runs_inside
+    from ..sql.queries import list_queries, optional_parameters, query_parameters, query_text, runs_inside
 
     set_quiet(quiet)
     listed = [(name, summary, runs_inside(name)) for name, summary in list_queries()]
+    taken = {name: [(parameter, parameter in optional_parameters(name)) for parameter in query_parameters(query_text(name))]
+             for name, _, _ in listed}
     if json:
-        print_json([{"name": name, "summary": summary, "runsInside": stage} for name, summary, stage in listed], 2)
+        print_json([{"name": name, "summary": summary, "runsInside": stage,
+                     "parameters": [{"name": parameter, "optional": optional} for parameter, optional in taken[name]]}
+                    for name, summary, stage in listed], 2)
         return Exit.OK
     from ..tables_text import fit_line, listing, stdout_width
 
+    def with_parameters(name: str, summary: str) -> str:
+        if not taken[name]:
+            return summary
+        given = ", ".join(f"--param {parameter}=..." + (" (optional)" if optional else "") for parameter, optional in taken[name])
+        return f"{summary} Takes {given}."
+
     width, shown = max((len(name) for name, _, _ in listed), default=0), stdout_width()
-    queries = [(f"{name:<{width}}", summary) for name, summary, stage in listed if not stage]
+    queries = [(f"{name:<{width}}", with_parameters(name, summary)) for name, summary, stage in listed if not stage]
     if queries:
         print(listing([f"{lead}  {text}" for lead, text in queries], queries, shown))
     steps = [(f"{name:<{width}}", f"inside {stage}") for name, _, stage in listed if stage]

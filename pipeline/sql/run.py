@@ -10,10 +10,11 @@ folder.
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LoopmeterError, flat_message, is_interruption, one_line, shown_path
-from ..storage import Warehouse
+from ..storage import Warehouse, registry
 
 if TYPE_CHECKING:
     import duckdb
@@ -88,11 +89,31 @@ def run_sql(
     except duckdb.Error as error:
         if is_interruption(error):
             raise KeyboardInterrupt from None
+        missing = _MISSING.search(str(error)) if isinstance(error, duckdb.CatalogException) else None
+        if missing is not None and registry.known(missing.group(1)):
+            raise LoopmeterError(f"table {missing.group(1)} is not in {shown_path(warehouse.root)} yet; "
+                                 f"{what_makes(missing.group(1))}") from None
         raise LoopmeterError(flat_message(error)) from None
     finally:
         os.chdir(previous_directory)
         if not worker.get("running"):  # else the query is still being stopped, in a thread the exit ends
             connection.close()
+
+
+_MISSING = re.compile(r"Table with name (\w+) does not exist")
+
+
+def what_makes(table: str) -> str:
+    """The command that stores `table`, as a hint."""
+    if table == "forge_survival":
+        return "run `loopmeter ingest forge STORE`, then `loopmeter harvest survival`"
+    if table.startswith("forge_"):
+        return "run `loopmeter ingest forge STORE` first"
+    if table in ("forgeloop_confidence", "forgeloop_objectives"):
+        return "run `loopmeter aggregate --confidence` first"
+    if table.startswith("forgeloop_"):
+        return "run `loopmeter aggregate` first"
+    return "run `loopmeter ingest forgeloop RESULTS --scenarios DIR` first"
 
 
 INTERRUPT_WAIT = 0.5  # seconds Ctrl-C waits for DuckDB to stop the query before the command ends anyway
