@@ -144,7 +144,7 @@ def _confidence_sections(run_set: str, confidence: dict) -> list[Section]:
         f"<td class=\"n\">{'' if entry['verdict'] != 'INCONCLUSIVE' else escape(repeats_text(entry))}</td></tr>"
         for entry in objectives)
     verdicts = (f'<table class="classes"><tr><th>scenario</th><th>objective</th><th>verdict</th>'
-                f"<th>pairs needed</th></tr>{table}</table>" if table else
+                f"<th>repeats needed</th></tr>{table}</table>" if table else
                 '<p class="empty">No light scenario in this run set: no objective to judge.</p>')
     legend = '<ul class="legend">' + "".join(
         f'<li><i class="dot" style="background:{colour}"></i>adaptive {name}</li>' for name, colour in STATISTIC_COLOURS.items()

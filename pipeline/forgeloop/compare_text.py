@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 MODE_NAMES = {"forgeloopBalanced": "balanced", "forgeloopAdaptive": "adaptive"}
+METRIC_NAMES = {"time": "time (ms)"}  # the medians' unit, where the metric has one
 
 
 def _number(value: float | None, open_end: bool = False) -> str:
@@ -36,7 +37,8 @@ def _tables(report: dict) -> tuple[list[str], list[list[str]], list[str], list[l
     """The scenario rows' headers and cells, then the pooled rows'."""
     adjusting = bool(report["adjust"])
     head = ["Scenario", "Mode", "Metric", "Baseline median", "Candidate median", *_headers(report)]
-    rows = [[row["scenarioId"], MODE_NAMES.get(row["mode"], row["mode"]), row["metric"], _number(row["baselineMedian"]),
+    rows = [[row["scenarioId"], MODE_NAMES.get(row["mode"], row["mode"]), METRIC_NAMES.get(row["metric"], row["metric"]),
+             _number(row["baselineMedian"]),
              _number(row["candidateMedian"]), *_figures(row, adjusting)] for row in report["rows"]]
     pooled_head = ["Mode", "Metric", "Scenarios", *_headers(report)]
     pooled = [[MODE_NAMES.get(row["mode"], row["mode"]), row["metric"], str(row["scenarios"]), *_figures(row, adjusting)]

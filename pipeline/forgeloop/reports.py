@@ -313,7 +313,7 @@ def render_summary(report: dict, console: Console) -> None:
             add_row(table, (s["scenarioId"], _text(s["expectedProfile"]), _text(s["claimsAllowed"]), _text(direct),
                             overhead["forgeloopBalanced"], overhead["forgeloopAdaptive"], light))
         print_table(console, table)
-    console.print(report["claimPolicy"], markup=False)
+    console.print(f"Claims policy: {report['claimPolicy']}", markup=False)
 
 
 def render_regression(report: dict, console: Console) -> None:
