@@ -164,10 +164,21 @@ def demo(data: str | os.PathLike = "data", *, warehouse: str | os.PathLike | War
     """The sample data made once in `data/sample/` (deterministic), and every stage run on it."""
     store = open_warehouse(warehouse, writing=True)
     sample = Path(data).expanduser().resolve() / "sample"
+    made = []
+
+    def step(line: str) -> None:
+        made.append(line)
+        on_step(line)
+
+    kept = (sample / "forgeloop" / "raw").is_dir()
     results = make_forgeloop_sample(sample / "forgeloop")
+    step(f"sample ForgeLoop run sets: {'kept from before' if kept else 'made'} in {results}")
+    kept = (sample / "forge" / "sample.json").exists()
     forge_store, now = make_forge_sample(sample / "forge")
+    step(f"sample Forge store and git repositories: {'kept from before' if kept else 'made'} in {forge_store.parent}")
     outcome = _run_all(store, results=results, scenarios=results / "scenarios", forge_store=forge_store, out=None,
                        tier=None, horizon_days=list(HORIZONS), now=now, include_temp=True, wait=wait, on_step=on_step)
+    outcome.steps[:0] = made
     outcome.sample = sample
     return outcome
 
