@@ -142,7 +142,11 @@ def listings(demo_warehouse):
     queries = run_cli("queries").stdout
     listed = json.loads(run_cli("queries", "--json").stdout)
     width = max(len(entry["name"]) for entry in listed)
-    expected = "".join(f"{e['name']:<{width}}  {e['summary']}\n" for e in listed if not e["runsInside"])
+    def taken(entry: dict) -> str:
+        given = ", ".join(f"--param {p['name']}=..." + (" (optional)" if p["optional"] else "") for p in entry["parameters"])
+        return f" Takes {given}." if given else ""
+
+    expected = "".join(f"{e['name']:<{width}}  {e['summary']}{taken(e)}\n" for e in listed if not e["runsInside"])
     steps = [e for e in listed if e["runsInside"]]
     expected += "\nsteps of stages (they read what the stage stages, not the warehouse):\n" + "".join(
         f"{e['name']:<{width}}  inside {e['runsInside']}\n" for e in steps) if steps else ""

@@ -315,12 +315,12 @@ SRM_COLUMNS: list[Column] = [
     ("srm", "bool", "the assignment ratio's mismatch at one look: p_value < 0.001"),
     ("p_value_bound", "f64", "a Chernoff bound on the exact probability of a split at least this uneven, whatever "
                              "the propensities (it confirms a mismatch where an expected count is below 5)"),
-    ("default_with_outcome", "i64", "of the default arm's assignments, those with an outcome: attempt 1 passed or "
-                                    "failed review (first_pass not null), the tasks the routing comparison averages"),
+    ("default_with_outcome", "i64", "of the default arm's assignments, those with an outcome (attempt 1 passed or "
+                                    "failed review): the tasks the routing comparison averages"),
     ("alternative_with_outcome", "i64", "of the alternative arm's assignments, those with an outcome (as "
                                         "default_with_outcome)"),
-    ("attrition_p_value", "f64", "Fisher's exact two-sided p-value of the arm-by-outcome table: the chance, given "
-                                 "its margins, of a split of the tasks with an outcome at most as likely as this one"),
+    ("attrition_p_value", "f64", "Fisher's exact two-sided p-value of the arm-by-outcome table: the chance, its "
+                                 "margins given, of a split of the tasks with an outcome this unlikely"),
     ("attrition_srm", "bool", "differential attrition at one look: attrition_p_value < 0.001"),
     ("untrustworthy", "bool", "the verdict: p_value or attrition_p_value below 0.00025 (a correct store of three "
                               "pairs is flagged in at most 0.2 % of looks); the routing report marks the pair"),

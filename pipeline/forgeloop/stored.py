@@ -79,8 +79,12 @@ def check_current(warehouse: "Warehouse", run_set: str | None = None) -> None:
     changed = [name for name in wanted if digests.get(name) != identities.get(name)]
     gone = sorted(set(stored["run_set_id"].to_list()) - set(partitions)) if run_set is None else []
     if changed or gone:
-        # a runs file changed by hand (not by an ingest) is named for what it is first
-        warehouse.check_table(RUNS, warehouse.partition_files(RUNS, "run_set_id", changed))
+        # a runs file changed by hand (not by an ingest), or damaged, is named for what it is first:
+        # its footer checked, then its pages read
+        files = warehouse.partition_files(RUNS, "run_set_id", changed)
+        warehouse.check_table(RUNS, files)
+        if files:
+            warehouse.read_files(RUNS, files, ["source_path", "content_hash"])
         names = changed + gone
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise LoopmeterError(f"the stored aggregate is older than the runs in {where} (run set{'s' if len(names) > 1 else ''} "
