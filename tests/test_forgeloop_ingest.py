@@ -502,3 +502,14 @@ def test_an_ingest_without_scenario_files_says_what_that_leaves_out(tmp_path, co
     run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), warehouse=tmp_path / "w")
     again = run_cli("ingest", "forgeloop", str(corpus / "results"), warehouse=tmp_path / "w")  # stored before: enough
     assert "note:" not in again.stderr
+
+
+def test_scenario_files_read_before_are_told_unchanged(tmp_path, corpus):
+    args = ("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"))
+    assert "7 scenario files: 7 accepted, 0 rejected" in run_cli(*args, warehouse=tmp_path / "w").stdout
+    again = run_cli(*args, warehouse=tmp_path / "w")
+    assert "525 unchanged" in again.stdout and "7 scenario files: 7 unchanged, 0 rejected" in again.stdout
+    told = json.loads(run_cli(*args, "--json", warehouse=tmp_path / "w").stdout)
+    assert told["scenarios"] == 7 and told["scenariosUnchanged"] is True
+    reread = json.loads(run_cli(*args, "--full", "--json", warehouse=tmp_path / "w").stdout)
+    assert reread["scenariosUnchanged"] is False

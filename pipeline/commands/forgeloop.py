@@ -65,7 +65,8 @@ def ingest_forgeloop_command(
         print_fitted(
             f"{_count(result.seen, 'run file')}: {result.accepted} accepted, {result.unchanged} unchanged, "
             f"{result.runs_rejected} rejected; run sets {_names(result.run_sets)}"
-            + (f"; {_count(scenario_files, 'scenario file')}: {result.scenarios} accepted, {result.scenarios_rejected} rejected"
+            + (f"; {_count(scenario_files, 'scenario file')}: {result.scenarios} "
+               f"{'unchanged' if result.scenarios_unchanged else 'accepted'}, {result.scenarios_rejected} rejected"
                if scenarios is not None else "")
             + f" -> {shown_path(root)}"
         )

@@ -201,6 +201,8 @@ class TreeState:
         unchanged tree), the recorded answers for the others, in path order."""
         ingested = set(self.digests) if self.state is None else set(self.scope() or ())
         outcome = IngestResult(results=self.results.resolve(), wrote=bool(result and result.wrote))
+        outcome.scenarios_unchanged = (self.scenarios is not None and self.state is not None
+                                       and self.state["scenarioListing"] == self.scenario_listing)
         fresh_rejections: dict[str, list] = {}
         if result is not None:
             outcome.accepted, outcome.unchanged, outcome.scenarios = result.accepted, result.unchanged, result.scenarios

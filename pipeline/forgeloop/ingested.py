@@ -15,6 +15,7 @@ class IngestResult:
     unchanged: int = 0
     rejections: list[tuple[str, str, str]] = field(default_factory=list)  # (path, field, rule)
     scenarios: int = 0
+    scenarios_unchanged: bool = False  # the scenario files are those the last ingest read (names, sizes, times)
     wrote: bool = False  # some table changed (false for an unchanged tree)
 
     @property
@@ -45,6 +46,7 @@ class IngestResult:
             "rejected": self.runs_rejected,
             "scenarios": self.scenarios,
             "scenariosRejected": self.scenarios_rejected,
+            "scenariosUnchanged": self.scenarios_unchanged,
             "rejections": [{"path": p, "field": f, "reason": r} for p, f, r in self.rejections],
         }
 
