@@ -85,3 +85,35 @@ def test_aggregating_one_run_set_keeps_the_others_tables(corpus_warehouse, tmp_p
         counts = dict(store.read(table).group_by("run_set_id").len().iter_rows())
         assert set(counts) == set(RUN_SETS), table
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["codex-quality-repeat5-20260831"]
+
+
+def test_without_tier_the_runners_own_is_read_from_its_summary(corpus, corpus_warehouse, tmp_path):
+    """ForgeLoop's summary.json beside the raw runs names the tier it ran at: ingest reads it, so a
+    plain `aggregate` writes ForgeLoop's files, tier included; --tier still decides when given."""
+    out = tmp_path / "aggregate"
+    run_cli("aggregate", "--out", str(out), "--quiet", warehouse=corpus_warehouse)
+    for run_set in sorted(RUN_SETS):
+        for path in sorted((corpus / "results" / "aggregate" / run_set).glob("*.json")):
+            assert (out / run_set / path.name).read_text() == path.read_text(), (run_set, path.name)
+    given = tmp_path / "given"
+    run_cli("aggregate", "--out", str(given), "--tier", "smoke", "--quiet", warehouse=corpus_warehouse)
+    assert json.loads((given / "codex-tail-repeat20-20260831" / "summary.json").read_text())["tier"] == "smoke"
+
+
+def test_a_summary_that_names_no_known_tier_gives_none(tmp_path, corpus):
+    import os
+    import shutil
+
+    results = tmp_path / "results"
+    shutil.copytree(corpus / "results" / "raw", results / "raw")
+    tail, quality = "codex-tail-repeat20-20260831", "codex-quality-repeat5-20260831"
+    (results / "aggregate" / tail).mkdir(parents=True)
+    (results / "aggregate" / tail / "summary.json").write_text('{"tier": "enormous"}')
+    (results / "aggregate" / quality).mkdir(parents=True)
+    os.symlink(corpus / "results" / "aggregate" / tail / "summary.json", results / "aggregate" / quality / "summary.json")
+    run_cli("ingest", "forgeloop", str(results), "--quiet", warehouse=tmp_path / "w")
+    stored = run_cli("sql", "SELECT count(*) AS n FROM run_set_tiers", "--format", "json", warehouse=tmp_path / "w",
+                     check=None)
+    assert stored.returncode == 1 or json.loads(stored.stdout) == [{"n": 0}]  # a link is never followed
+    run_cli("aggregate", "--out", str(tmp_path / "out"), "--quiet", warehouse=tmp_path / "w")
+    assert json.loads((tmp_path / "out" / tail / "summary.json").read_text())["tier"] is None

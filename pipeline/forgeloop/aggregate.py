@@ -322,7 +322,7 @@ def summary_document(run_set: str, documents: list[dict], tier: str | None) -> d
     return summary
 
 
-def iter_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: str | None = None,
+def iter_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: str | dict[str, str] | None = None,
                    rendered: bool = False) -> Iterator[RunSetDocuments]:
     """Every run set's scenario documents (scenarios in id order, as file names sort) and summary,
     run set by run set in id order. `rendered`: documents only to be written
@@ -335,11 +335,12 @@ def iter_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: 
             if scenario not in expected_profiles:
                 documents.unknown_scenarios.append(scenario)
             documents.scenarios[scenario] = scenario_document(tables, run_set, scenario, expected_profiles.get(scenario))
-        documents.summary = summary_document(run_set, list(documents.scenarios.values()), tier)
+        recorded = tier.get(run_set) if isinstance(tier, dict) else tier  # one for all, or per run set
+        documents.summary = summary_document(run_set, list(documents.scenarios.values()), recorded)
         yield documents
 
 
-def build_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: str | None = None,
+def build_documents(analysis: Analysis, expected_profiles: dict[str, str], tier: str | dict[str, str] | None = None,
                     rendered: bool = False) -> list[RunSetDocuments]:
     """`iter_documents`, as a list."""
     return list(iter_documents(analysis, expected_profiles, tier, rendered))

@@ -21,6 +21,7 @@ from .analysis import Analysis
 from .buckets import columns_used, runs_in_duckdb  # noqa: F401  (the confidence report reads runs through them)
 from .contract import TIERS
 from .stored import DOCUMENTS, expected_profiles
+from .tiers import stored_tiers
 from .tables import RUNS
 
 
@@ -29,7 +30,7 @@ class Aggregated:
     analysis: Analysis | None  # None when nothing had to be computed
     documents: list[RunSetDocuments]  # of the run sets computed (from `aggregate`: summaries and scenario names)
     written: list[Path] = field(default_factory=list)
-    tier: str | None = None
+    tier: str | dict[str, str] | None = None  # recorded in summary.json: one for all run sets, or per run set
     profiles: dict[str, str] = field(default_factory=dict)
     identities: dict[str, str] = field(default_factory=dict)  # run set -> identity of its runs, where known
     plan: incremental.Plan | None = None  # set by `aggregate`
@@ -70,13 +71,14 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     (`rendered`: documents only to be written, see `iter_documents`), bucket by bucket of whole
     run sets (`buckets.py`), by `engine`."""
     require_runs(warehouse, tier)
+    recorded = tier if tier is not None else stored_tiers(warehouse)
     identities = incremental.run_set_identities(warehouse) if run_set is None and run_sets is None else {}
     stored = warehouse.partitions(RUNS, "run_set_id")
     wanted = [run_set] if run_set is not None else sorted(run_sets) if run_sets is not None else sorted(stored)
     if run_set is not None and run_set not in stored:
         raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}")
     profiles = expected_profiles(warehouse) if profiles is None else profiles
-    parts = list(buckets.compute(warehouse, wanted, profiles, tier, rendered, engine))
+    parts = list(buckets.compute(warehouse, wanted, profiles, recorded, rendered, engine))
     if not parts:
         raise LoopmeterError(f"no runs in {warehouse.root}")
     analysis = buckets.merge([part.analysis for part in parts])
@@ -94,6 +96,7 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
         require_runs(warehouse, tier)
         check_out(out, (), warehouse)
         profiles = expected_profiles(warehouse)
+        tier = tier if tier is not None else stored_tiers(warehouse) or None  # --tier, else each run set's runner's
         plan = incremental.Plan(full=True) if full else incremental.plan(warehouse, out, tier, profiles)
         result = Aggregated(None, [], tier=tier, profiles=profiles)
         if run_set is not None:

@@ -116,7 +116,7 @@ def run_counts(warehouse: Warehouse, run_sets: Collection[str]) -> dict[str, int
     return dict(counts.iter_rows())
 
 
-def compute_bucket(warehouse: Warehouse, run_sets: list[str], profiles: dict[str, str], tier: str | None,
+def compute_bucket(warehouse: Warehouse, run_sets: list[str], profiles: dict[str, str], tier: str | dict[str, str] | None,
                    rendered: bool = False) -> Part:
     """The analysis and the documents of these whole run sets (`rendered`: documents only to be
     written, see `aggregate.iter_documents`)."""
@@ -125,7 +125,7 @@ def compute_bucket(warehouse: Warehouse, run_sets: list[str], profiles: dict[str
     return Part(analysis, build_documents(analysis, profiles, tier, rendered))
 
 
-def _compute_in_worker(root: str, run_sets: list[str], profiles: dict[str, str], tier: str | None,
+def _compute_in_worker(root: str, run_sets: list[str], profiles: dict[str, str], tier: str | dict[str, str] | None,
                        rendered: bool) -> Part:
     """`compute_bucket` in a worker process: it opens the warehouse to read (the command that
     started it holds the lock) and hands its result back, its documents as plain data (rendered
@@ -133,7 +133,7 @@ def _compute_in_worker(root: str, run_sets: list[str], profiles: dict[str, str],
     return compute_bucket(Warehouse(Path(root)), run_sets, profiles, tier, rendered=False)
 
 
-def compute(warehouse: Warehouse, run_sets: Collection[str], profiles: dict[str, str], tier: str | None,
+def compute(warehouse: Warehouse, run_sets: Collection[str], profiles: dict[str, str], tier: str | dict[str, str] | None,
             rendered: bool = False, engine: Engine = Engine()) -> Iterator[Part]:
     """Each bucket's `Part`, in run set order, computed by `engine`."""
     buckets = cut(run_counts(warehouse, run_sets), engine.bucket_runs)

@@ -89,8 +89,10 @@ def _place(warehouse: Warehouse, out: Path) -> str:
         return str(place)
 
 
-def _key(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, str]) -> dict:
+def _key(warehouse: Warehouse, out: Path, tier: str | dict[str, str] | None, profiles: dict[str, str]) -> dict:
     digest = hashlib.blake2b(json.dumps(sorted(profiles.items())).encode(), digest_size=12).hexdigest()
+    if isinstance(tier, dict):  # per run set, as ingest read them (lists: as the record reads back from JSON)
+        tier = [[run_set, name] for run_set, name in sorted(tier.items())]
     return {"loopmeter": __version__, "schema": SCHEMA_VERSION, "out": _place(warehouse, out), "tier": tier,
             "profiles": digest}
 
@@ -127,7 +129,7 @@ def _same_documents(now: dict[str, list] | None, before: dict) -> bool:
         isinstance(before[name], list) and before[name][-1:] == now[name][-1:] for name in now)
 
 
-def plan(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, str]) -> Plan:
+def plan(warehouse: Warehouse, out: Path, tier: str | dict[str, str] | None, profiles: dict[str, str]) -> Plan:
     """What an aggregate of all run sets into `out` has to compute."""
     identities = run_set_identities(warehouse)
     state = recorded(warehouse)
@@ -158,7 +160,7 @@ def facts(documents) -> dict:
     }
 
 
-def record(warehouse: Warehouse, out: Path, tier: str | None, profiles: dict[str, str], computed: list,
+def record(warehouse: Warehouse, out: Path, tier: str | dict[str, str] | None, profiles: dict[str, str], computed: list,
            kept: dict[str, dict], identities: dict[str, str]) -> None:
     """Remember this aggregate (after its documents and tables are in place); `computed`
     are the RunSetDocuments written now, `kept` the records of the run sets left as they

@@ -41,6 +41,7 @@ from .reader import ALL_RUN_COLUMNS, BATCH, BATCH_BYTES, RunReader, ToRead, Verd
 
 from .ingested import IngestResult
 from .tables import RUNS, SCENARIOS
+from .tiers import read_tiers, store_tiers
 from .walk import SeenFile
 from .manifest import ManifestSpool
 
@@ -123,6 +124,8 @@ def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scen
         runs_table.write(empty_frame(ALL_RUN_COLUMNS))  # the columns, should nothing else be written
         runs_table.keep_others, runs_table.drop = True, set(changed)
         runs_table.cancelled = not changed and warehouse.has_table(RUNS)
+    if outcome.run_sets:  # the runner's tier, where ForgeLoop's summary.json beside raw/ names it
+        outcome.wrote |= store_tiers(warehouse, read_tiers(results, outcome.run_sets), outcome.run_sets)
     scenario_rows: list[list] = []
     if scenarios is not None:
         outcome.scenarios = _ingest_scenarios(warehouse, Path(scenarios), scenario_rows, now, max_file_bytes)

@@ -9,6 +9,7 @@ Column = tuple[str, str, str]
 RUNS = "runs"
 MANIFEST = "ingest_manifest"
 SCENARIOS = "scenarios"
+RUN_SET_TIERS = "run_set_tiers"
 
 _MODE_KEY: list[Column] = [
     ("run_set_id", "str", "run set id"),
@@ -50,6 +51,16 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
     "ingest_manifest": (
         "One row per file the last ingest of its source saw: accepted, unchanged or rejected with the reason.",
         MANIFEST_COLUMNS,
+    ),
+    "run_set_tiers": (
+        "The runner's tier of each run set that ForgeLoop's own summary.json beside its raw runs names "
+        "(RESULTS/aggregate/<runSetId>/summary.json, read by `ingest forgeloop`): what `aggregate` records as "
+        "the tier when --tier is not given.",
+        [
+            ("run_set_id", "str", "run set id"),
+            ("tier", "str", "smoke, evidence or tail"),
+            ("source_path", "str", "the summary.json it was read from, absolute"),
+        ],
     ),
     "forgeloop_mode_runs": (
         "Per run set, scenario and mode: run counts and the sources seen.",

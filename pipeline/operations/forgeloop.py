@@ -48,7 +48,6 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
     check_number("--max-file-mb", max_file_mb, minimum=0, inclusive=False)
     check_utf8_path(results, "RESULTS")
     check_utf8_path(scenarios, "--scenarios")
-    from ..forgeloop import aggregation
     from ..forgeloop.ingest import ingest_forgeloop as ingest
     from ..forgeloop.tables import SCENARIOS
     from ..forgeloop.walk import no_raw_folder
@@ -61,6 +60,8 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
                         max_file_bytes=max(1, int(max_file_mb * 1024 * 1024)), run_sets=run_sets, full=full)
         aggregated = None
         if then_aggregate and store.has_table("runs"):
+            from ..forgeloop import aggregation  # here: an ingest alone, of a tree unchanged, imports no engine
+
             aggregated = aggregation.aggregate(store, store.root / "aggregate")
     notes = []
     if scenarios is None and not store.has_table(SCENARIOS) and store.has_table("runs"):
