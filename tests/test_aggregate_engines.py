@@ -30,10 +30,12 @@ def test_run_sets_are_cut_into_buckets_of_whole_run_sets_in_id_order():
 
 
 def aggregated(source: Path, place: Path, *options: str) -> tuple[Path, dict]:
-    """A copy of the warehouse `source` aggregated in full with `options`: its documents, its tables."""
+    """A copy of the warehouse `source` aggregated in full with `options`: its documents, its tables.
+    Another engine than this process in a process of its own, as users run it: Spark's Java gateway
+    and multiprocessing's resource tracker live as long as the process that started them."""
     shutil.copytree(source, place, symlinks=True)
     out = place.parent / (place.name + "-out")
-    run_cli("aggregate", "--full", "--out", str(out), "--quiet", *options, warehouse=place)
+    run_cli("aggregate", "--full", "--out", str(out), "--quiet", *options, warehouse=place, process="--engine" in options)
     warehouse = Warehouse(place)
     return out, {name: warehouse.read(name) for name in TABLES if name != "forgeloop_documents"}
 
@@ -95,7 +97,7 @@ def test_run_all_computes_its_aggregate_with_the_engine_given(tmp_path, corpus):
     for name, options in {"local": (), "pool": ("--engine", "pool", "--workers", "2", "--bucket-runs", "40")}.items():
         warehouse = tmp_path / name
         run_cli("run-all", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet", *options,
-                warehouse=warehouse)
+                warehouse=warehouse, process=bool(options))
         outs[name] = warehouse / "aggregate"
     differences = subprocess.run(["diff", "-r", str(outs["local"]), str(outs["pool"])], capture_output=True, text=True)
     assert differences.returncode == 0 and len(list(outs["pool"].rglob("*.json"))) == 16, differences.stdout[:2000]
