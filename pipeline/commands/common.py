@@ -105,6 +105,7 @@ WorkersOption = Annotated[Optional[int], typer.Option("--workers", show_default=
 BucketRunsOption = Annotated[int, typer.Option("--bucket-runs", help="Runs per bucket of whole run sets: what is in "
                                                "memory at once, per worker.")]
 
+
 def _run(function: Callable, args: tuple, kwargs: dict) -> Any:
     """The command; where its warehouse is at a URL (--warehouse or $LOOPMETER_WAREHOUSE), on a
     scratch mirror of it, published back when the command changed it (`storage/remote.py`)."""

@@ -10,8 +10,8 @@ import typer
 from ..errors import Exit
 from ..operations.forge import MAX_HORIZON_DAYS
 from .apps import app
-from .common import BucketRunsOption, EngineOption, JsonOption, SparkMasterOption, WorkersOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet, \
-    stdout_console
+from .common import BucketRunsOption, EngineOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
+    WarehouseOption, WorkersOption, command, note, print_json, set_quiet, stdout_console
 from .helptext import TIER_METAVAR, command_help
 
 
