@@ -31,18 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 sys.path.insert(0, str(ROOT / "bench"))
 
-from forgeloop_bench import generate  # noqa: E402
+from forgeloop_bench import MEASURE, generate  # noqa: E402
 
-MEASURE = """
-import resource, subprocess, sys, time
-start = time.perf_counter()
-done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-elapsed = time.perf_counter() - start
-if done.returncode not in (0, 3):
-    sys.stderr.write(done.stderr.decode()); sys.exit(done.returncode)
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(elapsed, usage.ru_maxrss, usage.ru_utime + usage.ru_stime)
-"""
 LOOPMETER = [PYTHON, "-m", "loopmeter"]
 
 

@@ -18,7 +18,6 @@ from ..storage.names import child
 from . import buckets, incremental
 from .aggregate import RunSetDocuments
 from .analysis import Analysis
-from .buckets import columns_used, runs_in_duckdb  # noqa: F401  (the confidence report reads runs through them)
 from .contract import TIERS
 from .stored import DOCUMENTS, expected_profiles
 from .tiers import stored_tiers

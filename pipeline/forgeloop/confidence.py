@@ -66,7 +66,7 @@ class Settings:
 
 def load_pairs(warehouse: Warehouse, run_set: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The comparable pairs and the per-mode counts of the run set (or of all), from `runs`."""
-    from .aggregation import columns_used, runs_in_duckdb
+    from .buckets import columns_used, runs_in_duckdb
 
     with runs_in_duckdb(warehouse, columns_used(QUERIES), run_set) as connection:
         return run_query(connection, "forgeloop_pairs"), run_query(connection, "forgeloop_mode_runs")
