@@ -11,6 +11,7 @@ import polars as pl
 
 from .. import collector
 from ..config import file_in_the_way
+from ..engines import Engine
 from ..errors import LoopmeterError, shown_path
 from ..jsjson import dumps_bytes
 from ..storage import Warehouse, folders, registry
@@ -65,7 +66,7 @@ def require_runs(warehouse: Warehouse, tier: str | None = None) -> None:
 
 def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None = None,
             run_sets: Collection[str] | None = None, profiles: dict[str, str] | None = None,
-            rendered: bool = False, engine: buckets.Engine = buckets.Engine()) -> Aggregated:
+            rendered: bool = False, engine: Engine = Engine()) -> Aggregated:
     """Analyse the runs (of one run set, of `run_sets`, or all) and assemble ForgeLoop's documents
     (`rendered`: documents only to be written, see `iter_documents`), bucket by bucket of whole
     run sets (`buckets.py`), by `engine`."""
@@ -86,7 +87,7 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
 
 
 def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bool = False,
-              run_set: str | None = None, engine: buckets.Engine = buckets.Engine()) -> Aggregated:
+              run_set: str | None = None, engine: Engine = Engine()) -> Aggregated:
     """The `aggregate` of all run sets into `out`: only the run sets that changed since the last one
     (see `incremental.py`), or all with `full`; with `run_set`, that run set only (the others keep
     what the last aggregate recorded for them). `engine` computes the buckets of run sets
@@ -120,7 +121,7 @@ def aggregate(warehouse: Warehouse, out: Path, tier: str | None = None, full: bo
 
 
 def _write(warehouse: Warehouse, result: Aggregated, out: Path, computed: list[str], replace: Collection[str] | None,
-           engine: buckets.Engine) -> None:
+           engine: Engine) -> None:
     """The run sets `computed` (in buckets, by `engine`) and their documents written under `out`, and
     the tables: with `replace`, those run sets' rows replaced and the other run sets' kept, else the
     tables made of the computed rows alone; all published together, once `check_out` finds nothing in

@@ -16,13 +16,8 @@ here whatever the engine.
 """
 from __future__ import annotations
 
-import multiprocessing
-import os
 import re
-import threading
-from collections import deque
 from collections.abc import Collection, Iterator
-from itertools import islice
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -30,8 +25,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ..errors import LoopmeterError, usage_error
-from ..lifetime import end_with_parent, pdeathsig_setter, usable_cores
+from ..engines import BUCKET_RUNS, ENGINES, Engine, run
+from ..errors import LoopmeterError
 from ..sql.queries import query_text
 from ..storage import Warehouse, duck, registry
 from .aggregate import RunSetDocuments, build_documents
@@ -41,24 +36,7 @@ from .tables import RUNS
 if TYPE_CHECKING:
     import duckdb
 
-ENGINES = ("local", "pool", "spark")
-BUCKET_RUNS = 20_000  # about 100 MB of runs and their results in memory at once
-
-
-@dataclass(frozen=True)
-class Engine:
-    name: str = "local"  # local | pool | spark
-    workers: int | None = None  # pool: the worker processes (None: one per usable core)
-    bucket_runs: int = BUCKET_RUNS  # runs per bucket, about (whole run sets)
-    master: str | None = None  # spark: the session's master (None: local[*], or Spark Connect at $SPARK_REMOTE)
-
-    def __post_init__(self) -> None:
-        if self.name not in ENGINES:
-            raise usage_error(f"--engine must be one of {', '.join(ENGINES)} (got {self.name!r})")
-        if self.workers is not None and not 1 <= self.workers <= 256:
-            raise usage_error(f"--workers must be between 1 and 256 (got {self.workers})")
-        if self.bucket_runs < 1:
-            raise usage_error(f"--bucket-runs must be at least 1 (got {self.bucket_runs})")
+__all__ = ["BUCKET_RUNS", "ENGINES", "Engine", "Part", "compute", "compute_bucket", "cut", "merge", "runs_in_duckdb"]
 
 
 @dataclass
@@ -142,39 +120,7 @@ def compute(warehouse: Warehouse, run_sets: Collection[str], profiles: dict[str,
             yield compute_bucket(warehouse, bucket, profiles, tier, rendered)
         return
     tasks = [(str(warehouse.root.resolve()), bucket, profiles, tier, rendered) for bucket in buckets]
-    if engine.name == "spark":
-        from . import on_spark
-
-        yield from on_spark.compute(_compute_in_worker, tasks, engine.master)
-        return
-    yield from _in_pool(min(engine.workers or usable_cores(), len(buckets)), tasks)
-
-
-def _in_pool(workers: int, tasks: list[tuple]) -> Iterator[Part]:
-    """The tasks' results, in order, from `workers` spawned processes (a fresh interpreter each: the
-    engines' threads of this process are not forked), tied to this process's life."""
-    from concurrent.futures import ProcessPoolExecutor
-
-    pdeathsig_setter()
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=end_with_parent,
-                               initargs=(os.getpid(), threading.current_thread() is threading.main_thread()))
-    finished = False
-    try:
-        # at most one task more than the workers waiting or done: memory holds a few buckets' results
-        pending: deque = deque()
-        waiting = iter(tasks)
-        for task in islice(waiting, workers + 1):
-            pending.append(pool.submit(_compute_in_worker, *task))
-        while pending:
-            result = pending.popleft().result()
-            for task in islice(waiting, 1):
-                pending.append(pool.submit(_compute_in_worker, *task))
-            yield result
-        finished = True
-    finally:
-        # after an error or Ctrl-C, not waiting: the workers end with this process in any case
-        pool.shutdown(wait=finished, cancel_futures=True)
+    yield from run(engine, _compute_in_worker, tasks, job="loopmeter aggregate")
 
 
 def merge(analyses: list[Analysis]) -> Analysis:

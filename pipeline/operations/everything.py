@@ -58,7 +58,7 @@ def run_all(results: str | os.PathLike | None = None, *, scenarios: str | os.Pat
     """ingest forgeloop, aggregate (with the confidence intervals; its buckets computed by `engine`, as
     `aggregate`'s); ingest forge (with the routing tables), harvest survival; the catalog and the HTML
     report: under one hold of the warehouse lock. `on_step` is told each stage's line as the stage ends."""
-    from ..forgeloop.buckets import Engine
+    from ..engines import Engine
     from ..forgeloop.contract import TIERS
 
     if results is None and forge is None:
@@ -108,7 +108,7 @@ def _forgeloop(store: Warehouse, results: Path, scenarios: Path | None, tier: st
                step: Callable[[str], None], engine=None) -> None:
     from ..forgeloop.ingest import ingest_forgeloop
     from ..forgeloop.aggregation import aggregate
-    from ..forgeloop.buckets import Engine
+    from ..engines import Engine
     from .forgeloop import store_confidence
 
     ingested = ingest_forgeloop(store, results, scenarios)

@@ -86,7 +86,7 @@ def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: st
 
     check_choice("--tier", tier, TIERS)
     from ..forgeloop import aggregation
-    from ..forgeloop.buckets import Engine
+    from ..engines import Engine
 
     computing = Engine(engine, workers, bucket_runs, spark_master)
 

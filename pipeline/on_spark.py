@@ -1,11 +1,11 @@
-"""The aggregate's buckets computed on Spark (`aggregate --engine spark`).
+"""A command's tasks computed on Spark (`--engine spark`, see `engines.py`).
 
-Spark runs loopmeter's own per-bucket computation (`buckets.compute_bucket`), never a translation
-of it: each task of a `mapInArrow` job opens the warehouse, reads its bucket's runs and hands its
-result back, and this process writes the tables and documents as it does for the other engines.
-The executors need loopmeter installed (the same version) and the warehouse at the same path
-(`local[*]`, or a cluster whose nodes mount it). The buckets go in waves of as many tasks as the
-session runs at once, so this process holds one wave's results, not the warehouse's.
+Spark runs loopmeter's own code (an aggregate's bucket, a batch of run files, a part of a Forge
+summary), never a translation of it: each task of a `mapInArrow` job calls the work function with
+its arguments and hands the result back, and this process writes the tables and documents as it
+does for the other engines. The executors need loopmeter installed (the same version) and the
+warehouse and inputs at the same paths (`local[*]`, or a cluster whose nodes mount them). The tasks
+go in waves of as many as the session runs at once, so this process holds one wave's results.
 
 The session: Spark Connect where `SPARK_REMOTE` is set, else a session at `master` (default
 `local[*]`), its UI off and, when local, bound to 127.0.0.1.
@@ -21,17 +21,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 
-from ..errors import LoopmeterError, usage_error
+from .errors import LoopmeterError, usage_error
 
 
-def session(master: str | None):
+def session(master: str | None, job: str = "loopmeter"):
     """A Spark session (created here: the caller stops it), or a usage error without pyspark. Its
     Java process writes its log to an unnamed scratch file, not to this terminal (`_quiet_stderr`)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise usage_error("--engine spark needs pyspark: pip install 'loopmeter[spark]'") from None
-    builder = SparkSession.builder.appName("loopmeter aggregate")
+    builder = SparkSession.builder.appName(job)
     if not os.environ.get("SPARK_REMOTE"):
         chosen = master or "local[*]"
         builder = builder.master(chosen).config("spark.ui.enabled", "false").config("spark.log.level", "ERROR")
@@ -79,10 +79,10 @@ def _run_tasks(work: Callable, batches):
                                          schema=pa.schema([("bucket", pa.int32()), ("part", pa.binary())]))
 
 
-def compute(work: Callable, tasks: list[tuple], master: str | None) -> Iterator:
-    """`work(*task)` of each task, in order, computed on Spark (`work`: a function the executors
-    import by name, `buckets._compute_in_worker`)."""
-    spark = session(master)
+def compute(work: Callable, tasks: list[tuple], master: str | None, job: str = "loopmeter") -> Iterator:
+    """`work(*task)` of each task, in order, computed on Spark (`work`: a module-level function the
+    executors import by name)."""
+    spark = session(master, job)
     try:
         wave = max(1, spark.sparkContext.defaultParallelism if not os.environ.get("SPARK_REMOTE") else 2)
         for start in range(0, len(tasks), wave):
