@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from loopmeter.engines import Engine
 from loopmeter.forgeloop.incremental import TABLES
 from loopmeter.forgeloop.ingest import ingest_forgeloop
 from loopmeter.forgeloop.samples import RunSetPlan, write_results
@@ -78,6 +79,29 @@ def test_only_changed_run_sets_are_computed_and_the_result_equals_a_full_aggrega
     assert [docs.run_set_id for docs in third.documents] == ["rs-1", "rs-9"]
     assert sorted(third.plan.kept) == ["rs-0", "rs-2"] and third.plan.removed == ["rs-3"]
     shutil.rmtree(out / "rs-3")  # a full aggregate does not remove documents either; compare the rest
+    assert_same_as_full(warehouse, out, tmp_path)
+
+
+def test_adding_a_run_set_takes_the_files_of_the_kept_ones_as_they_are(tree, tmp_path):
+    """Files holding only kept run sets are hard-linked into the new versions (same inode, not
+    rewritten); one holding a changed run set beside kept ones is read and filtered. Either way
+    the tables equal a full aggregate's."""
+    warehouse, out = Warehouse(tmp_path / "w"), tmp_path / "out"
+    ingest(warehouse, tree)
+    one_per_file = Engine(bucket_runs=1)  # a bucket, so a file per table, per run set
+    run_aggregate(warehouse, out, engine=one_per_file)
+    before = {name: [os.stat(file).st_ino for file in warehouse.table_file_list(name)]
+              for name in TABLES if name != "forgeloop_documents"}
+    assert len(before["forgeloop_mode_runs"]) == 4 and len(before["forgeloop_mode_stats"]) == 4
+
+    write_results(tmp_path / "more", [RunSetPlan("rs-9", 4, "2", ("api-feature", "small-bug-fix"))], seed=5)
+    shutil.copytree(tmp_path / "more" / "raw" / "rs-9", tree / "raw" / "rs-9")
+    ingest(warehouse, tree)
+    added = run_aggregate(warehouse, out, engine=one_per_file)
+    assert [docs.run_set_id for docs in added.documents] == ["rs-9"]
+    for name, inodes in before.items():
+        now = [os.stat(file).st_ino for file in warehouse.table_file_list(name)]
+        assert now[:len(inodes)] == inodes and len(now) >= len(inodes), name
     assert_same_as_full(warehouse, out, tmp_path)
 
 

@@ -178,11 +178,22 @@ def _segments(warehouse: Warehouse, computed: list[str], replace: Collection[str
 
 
 def _keep_rows(warehouse: Warehouse, tables: dict, run_sets: list[str]) -> None:
-    """The current tables' rows of `run_sets`, as they are, into the tables being built."""
+    """The current tables' rows of `run_sets`, as they are, into the tables being built, file by file
+    in the tables' order (their rows lie in run set order): a file holding rows of these run sets only
+    is taken whole (hard-linked: adding a run set does not rewrite what is kept), one holding others
+    too is read and its rows of these run sets written."""
+    wanted = set(run_sets)
     for name, builder in tables.items():
-        current = warehouse.read(name)
-        if current is not None:
-            _write_rows(builder, current.filter(pl.col("run_set_id").is_in(run_sets)))
+        if not warehouse.has_table(name):
+            continue
+        for file in warehouse.table_file_list(name):
+            held = set(warehouse.read_files(name, [file], ["run_set_id"]).get_column("run_set_id").unique().to_list())
+            if not held & wanted:
+                continue
+            if held <= wanted:
+                builder.link_part(Path(file))
+            else:
+                _write_rows(builder, warehouse.read_files(name, [file]).filter(pl.col("run_set_id").is_in(run_sets)))
 
 
 def _write_rows(builder, frame: pl.DataFrame) -> None:

@@ -172,6 +172,22 @@ class TableBuilder:
         self.written.add(key)
         return path
 
+    def link_part(self, file: Path, partition: str | None = None) -> Path:
+        """Take `file`, a verified file of the table's current version, as the next file of the table (or
+        of partition `partition`) as it is: hard-linked, so rows kept unchanged are neither read nor
+        written again. A link in its place is linked as a link (never followed): readers refuse it."""
+        key = self._key(partition)
+        if key in self.written and key not in self.parts:
+            raise ValueError(f"partition written whole and in parts in {self.name}: {key!r}")
+        number = self.parts.get(key, 0)
+        directory = self._directory(key)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"part-{number:05d}.parquet"
+        os.link(file, path, follow_symlinks=False)
+        self.parts[key] = number + 1
+        self.written.add(key)
+        return path
+
     def copy(self, connection: "duckdb.DuckDBPyConnection", query: str, *, partition: str | None = None,
              params: dict | None = None, part: int | None = None) -> int:
         """Write the rows of the DuckDB `query` (its columns those of the table) as the table's file,
