@@ -2,8 +2,10 @@
 
 Each function returns an `<svg>` element as text. Points carry a `<title>`, which browsers
 show as a tooltip. Scales are linear; an axis runs from its first round tick to its last, both
-at or beyond the data, and carries a title. The page scales a chart to its column (the
-viewBox is WIDTH wide), so its text shrinks with it on a narrow screen.
+at or beyond the data, and carries a title. The viewBox is WIDTH units wide, about the column of
+a 700-pixel window, and the page draws a chart at most MAX_SCALE times that wide: its 11 and 12
+unit text reads at 11 to 15 CSS px in any window from 700 pixels up. Each interval (its bar or
+whisker, caps and open ends) is one `<g class="interval-mark">`, apart from every other one.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import math
 from html import escape
 from typing import Callable, Sequence
 
-WIDTH = 800
+WIDTH = 640
+MAX_SCALE = 1.28  # the page's widest chart: 820 px (html.STYLE), 12-unit text at 15 px as the body's
 ROW = 22
 TOP = 30  # the first row's centre; objective lines write their labels above it
 BOTTOM = 46  # below the last row: tick labels and the axis title
@@ -188,8 +191,8 @@ def interval_chart(rows: Sequence[tuple[str, float | None, float | None, float |
         y = frame.y(index)
         parts.append(frame.label(index, name))
         if lower is not None and upper is not None:
-            parts.append(f'<line class="interval" x1="{frame.x(lower):.1f}" y1="{y}" x2="{frame.x(upper):.1f}" y2="{y}" '
-                         f'stroke="#4c78a8" stroke-width="3" stroke-opacity="0.5"/>')
+            parts.append(f'<g class="interval-mark"><line class="interval" x1="{frame.x(lower):.1f}" y1="{y}" '
+                         f'x2="{frame.x(upper):.1f}" y2="{y}" stroke="#4c78a8" stroke-width="3" stroke-opacity="0.5"/></g>')
         if value is not None:
             interval = "" if lower is None or upper is None else f", 95% interval {label(lower)} to {label(upper)}"
             parts.append(f'<circle cx="{frame.x(value):.1f}" cy="{y}" r="4.5" fill="#4c78a8">'
@@ -197,11 +200,11 @@ def interval_chart(rows: Sequence[tuple[str, float | None, float | None, float |
     return _svg(frame, "".join(parts) + "</g>", title)
 
 
-CURVE_HEIGHT = 340
+CURVE_HEIGHT = 300
 CURVE_LEFT = 64  # y tick labels ("100%") and the rotated y title
 CURVE_TOP = 16
-DODGE = 7  # a series' points sit this far from the next one's at the same x, so whiskers do not hide each other
-CAP = 4  # half the width of a whisker's cap
+DODGE = 9  # a series' points sit this far from the next one's at the same x, so whiskers do not hide each other
+CAP = 3  # half the width of a whisker's cap: caps of neighbouring series stay DODGE - 2 * CAP apart
 
 
 def _snug_ticks(low: float, high: float) -> list[float]:
@@ -269,10 +272,10 @@ def curve_chart(series: Sequence[tuple[str, Sequence[tuple[float, float, float |
         for x, (_, value, lower, upper, tooltip) in placed:
             if lower is not None and upper is not None:
                 y1, y2 = y_at(lower), y_at(upper)
-                parts.append(f'<line class="interval" x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y2:.1f}" stroke="{colour}" '
-                             f'stroke-width="1.5"/>'
+                parts.append(f'<g class="interval-mark"><line class="interval" x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" '
+                             f'y2="{y2:.1f}" stroke="{colour}" stroke-width="1.5"/>'
                              + "".join(f'<line x1="{x - CAP:.1f}" y1="{y:.1f}" x2="{x + CAP:.1f}" y2="{y:.1f}" '
-                                       f'stroke="{colour}" stroke-width="1.5"/>' for y in (y1, y2)))
+                                       f'stroke="{colour}" stroke-width="1.5"/>' for y in (y1, y2)) + "</g>")
             parts.append(f'<circle cx="{x:.1f}" cy="{y_at(value):.1f}" r="4" fill="{colour}">'
                          f'<title>{escape(tooltip)}</title></circle>')
         parts.append("</g>")
@@ -284,7 +287,7 @@ def curve_chart(series: Sequence[tuple[str, Sequence[tuple[float, float, float |
 
 def _open_end(x: float, y: int, direction: int, colour: str) -> str:
     """An arrowhead at the plot's edge: the interval goes on past it (the sample cannot bound it)."""
-    return (f'<path d="M{x:.1f},{y} l{-6 * direction},-5 v10 z" fill="{colour}" fill-opacity="0.6">'
+    return (f'<path class="open-end" d="M{x:.1f},{y} l{-6 * direction},-5 v10 z" fill="{colour}" fill-opacity="0.6">'
             "<title>open: the pairs cannot bound this end</title></path>")
 
 
@@ -307,12 +310,10 @@ def estimate_chart(rows: Sequence[tuple[str, float | None, float | None, float |
         parts.append(frame.label(index, name))
         left = frame.x(frame.low) if low is None else frame.x(low)
         right = frame.x(frame.high) if high is None else frame.x(high)
-        parts.append(f'<line class="interval" x1="{left:.1f}" y1="{y}" x2="{right:.1f}" y2="{y}" stroke="{colour}" '
-                     f'stroke-width="3" stroke-opacity="0.45"/>')
-        if low is None:
-            parts.append(_open_end(left, y, -1, colour))
-        if high is None:
-            parts.append(_open_end(right, y, 1, colour))
+        parts.append(f'<g class="interval-mark"><line class="interval" x1="{left:.1f}" y1="{y}" x2="{right:.1f}" y2="{y}" '
+                     f'stroke="{colour}" stroke-width="3" stroke-opacity="0.45"/>'
+                     + (_open_end(left, y, -1, colour) if low is None else "")
+                     + (_open_end(right, y, 1, colour) if high is None else "") + "</g>")
         ends = f"{'open' if low is None else percent(low)} to {'open' if high is None else percent(high)}"
         parts.append(f'<circle cx="{frame.x(value):.1f}" cy="{y}" r="4.5" fill="{colour}">'
                      f"<title>{escape(name)}: {escape(_signed(f'{value:+g}'))}%, 95% interval {escape(ends)}</title></circle>")
@@ -323,16 +324,46 @@ TREND_HEIGHT = 300
 TREND_LEFT = 64
 TREND_TOP = 16
 TREND_BOTTOM = 64
+TREND_DODGE = 12  # the series' points in one x slot sit this far apart (less when the slot is narrow)
+STUB = 18  # an open end: a dashed stub this long from the point towards the plot's edge, then an arrowhead
 SERIES_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b")
+
+
+def _open_stub(x: float, start: float, edge: float, half: float, colour: str, width: float) -> str:
+    """An end the data cannot bound: a dashed stub from `start` towards `edge` (no further) and an
+    arrowhead `half` wide each side pointing on, past the end of the stub."""
+    direction = 1 if edge > start else -1
+    end = min(start + STUB, edge) if direction > 0 else max(start - STUB, edge)
+    base = end - direction * 1.5 * half
+    return (f'<line x1="{x:.1f}" y1="{start:.1f}" x2="{x:.1f}" y2="{end:.1f}" stroke="{colour}" stroke-opacity="0.6" '
+            f'stroke-width="{width:g}" stroke-dasharray="3,2"/>'
+            f'<path class="open-end" d="M{x:.1f},{end:.1f} L{x - half:.1f},{base:.1f} L{x + half:.1f},{base:.1f} Z" '
+            f'fill="{colour}" fill-opacity="0.8"><title>open: the pairs cannot bound this end</title></path>')
+
+
+def _joined_runs(present: list[tuple], alone: Sequence[bool]) -> list[list[tuple]]:
+    """The stretches of consecutive points (x index first) a line may join: both ends of each
+    segment at an x position that is the only one of its time."""
+    runs: list[list[tuple]] = []
+    for point in present:
+        if runs and alone[runs[-1][-1][0]] and alone[point[0]]:
+            runs[-1].append(point)
+        else:
+            runs.append([point])
+    return [run for run in runs if len(run) > 1]
 
 
 def trend_chart(series: Sequence[tuple[str, Sequence[tuple[int, float | None, float | None, float | None]]]],
                 x_labels: Sequence[str], axis_title: str, x_title: str, title: str,
-                x_names: Sequence[str] | None = None, x_heads: Sequence[str] | None = None) -> str:
-    """A line per series over categorical x positions (`x_labels`, oldest first; `x_names` name
+                x_names: Sequence[str] | None = None, x_heads: Sequence[str] | None = None,
+                x_times: Sequence[str] | None = None) -> str:
+    """A series per name over categorical x positions (`x_labels`, oldest first; `x_names` name
     them in tooltips; `x_heads`, a line above each label where every one fits its slot): each point
-    (x index, value, low, high) a dot with its interval as a whisker (an open end reaches the
-    plot's edge); the series' colours are SERIES_COLOURS in order."""
+    (x index, value, low, high) a dot with its interval as a whisker; an open end is a short dashed
+    stub and an arrowhead. The series' points in a slot are set apart, in SERIES_COLOURS in order.
+    `x_times`, the time of each position: a line joins a series' consecutive points only where both
+    positions are the one of their time, so positions that share a time (run sets of one date) are
+    points, not a series in time (without `x_times`, every point is joined)."""
     x_names = x_labels if x_names is None else x_names
     points_ = [(v, lo, hi) for _, values in series for _, v, lo, hi in values if v is not None]
     if not points_ or not x_labels:
@@ -342,8 +373,14 @@ def trend_chart(series: Sequence[tuple[str, Sequence[tuple[int, float | None, fl
     low, high = scale[0], scale[-1]
     bottom = TREND_HEIGHT - TREND_BOTTOM
     step = (WIDTH - TREND_LEFT - RIGHT) / max(len(x_labels), 1)
+    lanes = len(series)
+    dodge = min(TREND_DODGE, step * 0.7 / (lanes - 1)) if lanes > 1 else 0.0
+    half = min(4.0, dodge * 0.35) if lanes > 1 else 4.0  # an arrowhead's half width: neighbours' never meet
+    stroke = min(2.0, dodge * 0.25) if lanes > 1 else 2.0
+    times = list(x_times) if x_times is not None else [str(index) for index in range(len(x_labels))]
+    alone = [times.count(time) == 1 for time in times]
 
-    def x(index: int) -> float:
+    def centre(index: int) -> float:
         return TREND_LEFT + step * (index + 0.5)
 
     def y(value: float) -> float:
@@ -354,14 +391,14 @@ def trend_chart(series: Sequence[tuple[str, Sequence[tuple[int, float | None, fl
         parts.append(f'<line x1="{TREND_LEFT}" y1="{y(tick):.1f}" x2="{WIDTH - RIGHT}" y2="{y(tick):.1f}" stroke="#e5e5e5"/>'
                      f'<text x="{TREND_LEFT - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" class="tick" data-axis="y">'
                      f'{escape(percent(tick))}</text>')
-    shown_every = max(1, math.ceil(len(x_labels) / 8))  # at most 8 labels under the axis
+    shown_every = max(1, math.ceil(len(x_labels) / 6))  # at most 6 labels under the axis
     heads = x_heads if x_heads and max(len(head) for head in x_heads) * CHAR * 11 / 12 <= step - 8 else None
     for index, label in enumerate(x_labels):
         if index % shown_every == 0:
             if heads:
-                parts.append(f'<text x="{x(index):.1f}" y="{bottom + 16}" text-anchor="middle" class="tick">'
+                parts.append(f'<text x="{centre(index):.1f}" y="{bottom + 16}" text-anchor="middle" class="tick">'
                              f"{escape(heads[index])}</text>")
-            parts.append(f'<text x="{x(index):.1f}" y="{bottom + (30 if heads else 16)}" text-anchor="middle" '
+            parts.append(f'<text x="{centre(index):.1f}" y="{bottom + (30 if heads else 16)}" text-anchor="middle" '
                          f'class="tick">{escape(label)}</text>')
     middle = (TREND_LEFT + WIDTH - RIGHT) / 2
     parts.append(f'<text x="{middle:.1f}" y="{TREND_HEIGHT - 10}" text-anchor="middle" class="axis-title">{escape(x_title)}</text>')
@@ -369,17 +406,25 @@ def trend_chart(series: Sequence[tuple[str, Sequence[tuple[int, float | None, fl
                  f'class="axis-title">{escape(axis_title)}</text></g><g class="data">')
     for number, (name, values) in enumerate(series):
         colour = SERIES_COLOURS[number % len(SERIES_COLOURS)]
-        present = [(i, v, lo, hi) for i, v, lo, hi in values if v is not None]
-        if len(present) > 1:
-            path = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v, _, _ in present)
+        shift = (number - (lanes - 1) / 2) * dodge
+        present = sorted((i, v, lo, hi) for i, v, lo, hi in values if v is not None)
+        for run in _joined_runs(present, alone):
+            path = " ".join(f"{centre(i) + shift:.1f},{y(v):.1f}" for i, v, _, _ in run)
             parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for i, v, lo, hi in present:
-            top, foot = y(high) if hi is None else y(hi), y(low) if lo is None else y(lo)
-            dashed = ' stroke-dasharray="3,3"' if lo is None or hi is None else ""  # an open end: dashed to the edge
-            parts.append(f'<line x1="{x(i):.1f}" y1="{top:.1f}" x2="{x(i):.1f}" y2="{foot:.1f}" stroke="{colour}" '
-                         f'stroke-opacity="0.35" stroke-width="2"{dashed}/>')
+            x, at = centre(i) + shift, y(v)
+            mark = ""
+            if lo is not None or hi is not None:  # the bounded part: between the known ends, or from one to the dot
+                top, foot = at if hi is None else y(hi), at if lo is None else y(lo)
+                mark += (f'<line class="interval" x1="{x:.1f}" y1="{top:.1f}" x2="{x:.1f}" y2="{foot:.1f}" '
+                         f'stroke="{colour}" stroke-opacity="0.35" stroke-width="{stroke:g}"/>')
+            if hi is None:
+                mark += _open_stub(x, at, TREND_TOP, half, colour, stroke)
+            if lo is None:
+                mark += _open_stub(x, at, bottom, half, colour, stroke)
+            parts.append(f'<g class="interval-mark">{mark}</g>')
             ends = f"{'open' if lo is None else percent(lo)} to {'open' if hi is None else percent(hi)}"
-            parts.append(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="4" fill="{colour}"><title>{escape(name)}, '
+            parts.append(f'<circle cx="{x:.1f}" cy="{at:.1f}" r="4" fill="{colour}"><title>{escape(name)}, '
                          f"{escape(x_names[i])}: {escape(_signed(f'{v:+g}'))}%, 95% interval {escape(ends)}</title></circle>")
     body = "".join(parts) + "</g>"
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart trend" role="img" aria-label="{escape(title)}" '

@@ -20,8 +20,9 @@ from .charts import (
 from .forgeloop.contract import LIGHT_OBJECTIVES, MODES
 from .storage import Warehouse
 
-# The page's column is at most 1040 px wide, a chart at most 1000 (its text about 15 px there);
-# below, charts shrink with the window and the tail table's class names break at underscores.
+# The page's column is at most 1040 px wide, a chart at most 820 (charts.WIDTH units times
+# charts.MAX_SCALE: its text 14 to 15 px there, 11 to 12 px in a 700-pixel window); below, charts
+# shrink with the window and the tail table's class names break at underscores.
 STYLE = """
 html { -webkit-text-size-adjust: 100%; }
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; padding: 1.5rem 1rem 3rem;
@@ -30,7 +31,8 @@ h1 { font-size: 1.6rem; margin: 0; } h2 { margin-top: 2.6rem; border-bottom: 1px
 h3 { margin-top: 1.8rem; font-size: 1.08rem; } p, ul.legend, dl { max-width: 46rem; }
 .sub { color: #666; margin-top: .2rem; } .empty { color: #888; font-style: italic; }
 nav ul { padding-left: 1.2rem; margin: .3rem 0; } code { font-size: .92em; background: #f3f3f3; padding: 0 .2em; border-radius: 3px; }
-svg.chart { display: block; width: 100%; max-width: 1000px; height: auto; margin: .6rem 0; }
+svg.chart { display: block; width: 100%; max-width: 820px; height: auto; margin: .6rem 0; }
+p.caption { color: #555; font-size: 13px; margin-top: -.2rem; }
 svg .label { font-size: 12px; fill: #333; } svg .tick { font-size: 11px; fill: #666; } svg .axis-title { font-size: 12px; fill: #333; }
 table.classes { border-collapse: collapse; font-size: 13px; width: 100%; max-width: 1000px; }
 table.classes td, table.classes th { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
@@ -240,6 +242,7 @@ def _trend_sections(runs: pl.DataFrame, confidence: dict) -> list[Section]:
     started = runs.group_by("run_set_id").agg(pl.col("recorded_at").min()).sort("recorded_at", "run_set_id")
     order = {name: index for index, name in enumerate(started["run_set_id"].to_list())}
     labels = [moment.strftime("%Y-%m-%d") for moment in started["recorded_at"].to_list()]
+    shared = len(set(labels)) < len(labels)
     medians = [row for row in confidence["rows"] if row["mode"] == "forgeloopAdaptive" and row["metric"] == "tokens"
                and row["statistic"] == "pairedOverheadP50"]
     scenarios = sorted({row["scenarioId"] for row in medians})
@@ -250,10 +253,13 @@ def _trend_sections(runs: pl.DataFrame, confidence: dict) -> list[Section]:
         for number, scenario in enumerate(scenarios)) + "</ul>"
     return [Section("Overhead across run sets",
                     "Each scenario's median paired token overhead of the adaptive mode, run set by run set in the order their "
-                    "first runs were recorded, with exact 95 % intervals (an end that reaches the plot's edge is open).",
+                    "first runs were recorded, with exact 95 % intervals (a dashed stub and an arrow mark an end the "
+                    "pairs cannot bound).",
                     legend + trend_chart(series, labels, "median token overhead", "run sets, by the date of their first run",
                                          "overhead trend", x_names=[f"{name} ({label})" for name, label in zip(order, labels)],
-                                         x_heads=list(order)),
+                                         x_heads=list(order), x_times=labels)
+                    + ('<p class="caption">Run sets that share a first-run date are points only: no line joins them, as '
+                       "their order within a day is no series in time.</p>" if shared else ""),
                     anchor="trend")]
 
 
@@ -328,14 +334,36 @@ def _survival_sections(document: dict) -> list[Section]:
     ]
     reverts = [(f"{_who(g)}, {g['horizon_days']} d, {plural(g['tasks'], 'task')}", g["revert_rate"], *g["revert_ci"])
                for g in groups]
+    found = survival_curves(document)
+    horizons = sorted({point["days"] for curve in found for point in curve["points"]})
     curves = [
         (curve["model"] or "(unmatched)",
          [(p["days"], p["share"], p["low"], p["high"],
            f"{curve['model'] or '(unmatched)'}, {p['days']} d: {share(p['share'])}, 95% interval {share(p['low'])} to "
            f"{share(p['high'])}; {p['lines_surviving']:,} of {p['lines_added']:,} lines, {plural(p['tasks'], 'task')}")
           for p in curve["points"]])
-        for curve in survival_curves(document)
+        for curve in found
     ]
+    curve_section = Section(
+        "Survival curve per model",
+        prose("The surviving share of each model's merged lines (every tier together) at each horizon harvested "
+              "(`loopmeter harvest survival --horizon-days 7 --horizon-days 30`), with Wilson 95 % intervals over "
+              "the tasks as whiskers. Each point counts the tasks measured at that horizon: a task whose later "
+              "horizon is still ahead counts only at the earlier ones."),
+        curve_chart(curves, "days after the integration", "surviving share of added lines", "survival curves"),
+        level=3)
+    if len(horizons) == 1:  # one point per model is no curve: a dot with its interval per model, at that horizon
+        days = plural(horizons[0], "day")
+        rows = [(f"{curve['model'] or '(unmatched)'}, {plural(point['tasks'], 'task')}", point["share"], point["low"],
+                 point["high"]) for curve in found for point in curve["points"]]
+        curve_section = Section(
+            f"Surviving share per model at {days}",
+            prose(f"One horizon harvested, {days}: the surviving share of each model's merged lines (every tier "
+                  "together) there, with Wilson 95 % intervals over its tasks. Harvest more horizons "
+                  "(`loopmeter harvest survival --horizon-days 7 --horizon-days 30`) for a survival curve per model."),
+            interval_chart(rows, f"added lines still credited to the task after {days}", "survival at one horizon",
+                           low=0.0, high=1.0),
+            level=3)
     return [
         Section("Surviving share of merged lines per model",
                 prose("Of the lines a task's merged work added, the share git blame still credits to the task's commits at "
@@ -344,14 +372,7 @@ def _survival_sections(document: dict) -> list[Section]:
                 interval_chart(shares, "added lines still credited to the task at the horizon", "surviving share",
                                low=0.0, high=1.0),
                 level=3),
-        Section("Survival curve per model",
-                prose("The surviving share of each model's merged lines (every tier together) at each horizon harvested "
-                      "(`loopmeter harvest survival --horizon-days 7 --horizon-days 30`), with Wilson 95 % intervals over "
-                      "the tasks as whiskers. Each point counts the tasks measured at that horizon: a task whose later "
-                      "horizon is still ahead counts only at the earlier ones."),
-                curve_chart(curves, "days after the integration", "surviving share of added lines",
-                            "survival curves"),
-                level=3),
+        curve_section,
         Section("Revert rate per model", "Tasks whose work a later commit reverted, with Wilson 95 % intervals.",
                 interval_chart(reverts, "tasks whose work was reverted", "revert rate", low=0.0, high=1.0), level=3),
     ]

@@ -130,7 +130,9 @@ def _routing_blocks(document: dict, srm: dict | None = None) -> list[tuple]:
                      "%d" % cells[7], "%.1f" % cells[8], cells[9]])
     blocks = [(["observational: first attempts by declared tier and the model that ran them",
                 "  (routing chose who ran what, so a model given the hard tasks looks worse than it is)"], None, None, 0),
-              (lines, headers, rows, 2, (0, 1))]
+              (lines, headers, rows, 2, (0, 1)),
+              (["  dwarf min: median minutes per task that the implementer (dwarf) ran, its dispatches summed"],
+               None, None, 0)]
     prose = ["", "randomized (plan --explore): each pair of models, tasks counted in the arm they were assigned"]
     pairs = [r for r in document["randomized"] if "note" not in r]
     prose += ["  (%s)" % r["note"] for r in document["randomized"] if "note" in r]
