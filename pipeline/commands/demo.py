@@ -10,9 +10,14 @@ import typer
 from ..errors import Exit
 from ..operations.forge import MAX_HORIZON_DAYS
 from .apps import app
-from .common import BucketRunsOption, EngineOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
+from .common import BucketRunsOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
     WarehouseOption, WorkersOption, command, note, print_json, set_quiet, stdout_console
 from .helptext import TIER_METAVAR, command_help
+
+RunAllEngineOption = Annotated[str, typer.Option("--engine", metavar="[local|pool|spark]",
+                                                 help="Who reads the ForgeLoop run files and computes the aggregate's "
+                                                      "buckets: this machine's processes, a pool of --workers worker "
+                                                      "processes, or Spark (docs/scale.md).")]
 
 
 def _show(outcome, shown_steps: bool) -> None:
@@ -103,7 +108,7 @@ def run_all_command(
         "--horizon-days", help="Survival horizon, days (repeatable: one harvest measures each; default 14).", min=0,
         max=MAX_HORIZON_DAYS, show_default=False)] = None,
     include_temp: Annotated[bool, typer.Option("--include-temp", help="Also harvest repositories under the temporary directory.")] = False,
-    engine: EngineOption = "local",
+    engine: RunAllEngineOption = "local",
     spark_master: SparkMasterOption = None,
     workers: WorkersOption = None,
     bucket_runs: BucketRunsOption = 20_000,

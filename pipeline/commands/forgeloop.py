@@ -14,6 +14,9 @@ from .common import BucketRunsOption, EngineOption, JsonOption, QuietOption, Spa
 from .helptext import TIER_METAVAR, command_help
 
 RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")]
+ReadingEngineOption = Annotated[str, typer.Option("--engine", metavar="[local|pool|spark]",
+                                                  help="Who reads the batches of run files: worker processes of this "
+                                                       "machine, exactly --workers of them, or Spark (docs/scale.md).")]
 SHOWN_RUN_SETS = 10
 
 
@@ -42,7 +45,11 @@ def ingest_forgeloop_command(
                                        "modification time say: the tables a clean ingest would write.")] = False,
     run_set: Annotated[Optional[list[str]], typer.Option("--run-set", help="Only this run set folder (repeatable; default: all).")] = None,
     then_aggregate: Annotated[bool, typer.Option("--aggregate", help="Then aggregate, in the same process: `loopmeter "
-                                                 "aggregate` with its defaults, the documents in <warehouse>/aggregate.")] = False,
+                                                 "aggregate` with its defaults and this --engine, the documents in "
+                                                 "<warehouse>/aggregate.")] = False,
+    engine: ReadingEngineOption = "local",
+    spark_master: SparkMasterOption = None,
+    workers: WorkersOption = None,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
@@ -52,7 +59,8 @@ def ingest_forgeloop_command(
     from ..operations import ingest_forgeloop
 
     ingested = ingest_forgeloop(results, scenarios, warehouse=warehouse, max_file_mb=max_file_mb, run_sets=run_set or None,
-                                full=full, then_aggregate=then_aggregate, wait=wait)
+                                full=full, then_aggregate=then_aggregate, engine=engine, workers=workers,
+                                spark_master=spark_master, wait=wait)
     from ..tables_text import print_fitted
 
     result, aggregated, root = ingested.ingest, ingested.aggregated, ingested.warehouse

@@ -22,6 +22,7 @@ from typing import Iterator
 
 from .. import SCHEMA_VERSION, __version__, collector
 from ..config import DEFAULT_MAX_FILE_BYTES
+from ..engines import Engine
 from ..errors import LoopmeterError
 from ..storage import Warehouse
 from .contract import OF_THE_MOMENT
@@ -37,11 +38,15 @@ def ingest_forgeloop(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     run_sets: list[str] | None = None,
     full: bool = False,
+    engine: Engine = Engine(),
+    batch_files: int | None = None,
 ) -> IngestResult:
     """Ingest a ForgeLoop results directory (and optionally its scenarios) into `warehouse`;
     with `run_sets`, only those run set folders are looked at. With `full`, every file is read
     and judged again, whatever its size and modification time say (an edit that kept both
-    is found), and its run sets written as a clean ingest writes them. The caller holds the lock."""
+    is found), and its run sets written as a clean ingest writes them. `engine` says who reads the
+    files, in batches of at most `batch_files` (default `reader.BATCH`): the same answer and tables
+    whoever reads them. The caller holds the lock."""
     results = Path(results)
     if scenarios is not None and not Path(scenarios).is_dir():
         raise LoopmeterError(f"--scenarios {scenarios} is not a directory")
@@ -54,12 +59,13 @@ def ingest_forgeloop(
         tree = TreeState(warehouse, results, scenarios, max_file_bytes, run_sets, full)
         if tree.unchanged():
             return tree.answer()
-        from .ingest_runs import ingest_runs
+        from .ingest_runs import BATCH, ingest_runs
 
         scope = tree.scope()
         with warehouse.publishing():  # runs, ingest_manifest and scenarios: all new, or all as they were
             result = ingest_runs(warehouse, results, tree.files(), scenarios, max_file_bytes=max_file_bytes,
-                                 only=scope if scope is not None else run_sets, reread=full)
+                                 only=scope if scope is not None else run_sets, reread=full, engine=engine,
+                                 batch_files=batch_files or BATCH)
         whole = tree.answer(result)
         tree.remember(whole)
         return whole

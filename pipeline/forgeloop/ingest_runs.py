@@ -7,7 +7,8 @@ and the rows of a part file.
 Files are planned a chunk of whole run sets at a time against the last ingest's manifest (same
 size and mtime, or the same bytes: not parsed again), from their listing, the last ingest's rows
 for them and the paths and hashes of the stored runs, never a run's row. A chunk's files are then
-taken in run set and path order, a batch at a time, read in worker processes, and the partitions
+taken in run set and path order, a batch at a time, read by the engine's workers (worker processes of
+this machine, or Spark's tasks: `reader.py`, `reader_spark.py`), and the partitions
 of its changed run sets written in parts (`TableBuilder.write_part`; a partition whose rows fit in
 one part is written whole, with others): the new rows, and the rows of the unchanged files copied
 from the stored partition a piece at a time (`_StoredRows`). A run set is written again only when
@@ -31,6 +32,7 @@ import pyarrow.parquet as pq
 
 from .. import progress
 from ..config import DEFAULT_MAX_FILE_BYTES
+from ..engines import Engine
 from ..faults import checkpoint
 from ..frames import empty_frame, frame_from_rows, schema
 from ..storage import Warehouse
@@ -47,6 +49,7 @@ from .manifest import ManifestSpool
 
 if TYPE_CHECKING:
     from ..storage.writing import TableBuilder
+    from .reader_spark import SparkReading
 
 RUN_KEY = ["run_set_id", "scenario_id", "mode", "run_index"]
 DUPLICATE = "duplicate"
@@ -83,30 +86,36 @@ def ingest_runs(
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     only: list[str] | None = None,
     reread: bool = False,
+    engine: Engine = Engine(),
+    batch_files: int = BATCH,
 ) -> IngestResult:
     """Ingest the run files `files` (found under `results`) and optionally the scenario files.
     With `only` (entries of raw/: run set folders, "" for files directly in raw/), `files`
     are those entries' and the manifest rows of this results directory's other entries stay.
     With `reread`, every file is read and judged again and every run set written again,
-    whatever the last ingest saw: the tables a clean ingest would write."""
+    whatever the last ingest saw: the tables a clean ingest would write. `engine` says who reads
+    the batches of at most `batch_files` files (the same verdicts and rows whoever reads them)."""
     source_root = str(results.resolve())
     with warehouse.scratch() as scratch:
         spool = ManifestSpool(warehouse, source_root, scratch)
         try:
-            return _ingest(warehouse, results, files, scenarios, max_file_bytes, only, spool, reread, scratch)
+            return _ingest(warehouse, results, files, scenarios, max_file_bytes, only, spool, reread, scratch, engine,
+                           batch_files)
         finally:
             spool.close()
 
 
 def _ingest(warehouse: Warehouse, results: Path, files: Iterator[SeenFile], scenarios: Path | None,
-            max_file_bytes: int, only: list[str] | None, spool: ManifestSpool, reread: bool, scratch: Path) -> IngestResult:
+            max_file_bytes: int, only: list[str] | None, spool: ManifestSpool, reread: bool, scratch: Path,
+            engine: Engine = Engine(), batch_files: int = BATCH) -> IngestResult:
     outcome = IngestResult(results=results.resolve())
     now = datetime.now(timezone.utc)
     changed: list[str] = []
     with progress.bar("ingest forgeloop", None) as bar, \
-            RunReader(str(results), max_file_bytes, str(scratch), bar.advance) as reader, \
+            _reader(engine, str(results), max_file_bytes, str(scratch), bar.advance) as reader, \
             warehouse.build_table(RUNS, partition_by="run_set_id") as runs_table:
-        for batch, verdicts, table in reader.stream(_batches(warehouse, files, spool, now, reread), lambda batch: batch.todo):
+        batches = _batches(warehouse, files, spool, now, reread, batch_files)
+        for batch, verdicts, table in reader.stream(batches, lambda batch: batch.todo):
             chunk = batch.chunk
             if batch.items is not None:
                 chunk.take(batch, _verdict_frame(batch.todo, verdicts), table, runs_table)
@@ -148,8 +157,17 @@ class _Batch:
     ended: list[str]
 
 
+def _reader(engine: Engine, results: str, max_file_bytes: int, scratch: str, advance) -> RunReader | SparkReading:
+    """Who reads the batches: this machine's worker processes, or Spark's tasks (as `RunReader` answers)."""
+    if engine.name == "spark":
+        from .reader_spark import SparkReading
+
+        return SparkReading(results, max_file_bytes, engine.master, advance)
+    return RunReader(results, max_file_bytes, scratch, advance, engine)
+
+
 def _batches(warehouse: Warehouse, files: Iterator[SeenFile], spool: ManifestSpool, now: datetime,
-             reread: bool) -> Iterator[_Batch]:
+             reread: bool, batch_files: int = BATCH) -> Iterator[_Batch]:
     """The batches of every chunk, each chunk planned as the reading comes to it, and after each
     chunk's batches one that ends it."""
     for listing in _chunks(files):
@@ -160,7 +178,7 @@ def _batches(warehouse: Warehouse, files: Iterator[SeenFile], spool: ManifestSpo
         # the files to read or to copy from the stored partitions, cut into batches
         taken_before = pl.col("size_bytes").cum_sum() - pl.col("size_bytes")
         by_bytes = taken_before // BATCH_BYTES
-        batch = pl.struct(by_bytes.alias("bytes"), (pl.int_range(pl.len()).over(by_bytes) // BATCH).alias("files")).rle_id()
+        batch = pl.struct(by_bytes.alias("bytes"), (pl.int_range(pl.len()).over(by_bytes) // batch_files).alias("files")).rle_id()
         items = chunk.plan.filter(pl.col("status").is_in(["read", "unchanged"])).sort("run_set_id", "path").with_columns(
             batch.alias("batch"))
         ends = dict(items.group_by("run_set_id").agg(pl.col("batch").max()).group_by("batch").agg("run_set_id").iter_rows())

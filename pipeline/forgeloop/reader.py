@@ -8,6 +8,11 @@ columns, plus the accepted rows as an Arrow table. Batches go to worker processe
 waiting (a small ingest is read in its own process); a worker hands its rows over in an Arrow
 file of the scratch space, never as Python rows: the batches read ahead wait on disk, and the
 main process holds the one it takes.
+
+The engine (`engines.Engine`) says who reads: `local`, as above, a worker per usable core (none on a
+machine of one core); `pool`, exactly `workers` worker processes (default one per usable core); `spark`,
+the tasks of Spark jobs, a batch each, in waves (`reader_spark.SparkReading`, which answers as
+`RunReader.stream` does). Whoever reads, the answers are the same and come in the same order.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 import orjson
 import pyarrow as pa
 
+from ..engines import Engine
 from ..lifetime import end_with_parent, pdeathsig_setter, usable_cores
 from ..storage.registry import arrow_type
 from .contract import TOO_LARGE, UNREADABLE
@@ -161,13 +167,15 @@ Task = TypeVar("Task")
 class RunReader:
     """Reads batches of files, in worker processes when two or more batches wait (the pool
     starts once, on first need, and serves every later batch); the workers hand their rows over
-    in Arrow files in `spill` (a scratch folder)."""
+    in Arrow files in `spill` (a scratch folder): a worker per usable core (`engine` local, none on a
+    machine of one core), or exactly the `engine`'s workers (pool, default one per usable core)."""
 
-    def __init__(self, results: str, max_file_bytes: int, spill: str, advance: Callable[[int], None] = lambda n: None):
+    def __init__(self, results: str, max_file_bytes: int, spill: str, advance: Callable[[int], None] = lambda n: None,
+                 engine: Engine = Engine()):
         self.results, self.max_file_bytes, self.spill, self.advance = results, max_file_bytes, spill, advance
         self.spilled = 0  # batches handed to the workers
-        self.workers = usable_cores()
-        self.parallel = self.workers > 1
+        self.workers = usable_cores() if engine.name == "local" else engine.workers or usable_cores()
+        self.parallel = self.workers > 1 or engine.name == "pool"
         self.pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> "RunReader":

@@ -55,8 +55,8 @@ def run_all(results: str | os.PathLike | None = None, *, scenarios: str | os.Pat
             now: float | None = None, include_temp: bool = False, engine: str = "local", workers: int | None = None,
             bucket_runs: int = 20_000, spark_master: str | None = None, wait: bool = False,
             on_step: Callable[[str], None] = lambda line: None) -> AllStages:
-    """ingest forgeloop, aggregate (with the confidence intervals; its buckets computed by `engine`, as
-    `aggregate`'s); ingest forge (with the routing tables), harvest survival; the catalog and the HTML
+    """ingest forgeloop (its run files read by `engine`, as `ingest_forgeloop`'s), aggregate (with the
+    confidence intervals; its buckets computed by `engine`, as `aggregate`'s); ingest forge (with the routing tables), harvest survival; the catalog and the HTML
     report: under one hold of the warehouse lock. `on_step` is told each stage's line as the stage ends."""
     from ..engines import Engine
     from ..forgeloop.contract import TIERS
@@ -111,7 +111,7 @@ def _forgeloop(store: Warehouse, results: Path, scenarios: Path | None, tier: st
     from ..engines import Engine
     from .forgeloop import store_confidence
 
-    ingested = ingest_forgeloop(store, results, scenarios)
+    ingested = ingest_forgeloop(store, results, scenarios, engine=engine or Engine())
     outcome.rejected += ingested.rejected
     step(f"ingest forgeloop: {ingested.accepted + ingested.unchanged} runs in {len(ingested.run_sets)} run sets, "
          f"{ingested.rejected} rejected")

@@ -42,27 +42,38 @@ class Shown:
 def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | None = None, *,
                      warehouse: str | os.PathLike | Warehouse | None = None, max_file_mb: float = 16.0,
                      run_sets: list[str] | None = None, full: bool = False, then_aggregate: bool = False,
-                     wait: bool = False) -> Ingested:
+                     engine: str = "local", workers: int | None = None, spark_master: str | None = None,
+                     batch_files: int | None = None, wait: bool = False) -> Ingested:
     """Read ForgeLoop's run files (`RESULTS/raw/<runSetId>/**/*.json`) and scenario files into the
-    warehouse; with `then_aggregate`, aggregate them too (into `<warehouse>/aggregate`)."""
+    warehouse; with `then_aggregate`, aggregate them too (into `<warehouse>/aggregate`, its buckets
+    computed by the same engine). The run files are read in batches of at most `batch_files` files
+    (default 2000) or about 32 MiB, by this machine's worker processes once two batches wait
+    (`engine="local"`: one per usable core), by exactly `workers` of them (`engine="pool"`, default
+    one per usable core), or by the tasks of Spark jobs (`engine="spark"`, at `spark_master`, the
+    executors reading the files at the same absolute paths): the same verdicts and tables whatever
+    the engine."""
     check_number("--max-file-mb", max_file_mb, minimum=0, inclusive=False)
+    check_number("batch_files", batch_files, minimum=1)
     check_utf8_path(results, "RESULTS")
     check_utf8_path(scenarios, "--scenarios")
+    from ..engines import Engine
     from ..forgeloop.ingest import ingest_forgeloop as ingest
     from ..forgeloop.tables import SCENARIOS
     from ..forgeloop.walk import no_raw_folder
 
+    reading = Engine(engine, workers, master=spark_master)
     if not (Path(results) / "raw").is_dir():  # told before the warehouse is made
         raise no_raw_folder(Path(results))
     store = open_warehouse(warehouse, writing=True)
     with writing(store, wait=wait, command="ingest forgeloop"):
         result = ingest(store, Path(results), None if scenarios is None else Path(scenarios),
-                        max_file_bytes=max(1, int(max_file_mb * 1024 * 1024)), run_sets=run_sets, full=full)
+                        max_file_bytes=max(1, int(max_file_mb * 1024 * 1024)), run_sets=run_sets, full=full,
+                        engine=reading, batch_files=None if batch_files is None else int(batch_files))
         aggregated = None
         if then_aggregate and store.has_table("runs"):
             from ..forgeloop import aggregation  # here: an ingest alone, of a tree unchanged, imports no engine
 
-            aggregated = aggregation.aggregate(store, store.root / "aggregate")
+            aggregated = aggregation.aggregate(store, store.root / "aggregate", engine=reading)
     notes = []
     if scenarios is None and not store.has_table(SCENARIOS) and store.has_table("runs"):
         notes.append("note: no scenario files stored: report tail and summary list only scenarios with one, and "
