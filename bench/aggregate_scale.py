@@ -1,7 +1,7 @@
 """Benchmark: what `aggregate` holds in memory as the warehouse grows, per engine, and what adding one
 run set costs.
 
-    python bench/aggregate_scale.py [--runs 10000 100000] [--keep DIR] [--workers 2]
+    python bench/aggregate_scale.py [--runs 10000 100000] [--keep DIR] [--workers 2] [--add-only]
 
 For each size it generates run sets (deterministic, as bench/forgeloop_bench.py does; kept under
 --keep between runs), ingests them into a warehouse, and measures, each in a fresh process:
@@ -15,7 +15,8 @@ For each size it generates run sets (deterministic, as bench/forgeloop_bench.py 
 
 and prints wall time, CPU time (user + system, worker processes included), peak memory (max RSS of
 one process), and the ratios between sizes. The machines are shared and noisy: only ratios measured
-in the same run mean anything.
+in the same run mean anything. With --add-only, only adding one run set is measured (after an
+untimed full aggregate).
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def add_one(warehouse: Path, extra: Path, out: Path) -> dict:
     return {"ingest": ingest, "aggregate": aggregate}
 
 
-def bench(runs: int, keep: Path, workers: int, work: Path) -> dict:
+def bench(runs: int, keep: Path, workers: int, work: Path, add_only: bool = False) -> dict:
     data = keep / f"forgeloop-{runs}"
     written = generate(data, runs)
     stored = keep / f"warehouse-{runs}"
@@ -72,6 +73,12 @@ def bench(runs: int, keep: Path, workers: int, work: Path) -> dict:
     warehouse = work / f"w-{runs}"
     shutil.copytree(stored, warehouse, symlinks=True)
     results = {"runs": written}
+    if add_only:  # the full aggregate the added run set is measured against, not timed
+        subprocess.run([*LOOPMETER, "aggregate", "--full", "--warehouse", str(warehouse), "--out",
+                        str(work / f"pool-{runs}"), "--quiet"], check=True, stdout=subprocess.DEVNULL)
+        results["add one"] = add_one(warehouse, added(keep / "added"), work / f"pool-{runs}")
+        shutil.rmtree(warehouse)
+        return results
     results["aggregate local"] = measure([*LOOPMETER, "aggregate", "--full", "--warehouse", str(warehouse), "--out",
                                           str(work / f"local-{runs}"), "--quiet"])
     results["aggregate pool"] = measure([*LOOPMETER, "aggregate", "--full", "--engine", "pool", "--workers", str(workers),
@@ -104,6 +111,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--keep", type=Path, default=Path(tempfile.gettempdir()) / "loopmeter-bench")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--add-only", action="store_true", help="measure adding one run set only")
     options = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="loopmeter-scale-"))
@@ -114,12 +122,14 @@ def main() -> int:
               sep="\n", flush=True)
         collected = []
         for runs in options.runs:
-            results = bench(runs, options.keep, options.workers, work)
+            results = bench(runs, options.keep, options.workers, work, options.add_only)
             collected.append(results)
             print(f"{results['runs']} runs stored", flush=True)
             for name in ("aggregate local", "aggregate pool"):
-                print(line(name, results[name]))
-            print(f"  pool's documents identical to local's: {'yes' if results['same documents'] else 'NO'}")
+                if name in results:
+                    print(line(name, results[name]))
+            if "same documents" in results:
+                print(f"  pool's documents identical to local's: {'yes' if results['same documents'] else 'NO'}")
             for step in ("ingest", "aggregate"):
                 sample = results["add one"][step]
                 print(line(f"add one run set: {step}", sample) + ("" if isinstance(sample, str) else
@@ -127,7 +137,7 @@ def main() -> int:
             print(flush=True)
         for smaller, larger in zip(collected, collected[1:]):
             for name in ("aggregate local", "aggregate pool"):
-                if not isinstance(larger[name], str) and not isinstance(smaller[name], str):
+                if name in larger and not isinstance(larger[name], str) and not isinstance(smaller[name], str):
                     print(f"  {name}: peak at {larger['runs']} runs / at {smaller['runs']}: "
                           f"{larger[name][1] / smaller[name][1]:.2f}x (runs {larger['runs'] / smaller['runs']:.0f}x)")
             for step in ("ingest", "aggregate"):

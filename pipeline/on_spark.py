@@ -88,7 +88,11 @@ def compute(work: Callable, tasks: list[tuple], master: str | None, job: str = "
         for start in range(0, len(tasks), wave):
             chunk = tasks[start:start + wave]
             rows = [(start + offset, pickle.dumps(task)) for offset, task in enumerate(chunk)]
-            frame = spark.createDataFrame(rows, "bucket int, task binary").repartition(len(chunk))
+            frame = spark.createDataFrame(rows, "bucket int, task binary")
+            if os.environ.get("SPARK_REMOTE"):  # one relation: cut it, a task per partition
+                frame = frame.repartitionByRange(len(chunk), "bucket")
+            # (a classic session slices the rows into as many partitions as it runs at once, a wave's
+            # worth: a task each; a round-robin `repartition` can give one partition two tasks)
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
