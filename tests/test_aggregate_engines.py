@@ -64,6 +64,7 @@ def assert_same_whatever_the_engine(tmp_path: Path, warehouse: Path, engines: di
             assert frame.height > 0 and frame.equals(tables[table]), (name, table)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["generated", "corpus"])
 def test_every_engine_and_cut_gives_the_same_documents_and_tables(tmp_path, corpus, source):
     assert_same_whatever_the_engine(tmp_path, ingested(tmp_path, corpus, source), {
@@ -92,6 +93,7 @@ def test_a_wrong_engine_is_told_and_nothing_is_written(tmp_path):
     assert not (warehouse / "aggregate").exists()
 
 
+@pytest.mark.slow
 def test_run_all_computes_its_aggregate_with_the_engine_given(tmp_path, corpus):
     outs = {}
     for name, options in {"local": (), "pool": ("--engine", "pool", "--workers", "2", "--bucket-runs", "40")}.items():

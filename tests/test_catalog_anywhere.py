@@ -116,6 +116,7 @@ def settled(tmp_path_factory, demo_warehouse) -> tuple[Path, dict[str, int]]:
     return warehouse, table_rows(warehouse)
 
 
+@pytest.mark.slow
 def test_the_demo_warehouse_answers_from_another_directory(demo_warehouse, tmp_path):
     """The warehouse as `loopmeter demo` leaves it, opened read-only (other tests read it meanwhile)."""
     seen = client(demo_warehouse / "loopmeter.duckdb", tmp_path / "elsewhere", mode="read-only")
@@ -182,6 +183,7 @@ def test_duckdb_1x_reads_every_view_and_comment(settled, tmp_path, spec, version
     assert len(seen["columns"]) > 150
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     ["report", "tail", "--json"],
     ["sql", "SELECT count(*) AS n FROM runs", "--format", "json"],
@@ -216,6 +218,7 @@ def test_a_copy_stops_reading_the_originals_files(settled, tmp_path):
     assert all(f"'{copy}/" in sql and str(original) not in sql for sql in after["sql"].values())
 
 
+@pytest.mark.slow
 def test_a_reader_leaves_the_catalog_to_a_writer_holding_the_lock(settled, tmp_path):
     source, rows = settled
     original = copy_of(source, tmp_path / "original")
@@ -254,6 +257,7 @@ def test_nothing_is_imported_or_written_when_the_catalog_is_current(settled, tmp
     assert (after.st_ino, after.st_mtime_ns) == (built.st_ino, built.st_mtime_ns)
 
 
+@pytest.mark.slow
 def test_loopmeter_catalog_rebuilds_and_says_what_it_built(settled, tmp_path):
     source, rows = settled
     warehouse = copy_of(source, tmp_path / "warehouse")
@@ -307,6 +311,7 @@ def held(settled, tmp_path):
             holder.wait(timeout=60)
 
 
+@pytest.mark.slow
 def test_sql_answers_while_another_program_holds_the_file_read_write(held, tmp_path):
     import duckdb
 
@@ -346,6 +351,7 @@ def ask(holder: subprocess.Popen, statement: str) -> str:
     return holder.stdout.readline().strip()
 
 
+@pytest.mark.slow
 def test_a_rebuild_replaces_the_file_a_program_holds_open_and_the_holder_goes_on(held, tmp_path):
     """Even one that wrote into it: its write-ahead log, left beside the new file, would keep DuckDB
     from opening the new one ("WAL does not match database file")."""
@@ -370,6 +376,7 @@ def test_a_rebuild_replaces_the_file_a_program_holds_open_and_the_holder_goes_on
     assert seen["counts"] == rows and "notes" not in json.dumps(seen["columns"])  # the new file, whole
 
 
+@pytest.mark.slow
 def test_a_missing_catalog_is_rebuilt_by_the_next_command(settled, tmp_path):
     """As a writer killed before it renamed its new catalog into place leaves it."""
     source, rows = settled

@@ -43,6 +43,7 @@ def count(warehouse: Path, table: str) -> int:
     return json.loads(result.stdout)[0]["n"]
 
 
+@pytest.mark.slow
 def test_a_whole_warehouse_checks_whole(copy):
     code, report = checked(copy)
     assert code == 0 and report["ok"] and report["problems"] == [] and report["tables"] == 15
@@ -50,6 +51,7 @@ def test_a_whole_warehouse_checks_whole(copy):
     assert plain.returncode == 0 and plain.stderr.strip().endswith("journal and catalog: all whole")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "pages"])
 def test_a_damaged_summary_file_is_named_and_rebuilt(copy, damage):
     before = count(copy, "forge_attempts")
@@ -70,6 +72,7 @@ def test_a_damaged_summary_file_is_named_and_rebuilt(copy, damage):
     assert checked(copy)[0] == 0
 
 
+@pytest.mark.slow
 def test_a_damaged_catalog_is_named_and_rebuilt(copy):
     database = copy / "loopmeter.duckdb"
     database.write_bytes(b"not a database" * 100)
@@ -115,6 +118,7 @@ def forgeloop_warehouse(tmp_path_factory, corpus) -> tuple[Path, str]:
     return root, tail.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "pages"])
 def test_a_damaged_runs_file_is_read_again_from_the_recorded_run_files(forgeloop_warehouse, tmp_path, damage):
     original, tail = forgeloop_warehouse

@@ -199,6 +199,7 @@ def test_harvest_now_must_be_a_finite_time(demo_warehouse, value):
 
 # ---- 5: broken pipes -------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ["report", "summary"],
     ["report", "routing", "--json"],
@@ -251,6 +252,7 @@ def interrupted(tmp_path: Path, point: str, *args: str) -> subprocess.CompletedP
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_ctrl_c_before_the_publish_leaves_every_table_as_it_was(tmp_path, sample):
     store = str(sample / "forge" / "dataset.sqlite")
     warehouse = tmp_path / "w"
@@ -262,6 +264,7 @@ def test_ctrl_c_before_the_publish_leaves_every_table_as_it_was(tmp_path, sample
     assert not (warehouse / ".state" / "publishing.json").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_swaps_waits_for_the_last_one(tmp_path, sample):
     store = str(sample / "forge" / "dataset.sqlite")
     clean, warehouse = tmp_path / "clean", tmp_path / "w"

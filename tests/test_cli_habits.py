@@ -167,6 +167,7 @@ def test_wait_before_the_command_waits_for_the_writer(corpus, tmp_path):
     assert process.returncode == 0 and out.startswith(f"{warehouse / 'loopmeter.duckdb'}: ")
 
 
+@pytest.mark.slow
 def test_demo_waits_with_wait_and_names_its_paths_absolute(demo_warehouse, tmp_path):
     data = demo_warehouse.parent / "data"  # made by the first demo: made once, not again
     warehouse = tmp_path / "warehouse"

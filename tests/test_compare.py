@@ -277,6 +277,7 @@ def test_text_fits_and_wrong_calls_are_one_line(store):
         assert wrong.stderr.count("\n") == 1 and wrong.stdout == "", args
 
 
+@pytest.mark.slow
 def test_the_gate_rarely_fails_when_nothing_changed(tmp_path):
     """A/A through the command: 41 run sets drawn from one law (3 scenarios x 3 modes, 5 runs,
     token log-sd up to 0.4, wall-time log-sd up to 0.17 as in the corpus); 40 comparisons of

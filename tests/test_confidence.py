@@ -145,6 +145,7 @@ def test_the_same_seed_gives_the_same_report_and_another_seed_other_bootstrap_in
     assert one["rows"] == [r for r in corpus_report["rows"] if r["runSetId"] == "codex-tail-repeat20-20260831"]
 
 
+@pytest.mark.slow
 def test_the_report_fits_the_terminal_and_aggregate_stores_it_for_bi_tools(tmp_path, corpus):
     warehouse = tmp_path / "w"
     run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet",
@@ -174,6 +175,7 @@ def test_the_report_fits_the_terminal_and_aggregate_stores_it_for_bi_tools(tmp_p
         for o in report["objectives"])
 
 
+@pytest.mark.slow
 def test_a_confidence_table_an_earlier_loopmeter_stored_is_rewritten_by_the_next_writer(tmp_path, corpus):
     """forgeloop_confidence and forgeloop_objectives stored without the columns added since (sides, method,
     repeats_needed_method): the next writer rewrites them with those columns null, values kept, and
@@ -251,6 +253,7 @@ def _rows(report: dict, metric: str, statistic: str) -> list[dict]:
     return [r for r in report["rows"] if r["metric"] == metric and r["statistic"] == statistic]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric, statistic", [("tokens", "pairedOverheadP50"), ("time", "pairedOverheadP50"),
                                                ("tokens", "pairedOverheadP95"), ("time", "pairedOverheadP95"),
                                                ("tokens", "distributionDeltaP50"), ("tokens", "distributionDeltaP95")])
@@ -414,6 +417,7 @@ SMALL, SMALL_RUN_SETS = (6, 10, 20), 120
 LARGE, LARGE_RUN_SETS = (72, 100, 300), 100
 
 
+@pytest.mark.slow
 def test_at_6_10_and_20_pairs_each_exact_end_misses_at_most_3_5_percent(tmp_path):
     report, drawn = _coverage_warehouse(tmp_path, SMALL, SMALL_RUN_SETS, 61)
     for size in SMALL:

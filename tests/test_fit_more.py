@@ -103,6 +103,7 @@ def forge_piped(demo_warehouse):
     return {"routing": routing, "survival": survival}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", ["routing", "survival"])
 def test_forge_reports_fit_columns(demo_warehouse, forge_piped, name, width):
@@ -208,6 +209,7 @@ def _named(text: str, warehouse: Path) -> str:
     return text.replace(str(warehouse), "W")
 
 
+@pytest.mark.slow
 def test_summary_lines_fit_columns(demo_warehouse, tmp_path):
     piped = _summaries(demo_warehouse, tmp_path / "wpipe")
     assert piped.count("\n") == 6 and widest(piped) > 200, piped  # one line each, some wider than 200
@@ -225,6 +227,7 @@ def test_summary_lines_fit_columns(demo_warehouse, tmp_path):
             assert shown.count("\n") > 6
 
 
+@pytest.mark.slow
 def test_summary_lines_on_a_terminal(demo_warehouse, tmp_path):
     results = demo_warehouse.parent / "data" / "sample" / "forgeloop"
     args = ["ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios")]

@@ -18,6 +18,7 @@ def demo(tmp_path_factory):
     return directory, info
 
 
+@pytest.mark.slow
 def test_the_demo_as_a_user_runs_it(demo):
     directory, info = demo
     warehouse = directory / "warehouse"
@@ -42,6 +43,7 @@ def test_the_demo_as_a_user_runs_it(demo):
     assert listed.returncode == 0 and "forge_routing_observational" in listed.stdout
 
 
+@pytest.mark.slow
 def test_harvest_time_can_be_given_as_iso(demo, tmp_path):
     directory, info = demo
     warehouse = tmp_path / "w"

@@ -147,6 +147,7 @@ def test_a_32_mb_json_lines_event_is_rejected_naming_its_line_and_the_rest_is_st
                                       "rule": f"is {size:,} bytes long; a line {LIMIT_RULE}"}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["first", "last without a newline", "alone"])
 def test_an_oversize_line_anywhere_is_that_line_s_rejection(tmp_path, where):
     ordinary = [json.dumps(e) for e in events(20)]
@@ -163,6 +164,7 @@ def test_an_oversize_line_anywhere_is_that_line_s_rejection(tmp_path, where):
     assert [r["line"] for r in rejections(warehouse)] == [line]
 
 
+@pytest.mark.slow
 def test_an_event_just_under_the_limit_is_stored(tmp_path):
     near = oversize_event("near-1", MAX_RECORD_BYTES - 1000)
     assert len(json.dumps(near)) <= MAX_RECORD_BYTES
@@ -175,6 +177,7 @@ def test_an_event_just_under_the_limit_is_stored(tmp_path):
         assert "near-1" in stored_rids(warehouse)
 
 
+@pytest.mark.slow
 def test_an_export_of_many_events_near_the_limit_is_stored_a_few_at_a_time(tmp_path):
     """Forty events of almost 4 MiB: checked together they would take DuckDB past its memory limit."""
     near = [oversize_event(f"near-{i}", MAX_RECORD_BYTES - 1000) for i in range(40)]
@@ -186,6 +189,7 @@ def test_an_export_of_many_events_near_the_limit_is_stored_a_few_at_a_time(tmp_p
     assert stored_rids(warehouse) == {e["rid"] for e in ordinary + near}
 
 
+@pytest.mark.slow
 def test_a_100_mb_sqlite_data_value_is_rejected_by_rid_with_memory_as_for_ordinary_events(tmp_path):
     ordinary = events(50)
     plain = samples.write_sqlite(tmp_path / "plain" / "dataset.sqlite", REPOS, ordinary)
@@ -205,6 +209,7 @@ def test_a_100_mb_sqlite_data_value_is_rejected_by_rid_with_memory_as_for_ordina
     assert peak_rss_mib(done) < peak_rss_mib(base) + 48, (peak_rss_mib(done), peak_rss_mib(base))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rowid", [True, False], ids=["rowid table", "WITHOUT ROWID"])
 def test_an_oversize_rid_or_kind_is_named_with_its_rid_cut(tmp_path, rowid):
     store = samples.write_sqlite(tmp_path / "dataset.sqlite", REPOS, events(5))
@@ -259,6 +264,7 @@ def wal_store(folder: Path, *, leave_wal: bool) -> tuple[Path, set[str]]:
     return folder / "dataset.sqlite", {e["rid"] for e in all_events}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("leave_wal", [True, False], ids=["committed rows only in -wal", "no -wal"])
 def test_a_wal_store_is_read_whole_and_nothing_beside_it_is_created_or_changed(tmp_path, leave_wal):
     store, rids = wal_store(tmp_path / "forge", leave_wal=leave_wal)
@@ -271,6 +277,7 @@ def test_a_wal_store_is_read_whole_and_nothing_beside_it_is_created_or_changed(t
     assert fingerprint(store.parent) == before  # no -shm, no -wal created; nothing checkpointed
 
 
+@pytest.mark.slow
 def test_a_wal_store_in_a_folder_the_user_may_not_write_is_read(tmp_path):
     """The folder is 0555; as root, the ingest runs without the powers that pass over permissions."""
     base = Path(tempfile.mkdtemp(prefix="loopmeter-readonly-"))
@@ -390,6 +397,7 @@ def large_store(path: Path, count: int) -> Path:
     return store
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["reading", "checking"])
 def test_ctrl_c_while_the_store_is_read_and_checked(tmp_path, stage):
     store = large_store(tmp_path / "dataset.sqlite", 1_500_000)
@@ -413,6 +421,7 @@ def any_parquet(folder: Path) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reader", ["arrow", "exact"])
 def test_a_sqlite_store_of_many_events_near_the_limit_is_stored_a_few_at_a_time(tmp_path, reader):
     """Forty values of almost 4 MiB in a SQLite store, read by either reader (one row whose src is a

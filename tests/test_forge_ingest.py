@@ -413,6 +413,7 @@ def test_what_a_writer_commits_to_a_wal_store_after_it_was_opened_is_not_read(tm
     assert collect(batches)[0] == ["sqlite"]  # nothing changed meanwhile: the Arrow reader reads
 
 
+@pytest.mark.slow
 def test_ingest_streams_in_batches_with_the_same_result(sample, tmp_path):
     _, store, _, events = sample
     small, whole = Warehouse(tmp_path / "small"), Warehouse(tmp_path / "whole")
@@ -422,6 +423,7 @@ def test_ingest_streams_in_batches_with_the_same_result(sample, tmp_path):
     assert small.read(t.EVENTS).drop("ingested_at").sort("rid").equals(whole.read(t.EVENTS).drop("ingested_at").sort("rid"))
 
 
+@pytest.mark.slow
 def test_a_first_ingest_takes_the_staged_files_and_stores_what_the_comparing_path_stores(sample, tmp_path):
     # a first ingest writes the tables' files as it stages; a warehouse holding Forge tables already
     # compares the staged events with the stored ones and adds the new rows: the same tables

@@ -143,6 +143,7 @@ def test_rejected_repos_rows_are_reported_when_the_store_has_no_events(tmp_path)
     assert stored_rejections(warehouse) == [(str(store.resolve()), *rule) for rule in rejections(result)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arrow", [True, False])
 def test_rejected_repos_rows_are_reported_once_when_the_reader_starts_again(tmp_path, arrow):
     """A row the Arrow reader cannot take makes the exact reader read again (`restart`), and text that

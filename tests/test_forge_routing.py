@@ -287,6 +287,7 @@ def sample(tmp_path_factory):
     return store, ingested(tmp, store), repos
 
 
+@pytest.mark.slow
 def test_sample_report_equals_the_seed_byte_for_byte(sample):
     store, warehouse, _ = sample
     expected = seed_routing(store)
@@ -297,6 +298,7 @@ def test_sample_report_equals_the_seed_byte_for_byte(sample):
     assert result.stdout == seed_json(expected) + "\n"
 
 
+@pytest.mark.slow
 def test_sample_report_scoped_by_repo_and_since_equals_the_seed(sample):
     store, warehouse, repos = sample
     scope = routing_scope(repos[0][1], None)
@@ -307,6 +309,7 @@ def test_sample_report_scoped_by_repo_and_since_equals_the_seed(sample):
     assert expected["observational"] and routing_document(warehouse, scope) == expected
 
 
+@pytest.mark.slow
 def test_text_report_and_stored_tables(sample):
     _, warehouse, _ = sample
     result = run_cli("report", "routing", warehouse=warehouse.root, check=None)
@@ -387,6 +390,7 @@ def build_events(runs) -> list[dict]:
     return events
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(event_streams())
 def test_task_records_and_tables_equal_the_seed_on_any_store(tmp_path_factory, runs):
@@ -422,6 +426,7 @@ def _summaries(warehouse) -> dict[str, list[tuple]]:
     return {table: warehouse.read(table).rows() for table in (t.ATTEMPTS, t.DECISIONS, t.TASKS)}
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(event_streams(), st.integers(1, 40))
 def test_summaries_computed_over_parts_of_the_runs_equal_the_whole(tmp_path_factory, runs, part_rows):

@@ -219,6 +219,7 @@ def test_randomized_equals_the_seed_with_extreme_propensities(raw, tier):
     assert strict_loads(routing_json({"randomized": mine})) == nulled({"randomized": expected})
 
 
+@pytest.mark.slow
 def test_randomized_reaches_intervals_with_nans_like_the_seed():
     """Many pairs that reach the bootstrap with an overflowing weight in some run: NaN differences are
     sorted among the finite ones as Python sorts them, so each interval is the seed's."""

@@ -205,6 +205,7 @@ draw_st = st.tuples(st.sampled_from(list(PAIRS)), st.booleans(),
                     st.sampled_from([True, True, False]))  # finished: an outcome, or none (never ran, or started)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(draw_st, min_size=1, max_size=60), st.integers(1, 8))
 def test_every_pair_equals_scipy_and_the_obvious_count(tmp_path_factory, draws, run_size):
@@ -250,6 +251,7 @@ def test_every_pair_equals_scipy_and_the_obvious_count(tmp_path_factory, draws, 
 
 # ---- the flag against the exact distribution of the draws -------------------------------------
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.sampled_from([0.001, 0.01, 0.05, 0.2, 0.5, 0.9, 0.99, 1.0])),
                 min_size=1, max_size=40))

@@ -132,6 +132,7 @@ table_st = st.integers(0, 60).flatmap(lambda d: st.integers(0, 60).flatmap(lambd
     st.just(d), st.integers(0, d), st.just(a), st.integers(0, a))))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(table_st, min_size=1, max_size=40))
 def test_the_p_value_is_fisher_s_exact_test(tables):
@@ -199,6 +200,7 @@ def test_a_correct_store_is_flagged_in_at_most_0_2_percent_of_looks():
     assert sum(sizes.values()) + len(DEMO) * srm.UNTRUSTWORTHY_P < 0.002
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", sorted(DEMO.values()))
 def test_fisher_never_flags_more_than_its_level_given_the_margins(n):
     """The conditional null distribution: given a table's margins, the split of the tasks with an outcome is

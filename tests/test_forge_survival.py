@@ -73,6 +73,7 @@ def test_harvest_by_hand(built):
         o["rid"] for o in harvest(warehouse, include_temp=True, now=sample.now).outcomes}
 
 
+@pytest.mark.slow
 def test_recording_is_idempotent_and_touches_neither_store_nor_repositories(tmp_path):
     sample, store, warehouse = build(tmp_path)
     repos = {name: tree_fingerprint(Path(path)) for name, path in sample.repos}
@@ -124,6 +125,7 @@ def test_the_command_says_how_to_measure_the_temporary_repositories_it_skipped(b
     assert "--include-temp" in report.stdout + report.stderr
 
 
+@pytest.mark.slow
 def test_blame_is_shared_and_git_runs_three_times_fewer_processes(tmp_path):
     sample, store, warehouse = build(tmp_path, extra_runs=6, tasks_per_run=4, files=3)
     events, counts, seed_processes = seed_harvest(store.parent, include_temp=True, now=sample.now)
@@ -137,6 +139,7 @@ def git(path, *args):
     subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
 
 
+@pytest.mark.slow
 def test_unreachable_repositories_stay_unharvested_with_their_reason(tmp_path):
     sample, store, warehouse = build(tmp_path)
     api = Path(sample.repos[0][1])

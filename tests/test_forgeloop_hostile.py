@@ -161,6 +161,7 @@ def assert_same_as_a_clean_ingest(warehouse: Path, clean: Path) -> None:
     assert manifest(warehouse).drop("ingested_at").equals(manifest(clean).drop("ingested_at"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--full", "--reread"])
 @pytest.mark.parametrize(("target", "old", "new", "expected"), [
     (BAD, b'"totalTokens": 1000', b'"totalTokens": 1001', "stored"),  # a value changed
@@ -254,6 +255,7 @@ STAGES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task") or usable_cores() < 2, reason="needs Linux /proc and two cores")
 @pytest.mark.parametrize("stage", list(STAGES))
 def test_ctrl_c_at_a_stage_is_answered_with_exit_130_and_one_line(tmp_path, many, stage):

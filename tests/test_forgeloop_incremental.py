@@ -105,6 +105,7 @@ def test_adding_a_run_set_takes_the_files_of_the_kept_ones_as_they_are(tree, tmp
     assert_same_as_full(warehouse, out, tmp_path)
 
 
+@pytest.mark.slow
 def test_touched_documents_other_options_and_other_writers_are_noticed(tree, tmp_path):
     warehouse, out = Warehouse(tmp_path / "w"), tmp_path / "out"
     ingest(warehouse, tree)
@@ -128,6 +129,7 @@ def test_touched_documents_other_options_and_other_writers_are_noticed(tree, tmp
     assert run_aggregate(warehouse, out, tier="tail").plan.full
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("copy", [shutil.copy2, shutil.copy], ids=["times-kept", "times-new"])
 def test_a_warehouse_copied_or_moved_whole_computes_nothing_again(tree, tmp_path, copy):
     """Its documents inside it (the default place), copied as `cp -a` (times kept) or `cp -r` (times new)."""
@@ -149,6 +151,7 @@ def test_a_warehouse_copied_or_moved_whole_computes_nothing_again(tree, tmp_path
     assert summary.read_text() == text
 
 
+@pytest.mark.slow
 def test_the_command_says_what_it_computed(tree, tmp_path):
     warehouse = tmp_path / "w"
     run_cli("ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"), warehouse=warehouse)
@@ -181,6 +184,7 @@ def test_a_full_aggregate_leaves_a_file_that_holds_its_text_already_as_it_is(tre
     assert not [p for p in out.rglob(".*.tmp")]
 
 
+@pytest.mark.slow
 def test_an_out_directory_the_documents_cannot_go_to_is_told_before_anything_is_written(tree, tmp_path):
     warehouse = tmp_path / "w"
     run_cli("ingest", "forgeloop", str(tree), "--scenarios", str(tree / "scenarios"), warehouse=warehouse)

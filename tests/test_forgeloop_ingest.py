@@ -29,6 +29,7 @@ def stored_runs(warehouse) -> pl.DataFrame:
     return Warehouse(warehouse).read("runs").sort("source_path")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("path", "value", "field", "rule"),
     [
@@ -136,6 +137,7 @@ def test_hostile_files_are_rejected_and_the_good_ones_stored(tmp_path):
     assert stored_runs(tmp_path / "w")["mode"].to_list() == ["direct", "forgeloopBalanced"]
 
 
+@pytest.mark.slow
 def test_names_that_are_not_utf8_and_files_that_are_not_regular_are_rejected_not_fatal(tmp_path):
     results = write_tree(tmp_path / "results", [GOOD, run(mode="forgeloopBalanced", tokens=1200)], {"small-bug-fix": "balanced"})
     raw = os.fsencode(results / "raw")
@@ -230,6 +232,7 @@ def test_a_run_naming_another_run_set_than_its_folder(tmp_path):
     assert outcome.rejections == [("raw/rs-test/small-bug-fix/direct/run-001.json", "runSetId", "must equal its run set folder (rs-test)")]
 
 
+@pytest.mark.slow
 def test_reingest_adds_nothing_and_a_changed_file_replaces_its_run(tmp_path):
     warehouse = tmp_path / "w"
     results = write_tree(tmp_path / "results", [GOOD, run(index=2, tokens=2000), run(run_set="rs-two", tokens=3000)])
@@ -351,6 +354,7 @@ def _versions(warehouse) -> dict[str, str]:
     return {name: os.readlink(warehouse / name) for name in ("runs", "ingest_manifest", "scenarios")}
 
 
+@pytest.mark.slow
 def test_unchanged_tree_is_answered_from_the_last_ingest_and_nothing_is_written(tmp_path):
     warehouse = tmp_path / "w"
     results = write_tree(tmp_path / "results", [GOOD, run(index=2, tokens=2000), edited(run(index=3), "usage.totalTokens", -1)],
@@ -388,6 +392,7 @@ def test_unchanged_tree_is_answered_from_the_last_ingest_and_nothing_is_written(
     assert "0 accepted, 2 unchanged, 1 rejected" in limited.stdout and _versions(warehouse) != versions
 
 
+@pytest.mark.slow
 def test_only_changed_run_set_folders_are_ingested_again_and_the_answer_covers_the_tree(tmp_path):
     from loopmeter.forgeloop.ingest import TreeState
 
@@ -444,6 +449,7 @@ def test_files_directly_in_raw_are_one_entry_however_they_lie(tmp_path):
                                                 "raw/rs-two/small-bug-fix/direct/run-001.json"]
 
 
+@pytest.mark.slow
 def test_a_file_that_could_not_be_read_is_read_again_once_it_can_be(tmp_path):
     """A rejection for the moment (the file could not be read) is not an answer about the file: the
     next ingest reads it again even though its size and modification time did not change (a chmod
@@ -493,6 +499,7 @@ def test_when_every_file_is_rejected_nothing_is_said_to_be_stored(tmp_path):
     assert result.stderr.splitlines()[-1] == "loopmeter: 1 of 1 file rejected; nothing is stored"
 
 
+@pytest.mark.slow
 def test_an_ingest_without_scenario_files_says_what_that_leaves_out(tmp_path, corpus):
     bare = run_cli("ingest", "forgeloop", str(corpus / "results"), warehouse=tmp_path / "w")
     assert ("note: no scenario files stored: report tail and summary list only scenarios with one, and no light "
@@ -504,6 +511,7 @@ def test_an_ingest_without_scenario_files_says_what_that_leaves_out(tmp_path, co
     assert "note:" not in again.stderr
 
 
+@pytest.mark.slow
 def test_scenario_files_read_before_are_told_unchanged(tmp_path, corpus):
     args = ("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"))
     assert "7 scenario files: 7 accepted, 0 rejected" in run_cli(*args, warehouse=tmp_path / "w").stdout

@@ -75,6 +75,7 @@ def test_unknown_run_set_is_an_error(corpus_warehouse):
     assert "no run set 'no-such-set'" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_aggregating_one_run_set_keeps_the_others_tables(corpus_warehouse, tmp_path):
     from loopmeter.storage import Warehouse
 
@@ -87,6 +88,7 @@ def test_aggregating_one_run_set_keeps_the_others_tables(corpus_warehouse, tmp_p
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["codex-quality-repeat5-20260831"]
 
 
+@pytest.mark.slow
 def test_without_tier_the_runners_own_is_read_from_its_summary(corpus, corpus_warehouse, tmp_path):
     """ForgeLoop's summary.json beside the raw runs names the tier it ran at: ingest reads it, so a
     plain `aggregate` writes ForgeLoop's files, tier included; --tier still decides when given."""
@@ -100,6 +102,7 @@ def test_without_tier_the_runners_own_is_read_from_its_summary(corpus, corpus_wa
     assert json.loads((given / "codex-tail-repeat20-20260831" / "summary.json").read_text())["tier"] == "smoke"
 
 
+@pytest.mark.slow
 def test_a_summary_that_names_no_known_tier_gives_none(tmp_path, corpus):
     import os
     import shutil

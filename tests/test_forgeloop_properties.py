@@ -5,6 +5,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import forgeloop_port as port
 import polars as pl
 from hypothesis import HealthCheck, given, settings
@@ -32,6 +33,7 @@ values = st.one_of(
 )
 
 
+@pytest.mark.slow
 @given(st.lists(values, max_size=200))
 @settings(max_examples=200, deadline=None)
 def test_polars_rounding_is_tofixed(xs):
@@ -57,6 +59,7 @@ def test_number_text_examples():
 groups = st.lists(st.tuples(st.integers(0, 3), st.one_of(st.none(), values.filter(lambda v: abs(v) < 1e15))), max_size=120)
 
 
+@pytest.mark.slow
 @given(groups)
 @settings(max_examples=150, deadline=None)
 def test_statistics_equal_the_obvious_implementation(rows):
@@ -117,6 +120,7 @@ def run_sets(draw):
     return documents
 
 
+@pytest.mark.slow
 @given(run_sets(), st.sampled_from([None, "light", "balanced"]))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_aggregate_equals_the_per_run_port(documents, profile):
@@ -148,6 +152,7 @@ def test_aggregate_equals_the_per_run_port(documents, profile):
         shutil.rmtree(directory, ignore_errors=True)
 
 
+@pytest.mark.slow
 @given(st.lists(st.one_of(values, st.floats(), st.floats(1e-7, 2e-5), st.floats(1e15, 1e22), st.none()), max_size=100))
 @settings(max_examples=300, deadline=None)
 def test_polars_number_text_is_javascripts_where_it_claims_to_be(xs):
@@ -178,6 +183,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @given(json_values)
 @settings(max_examples=300, deadline=None)
 def test_fast_json_text_equals_the_reference_encoder(value):

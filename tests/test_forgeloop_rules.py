@@ -107,6 +107,7 @@ def test_unknown_usage_counts_as_a_run_but_not_a_measurement(tmp_path):
     assert document["comparisons"]["forgeloopBalanced"]["comparablePairs"] == 1
 
 
+@pytest.mark.slow
 def test_missing_diagnostics_and_the_signals_of_outliers(tmp_path):
     quiet = {"modelTurns": 1, "toolCalls": 4}
     runs = [run(index=i, tokens=1000, diagnostics=quiet) for i in range(1, 6)]
@@ -225,6 +226,7 @@ def test_scenario_without_a_file_has_no_expected_profile(tmp_path):
 TWENTY = range(20)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("direct", "candidate", "paired", "distribution", "combined"),
     [

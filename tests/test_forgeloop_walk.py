@@ -108,6 +108,7 @@ def test_a_symbolic_link_anywhere_leaves_the_walk_to_the_caller(tmp_path):
     assert parallel(tmp_path, set(), selected=lambda name: name in {"rs-b", "rs-c"}) is None
 
 
+@pytest.mark.slow
 def test_a_folder_that_cannot_be_read_is_reported_alike_by_every_ingest(tmp_path):
     """Its rejection belongs to raw/ itself in the sequential walk ("raw/rs-b"): the walk of a
     re-ingest, where a helper reads that folder, answers it the same way."""
@@ -146,6 +147,7 @@ trees = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=trees, wanted=st.sets(names), selected=st.none() | st.sets(names))
 def test_random_trees_are_answered_as_the_sequential_walk_does(tree, wanted, selected):

@@ -175,6 +175,7 @@ ROUTES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("route", list(ROUTES))
 def test_no_program_the_repository_names_runs(configured, route):
     for repo in configured["repos"]:
@@ -186,6 +187,7 @@ def test_no_program_the_repository_names_runs(configured, route):
     assert [tree_fingerprint(repo) for repo in configured["repos"]] == before  # no textconv cache written either
 
 
+@pytest.mark.slow
 def test_the_environment_names_no_program_either(configured):
     program = str(configured["program"])
     env = dict(os.environ, GIT_EXTERNAL_DIFF=program, GIT_PAGER=program, GIT_SSH_COMMAND=program, GIT_ASKPASS=program,
@@ -198,6 +200,7 @@ def test_the_environment_names_no_program_either(configured):
     assert numbers(result) == configured["baseline"]
 
 
+@pytest.mark.slow
 def test_a_partial_clone_fetches_nothing_through_the_transport_it_names(sample, tmp_path):
     """A clone without its blobs: blame would fetch each from the remote through the upload-pack program
     the clone's config names. No fetch happens: the tasks that need a missing blob are git errors."""

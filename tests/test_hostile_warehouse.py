@@ -283,6 +283,7 @@ def replace_column(path: Path, column: str, value: str) -> None:
     pq.write_table(frame.to_arrow().cast(schema), path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["../../../victim/config", "ROOT/victim/config"])
 def test_a_scenario_id_that_is_a_path_writes_no_document_anywhere(place, value):
     value = value.replace("ROOT", str(place.root))
@@ -333,6 +334,7 @@ def test_a_partition_folder_named_dot_dot_is_refused_in_one_line(place, how):
 PAST = 1_500_000_000_000_000_000  # a modification time the test sets, in ns
 
 
+@pytest.mark.slow
 def test_a_lock_linked_elsewhere_stops_every_writer_and_the_file_is_untouched(place, demo_warehouse):
     target = place.outside / "precious.txt"
     target.write_text("precious\n")
@@ -355,6 +357,7 @@ def test_a_lock_linked_elsewhere_stops_every_writer_and_the_file_is_untouched(pl
               ("catalog",)], check)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["aggregate", "aggregate/sample-tail-30"])
 def test_documents_are_never_written_or_removed_through_a_link(place, where):
     documents = place.outside / "documents"
@@ -391,6 +394,7 @@ OUT_COMMANDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "link", "device"])
 @pytest.mark.parametrize("command", list(OUT_COMMANDS))
 def test_out_that_is_not_a_regular_file_is_refused_and_left_as_it_was(demo_warehouse, tmp_path, command, kind):
@@ -458,6 +462,7 @@ def test_check_never_runs_a_view_it_did_not_write(place, reads):
     assert place.beside() == before
 
 
+@pytest.mark.slow
 def test_a_fifo_in_place_of_the_catalog_is_named_by_check_in_bounded_time(place):
     database = place.warehouse / "loopmeter.duckdb"
     database.unlink()
@@ -591,6 +596,7 @@ def test_ctrl_c_on_a_hostile_warehouse_exits_130(corpus_warehouse, tmp_path):
 
 # ---- 8. smaller ones --------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [("report", "summary"), ("sql", "select 1"), ("schema",)])
 @pytest.mark.parametrize("via", ["--warehouse", "LOOPMETER_WAREHOUSE"])
 @pytest.mark.parametrize("folder", ["empty", "holding a file"])
@@ -610,6 +616,7 @@ def test_a_reader_on_a_folder_that_is_not_a_warehouse_writes_nothing_there(tmp_p
     assert not any(os.path.lexists(target / name) for name in (".lock", ".state", "loopmeter.duckdb", ".loopmeter"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", ["ingest forgeloop", "ingest forge", "catalog"])
 def test_a_writer_into_a_folder_holding_files_that_is_not_a_warehouse_creates_nothing(tmp_path, corpus, demo_warehouse,
                                                                                        writer):
@@ -708,6 +715,7 @@ def test_blame_measures_whatever_ignore_revs_file_the_repository_names(git_sampl
             (repo / ".git" / "config").write_bytes(config)
 
 
+@pytest.mark.slow
 def test_a_link_into_another_run_set_folder_is_rejected_not_filed_under_this_one(tmp_path):
     documents = [run(run_set=name, index=index) for name in ("rs-a", "rs-b") for index in (1, 2, 3)]
     results = write_tree(tmp_path / "results", documents, {"small-bug-fix": "balanced"})
@@ -729,6 +737,7 @@ def test_a_link_into_another_run_set_folder_is_rejected_not_filed_under_this_one
     assert snapshot(results) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", ["SELECT 'infinity'::TIMESTAMP", "SELECT DATE '5881580-07-10'"])
 @pytest.mark.parametrize("output", ["table", "csv", "json"])
 def test_a_date_or_time_out_of_range_in_sql_is_one_line(place, query, output):
@@ -738,6 +747,7 @@ def test_a_date_or_time_out_of_range_in_sql_is_one_line(place, query, output):
     the_one_line(result, 1, "loopmeter: error: ")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", ["SELECT '-infinity'::DATE", "SELECT TIMESTAMP '294247-01-10 04:00:54.775806'",
                                    "SELECT DATE '-5877641-06-24'", "SELECT 'infinity'::TIMESTAMPTZ"])
 def test_other_dates_and_times_at_the_edges_answer_or_are_one_line(place, query):

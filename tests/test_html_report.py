@@ -236,6 +236,7 @@ def measured(report, tmp_path_factory) -> dict[int, dict]:
     return pages
 
 
+@pytest.mark.slow
 def test_report_html_writes_the_warehouse_page_by_default_and_has_no_json(warehouse, tmp_path):
     """No --out: the warehouse's report.html (where demo and run-all write it); --json is no option of it."""
     assert (warehouse / "report.html").read_text().startswith("<!doctype html>")

@@ -129,6 +129,7 @@ def test_the_ranks_by_hand():
     assert [int(x[0]) for x in intervals.order_statistic_ranks([5], 0.5, 0.90)] == [1, 5]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fraction", [0.5, 0.95, 0.25, 0.9])
 @pytest.mark.parametrize("level", [0.95, 0.9, 0.99, 0.8])
 def test_the_ranks_are_scipys_binomial_quantiles(fraction, level):
@@ -215,6 +216,7 @@ def _scipy_chances(sizes: np.ndarray, below: int, measured: int, fraction: float
     return met + np.where(r > 0, stats.betabinom.cdf(r - 1, sizes, a, b), 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("below, measured, fraction", [(20, 20, 0.95), (14, 20, 0.5), (3, 6, 0.5), (0, 10, 0.5),
                                                        (19, 20, 0.95), (6, 6, 0.5), (60, 72, 0.95)])
 def test_the_chance_to_resolve_and_the_repeats_are_scipys(below, measured, fraction):

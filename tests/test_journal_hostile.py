@@ -58,6 +58,7 @@ def forged(warehouse: Path, outside: Path) -> dict[str, tuple[str, str]]:
     }, version
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [
     "a name climbing out", "a name out at once", "an absolute name", "a name inside the state", "an absolute version",
     "a version climbing out", "another table's version", "a version that is a link", "an earlier loopmeter's form",
@@ -94,6 +95,7 @@ def test_a_forged_journal_is_named_not_followed_and_removed(place, case, who):
     assert os.listdir(warehouse.parent) == ["warehouse"] and sorted(os.listdir(outside.parent)) == ["base", "outside"]
 
 
+@pytest.mark.slow
 def test_garbage_collection_removes_links_where_versions_belong_not_what_they_name(place):
     warehouse, outside = place
     versions = warehouse / ".versions"
@@ -111,6 +113,7 @@ def test_garbage_collection_removes_links_where_versions_belong_not_what_they_na
     assert tables(warehouse) == before
 
 
+@pytest.mark.slow
 def test_a_table_link_pointing_outside_is_replaced_and_what_it_named_is_kept(place, tmp_path):
     warehouse, outside = place
     link = warehouse / "runs"
@@ -125,6 +128,7 @@ def test_a_table_link_pointing_outside_is_replaced_and_what_it_named_is_kept(pla
     assert rows.stdout == "run_set_id,n\nrs-new,1\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", [".state", ".versions"])
 @pytest.mark.parametrize("command", [("sql", "SELECT 1"), ("catalog",), ("check",)])
 def test_a_state_or_versions_folder_that_is_a_link_is_refused_in_one_line(place, folder, command):

@@ -72,6 +72,7 @@ def _store(demo_warehouse: Path) -> Path:
     return demo_warehouse.parent / "data" / "sample" / "forge" / "dataset.sqlite"
 
 
+@pytest.mark.slow
 def test_a_hand_written_file_is_named_with_its_column_and_types_and_the_next_ingest_rewrites_it(demo_warehouse, tmp_path):
     warehouse = _copy(demo_warehouse, tmp_path)
     before = run_cli("report", "routing", "--json", warehouse=warehouse).stdout
@@ -91,6 +92,7 @@ def test_a_hand_written_file_is_named_with_its_column_and_types_and_the_next_ing
     assert run_cli("report", "routing", "--json", warehouse=warehouse).stdout == before
 
 
+@pytest.mark.slow
 def test_a_partition_written_by_an_earlier_loopmeter_is_rewritten_by_the_next_writer_with_the_same_rows(demo_warehouse, tmp_path):
     warehouse = _copy(demo_warehouse, tmp_path)
     value = "sample-tail-30"
@@ -144,6 +146,7 @@ settings_ = settings(max_examples=40, deadline=None)
 INTEGERS = [pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt16, pl.UInt32, pl.Int64]
 
 
+@pytest.mark.slow
 @settings_
 @given(values=st.lists(st.one_of(st.none(), st.integers(0, 2**31 - 1)), min_size=0, max_size=30),
        kind=st.sampled_from(INTEGERS), texts=st.lists(st.one_of(st.none(), st.text(max_size=5)), min_size=30, max_size=30))

@@ -2,6 +2,7 @@
 time into the order one sort of them all gives (checked against Python's sort)."""
 from __future__ import annotations
 
+import pytest
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ def batches(rows: list[tuple], size: int):
                                           "path": [row[2] for row in chunk], "n": list(range(start, start + len(chunk)))})
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ROW, max_size=80), st.lists(ROW, max_size=80), st.integers(1, 9), st.integers(1, 9))
 def test_two_sorted_streams_merge_into_one_sort(kept, new, kept_batch, new_batch):

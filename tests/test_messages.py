@@ -53,6 +53,7 @@ def zero_pages(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [("report", "tail"), ("aggregate", "--out", "{out}")])
 def test_a_table_file_with_damaged_pages_is_named(tmp_path, corpus, command):
     warehouse = tmp_path / "warehouse"
@@ -67,6 +68,7 @@ def test_a_table_file_with_damaged_pages_is_named(tmp_path, corpus, command):
     assert "loopmeter check --repair" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])
 def test_a_damaged_catalog_is_rebuilt_by_the_next_command(tmp_path, corpus, damage):
     import duckdb
@@ -85,6 +87,7 @@ def test_a_damaged_catalog_is_rebuilt_by_the_next_command(tmp_path, corpus, dama
     connection.close()
 
 
+@pytest.mark.slow
 def test_a_repository_another_user_owns_is_said_to_be_so(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("giving a repository to another user needs root")

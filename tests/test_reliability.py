@@ -77,6 +77,7 @@ def trees(tmp_path_factory):
     return before, after, *states, snapshot(base / "only-after")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_a_killed_ingest_leaves_the_previous_warehouse_and_the_next_run_completes(tmp_path, trees, point):
     before, after, expected_before, expected_after, _ = trees
@@ -102,6 +103,7 @@ def test_a_killed_ingest_leaves_the_previous_warehouse_and_the_next_run_complete
     assert leftovers == [] and set(versions.values()) == {1}, (leftovers, versions)
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_told_who_holds_the_lock_and_can_wait(tmp_path, trees):
     before = trees[0]
     warehouse = Warehouse(tmp_path / "warehouse")
@@ -126,6 +128,7 @@ def test_a_second_writer_is_told_who_holds_the_lock_and_can_wait(tmp_path, trees
     assert Warehouse(warehouse.root).read("runs").height == 180
 
 
+@pytest.mark.slow
 def test_a_writer_waits_for_a_reader_finishing_a_killed_writers_publish(tmp_path, trees):
     """A reader that finds a half-done publish finishes it under the writer lock; a writer that
     starts then, without --wait, waits for that moment instead of saying the lock is held."""
@@ -175,6 +178,7 @@ def test_a_writer_waits_for_a_reader_finishing_a_killed_writers_publish(tmp_path
         assert "(test holder)" in busy.stderr
 
 
+@pytest.mark.slow
 def test_two_ingests_at_once_end_in_one_consistent_warehouse(tmp_path, trees):
     after, expected_after = trees[1], trees[4]
     warehouse = tmp_path / "warehouse"
@@ -216,6 +220,7 @@ def mutated_runs(draw):
     return document
 
 
+@pytest.mark.slow
 @given(st.lists(mutated_runs(), min_size=1, max_size=8), st.lists(st.binary(max_size=40), max_size=2))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_fuzzed_documents_never_crash_and_are_all_accounted_for(documents, raw_bytes):
@@ -241,6 +246,7 @@ def test_fuzzed_documents_never_crash_and_are_all_accounted_for(documents, raw_b
         shutil.rmtree(directory, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_same_inputs_give_byte_identical_documents_and_the_same_rows(tmp_path, trees):
     before = trees[0]
     outputs = []
@@ -278,6 +284,7 @@ def forge_store(tmp_path_factory):
     return base / "dataset.sqlite", snapshot(clean)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", FORGE_CRASH_POINTS)
 def test_a_killed_forge_ingest_is_completed_by_the_next_run(tmp_path, forge_store, point):
     store, expected = forge_store
@@ -296,6 +303,7 @@ def test_a_killed_forge_ingest_is_completed_by_the_next_run(tmp_path, forge_stor
         assert seen[name] == expected[name], name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["after-publish:forge_outcomes", "wrote-file:forge_events"])
 def test_a_killed_harvest_records_each_outcome_once_next_time(tmp_path, point):
     from loopmeter.forge.samples import write_sample
@@ -337,6 +345,7 @@ def mutated_streams(draw):
     return lines
 
 
+@pytest.mark.slow
 @given(mutated_streams())
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_fuzzed_forge_lines_never_crash_and_are_all_accounted_for(lines):
@@ -359,6 +368,7 @@ def test_fuzzed_forge_lines_never_crash_and_are_all_accounted_for(lines):
         shutil.rmtree(directory, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_jsonl_export_whose_first_line_is_broken_still_loads(tmp_path):
     from loopmeter.forge.samples import routing_events
 
@@ -371,6 +381,7 @@ def test_a_jsonl_export_whose_first_line_is_broken_still_loads(tmp_path):
     assert outcome["rejections"][0]["line"] == 1
 
 
+@pytest.mark.slow
 def test_a_killed_ingest_leaves_no_scratch_behind_the_next_writer(tmp_path, trees):
     before = trees[0]
     warehouse = tmp_path / "warehouse"
@@ -411,6 +422,7 @@ def aggregated(trees, tmp_path_factory):
     return states
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("point", "no_exchange"), AGGREGATE_CRASH_POINTS)
 def test_a_killed_aggregate_leaves_whole_folders_and_the_next_command_one_aggregate(tmp_path, trees, aggregated, point, no_exchange):
     before, after = trees[:2]
@@ -446,6 +458,7 @@ def test_a_killed_aggregate_leaves_whole_folders_and_the_next_command_one_aggreg
     assert documents(out) == new
 
 
+@pytest.mark.slow
 def test_a_folder_the_next_command_cannot_swap_in_stays_in_the_journal_and_the_writer_says_why(tmp_path, trees, aggregated):
     before, after = trees[:2]
     old, new = aggregated
@@ -534,6 +547,7 @@ def interrupted_aggregates(tmp_path_factory):
     return base / "w-before", base / "out-before", states
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
 def test_an_aggregate_stopped_at_any_moment_leaves_one_aggregate_s_documents_and_tables(tmp_path, interrupted_aggregates, how):
     """No crash points: the aggregate is stopped after a range of delays, as a user's Ctrl-C or

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import run_cli
 from loopmeter.forge.samples import write_sample
 
 
+@pytest.mark.slow
 def test_run_all_on_the_corpus_and_a_forge_store(tmp_path, corpus):
     info = write_sample(tmp_path / "forge", runs=60)
     warehouse = tmp_path / "warehouse"
@@ -41,6 +43,7 @@ def test_run_all_json_lists_the_stages(tmp_path):
     assert outcome["aggregate"] is None and outcome["notes"] == []  # no ForgeLoop data: no aggregate folder named
 
 
+@pytest.mark.slow
 def test_run_all_says_what_it_left_out(tmp_path, corpus):
     """Without --scenarios the reports list no scenario, and without --include-temp the harvest skips
     repositories under the temporary directory: run-all says both, as aggregate and harvest do."""

@@ -86,6 +86,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("statement", HOSTILE)
 def test_a_statement_that_is_not_a_read_is_refused_and_nothing_changes(warehouse, statement):
     statement = statement.replace("RUNS_FILE", a_runs_file(warehouse))
@@ -235,6 +236,7 @@ def statements(draw):
     return text, answers
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=statements())
 def test_no_statement_of_any_kind_changes_a_file_inside_or_outside_and_reads_answer(warehouse, case):
@@ -258,6 +260,7 @@ def test_sql_file_from_a_device_that_never_ends_is_refused_in_one_line(warehouse
                              "loopmeter sql reads as SQL\n")
 
 
+@pytest.mark.slow
 def test_sql_file_beyond_the_limit_is_refused_and_one_within_it_runs(warehouse, tmp_path):
     sparse = tmp_path / "huge.sql"
     with open(sparse, "wb") as handle:
@@ -299,6 +302,7 @@ def _feed(fifo: Path) -> None:
 
 
 # ---- Ctrl-C ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_ctrl_c_during_a_long_query_ends_it_at_once_with_exit_130(demo_warehouse, tmp_path):
     warehouse = private_copy(demo_warehouse, tmp_path)
     ready = warehouse / "ready.fifo"  # DuckDB opens it as the query starts running

@@ -43,6 +43,7 @@ def stale(warehouse: Path, *run_sets: str) -> None:
         assert refused.stdout == ""
 
 
+@pytest.mark.slow
 def test_reports_print_the_aggregate_s_documents_and_refuse_once_the_runs_changed(tmp_path, corpus):
     warehouse = tmp_path / "warehouse"
     ingest(warehouse, corpus, QUALITY)
@@ -67,6 +68,7 @@ def test_reports_print_the_aggregate_s_documents_and_refuse_once_the_runs_change
     assert every_report(warehouse) == after
 
 
+@pytest.mark.slow
 def test_a_copied_or_re_read_warehouse_reports_without_aggregating(tmp_path, corpus_warehouse, corpus):
     reports = every_report(corpus_warehouse)
     copy = tmp_path / "copy"
@@ -76,6 +78,7 @@ def test_a_copied_or_re_read_warehouse_reports_without_aggregating(tmp_path, cor
     assert every_report(copy) == reports
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["a run changed", "a run removed"])
 def test_a_changed_run_file_makes_its_run_set_stale_until_the_next_aggregate(tmp_path, corpus, how):
     results = tmp_path / "results"

@@ -40,6 +40,7 @@ def same_as_lone(found, warehouse, now):
         assert result.unharvested == alone.unharvested, result.horizon_days
 
 
+@pytest.mark.slow
 def test_each_horizon_records_what_the_seed_records_at_that_horizon_alone(busy):
     sample, store, warehouse = busy
     horizons = [0, 7, 14, 30, 45]
@@ -56,6 +57,7 @@ def test_each_horizon_records_what_the_seed_records_at_that_horizon_alone(busy):
     same_as_lone(found, warehouse, sample.now)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(horizons=st.lists(st.integers(0, 50), min_size=1, max_size=4),
        later=st.integers(-10, 40))
@@ -125,6 +127,7 @@ def harvest_cli(warehouse, now, *args, check=None):
     return result
 
 
+@pytest.mark.slow
 def test_json_of_several_horizons_and_of_one(tmp_path):
     sample, _, warehouse = build(tmp_path)
     single = harvest_cli(warehouse, sample.now, "--dry-run", "--json", check=0).stdout
@@ -159,6 +162,7 @@ def test_json_of_several_horizons_and_of_one(tmp_path):
     assert sorted(stored["rid"].to_list()) == sorted(warehouse.read(t.OUTCOMES)["rid"].to_list())
 
 
+@pytest.mark.slow
 def test_text_says_per_horizon_what_was_recorded_pending_and_left(tmp_path):
     sample, store, warehouse = build(tmp_path)
     three = ("--horizon-days", "7", "--horizon-days", "14", "--horizon-days", "30")
@@ -198,6 +202,7 @@ def test_a_horizon_out_of_range_is_a_usage_error(tmp_path, value):
 
 # ---- the report ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_report_survival_has_rows_per_horizon(tmp_path):
     sample, _, warehouse = build(tmp_path)
     harvest_cli(warehouse, sample.now + 30 * DAY, "--horizon-days", "7", "--horizon-days", "14", "--horizon-days", "30",

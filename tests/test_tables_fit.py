@@ -229,6 +229,7 @@ def test_sql_tables_fit_columns(demo_warehouse, width):
         name: "".join(row[index] for row in rows) for index, name in enumerate(header)}
 
 
+@pytest.mark.slow
 def test_the_demo_fits_80_columns(tmp_path):
     shown = run_cli("demo", "--data", str(tmp_path / "data"), warehouse=tmp_path / "warehouse",
                     env={"COLUMNS": "80"}).stdout
@@ -269,6 +270,7 @@ def _tables(draw):
     return headers, rows, title, key, draw(st.integers(20, 250))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_tables())
 def test_any_table_fits_any_width_with_every_cell_whole(case):

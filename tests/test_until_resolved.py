@@ -310,6 +310,7 @@ EDGE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EDGE))
 def test_wrong_verdicts_at_the_edge_stay_within_the_level_and_never_oppose_a_fixed_size(name):
     profile, laws = EDGE[name]

@@ -45,6 +45,7 @@ def test_schema_page_is_generated_from_the_documentation():
         assert len({column for column, _, _ in columns}) == len(columns), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [name for name, _ in list_queries() if not runs_inside(name)])
 def test_every_named_query_runs_against_the_sample_warehouse(demo_warehouse, name):
     result = run_cli("sql", "--query", name, "--format", "json", warehouse=demo_warehouse)

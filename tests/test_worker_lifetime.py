@@ -159,6 +159,7 @@ def all_workers(ingest: subprocess.Popen) -> list[tuple[int, str]]:
     return []
 
 
+@pytest.mark.slow
 def test_workers_end_when_the_ingest_is_killed_while_they_read(tmp_path, results):
     for attempt in range(3):  # the ingest could end between two looks on a fast machine: try again
         warehouse = tmp_path / f"warehouse-{attempt}"
@@ -180,6 +181,7 @@ def test_workers_end_when_the_ingest_is_killed_while_they_read(tmp_path, results
     pytest.fail("the ingest never showed its worker processes before it ended")
 
 
+@pytest.mark.slow
 def test_workers_end_when_the_ingest_dies_with_them_waiting_for_work(tmp_path, results):
     """Killed after reading, the pool not yet shut down: its workers wait on its queue (as QA found them)."""
     warehouse = tmp_path / "warehouse"
