@@ -94,8 +94,9 @@ def set_quiet(quiet: bool) -> None:
 
 # how `aggregate` (and `run-all`'s aggregate) computes its buckets of run sets (docs/scale.md)
 EngineOption = Annotated[str, typer.Option("--engine", metavar="[local|pool|spark]",
-                                           help="Who computes the buckets of run sets: this process, a pool of "
-                                                "worker processes, or Spark (docs/scale.md).")]
+                                           help="Who computes the command's independent tasks (aggregate: "
+                                                "buckets of run sets; ingest forge: parts of the summaries): this "
+                                                "process, a pool of worker processes, or Spark (docs/scale.md).")]
 SparkMasterOption = Annotated[Optional[str], typer.Option("--spark-master", show_default=False,
                                                           help="With --engine spark: the master (default local[*]; "
                                                                "Spark Connect: $SPARK_REMOTE).")]

@@ -15,9 +15,9 @@ from .common import BucketRunsOption, JsonOption, QuietOption, SparkMasterOption
 from .helptext import TIER_METAVAR, command_help
 
 RunAllEngineOption = Annotated[str, typer.Option("--engine", metavar="[local|pool|spark]",
-                                                 help="Who reads the ForgeLoop run files and computes the aggregate's "
-                                                      "buckets: this machine's processes, a pool of --workers worker "
-                                                      "processes, or Spark (docs/scale.md).")]
+                                                 help="Who reads the ForgeLoop run files, computes the aggregate's "
+                                                      "buckets and the Forge summaries' parts: this machine's processes, "
+                                                      "a pool of --workers worker processes, or Spark (docs/scale.md).")]
 
 
 def _show(outcome, shown_steps: bool) -> None:

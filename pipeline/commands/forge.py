@@ -8,11 +8,11 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import Exit, shown_path
-from ..operations.forge import MAX_HORIZON_DAYS
+from ..operations.forge import MAX_HORIZON_DAYS, PART_ROWS
 from .apps import harvest_app, ingest_app, report_app
 from .common import (
-    SHOWN_REJECTIONS, JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_rejections, set_quiet,
-    write_stdout,
+    SHOWN_REJECTIONS, EngineOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, WarehouseOption,
+    WorkersOption, command, note, print_rejections, set_quiet, write_stdout,
 )
 from .helptext import command_help
 RepoOption = Annotated[Optional[Path], typer.Option("--repo", help="Only this repository (its path).", show_default=False)]
@@ -33,6 +33,12 @@ SinceOption = Annotated[Optional[float], typer.Option("--since", help="Only task
 def ingest_forge_command(
     store_path: Annotated[Path, typer.Argument(metavar="STORE", help="dataset.sqlite or a .jsonl export.", show_default=False)],
     busy_timeout: Annotated[float, typer.Option("--busy-timeout", help="Seconds to wait for a Forge writer holding the store.")] = 5.0,
+    engine: EngineOption = "local",
+    spark_master: SparkMasterOption = None,
+    workers: WorkersOption = None,
+    part_rows: Annotated[int, typer.Option("--part-rows", help="Input rows per part of a summary table (forge_attempts, "
+                                           "forge_decisions, forge_tasks), computed a part of whole runs at a time: "
+                                           "what is in memory at once, and, with --engine, the tasks.")] = PART_ROWS,
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
@@ -41,7 +47,8 @@ def ingest_forge_command(
     set_quiet(quiet or json)
     from ..operations import ingest_forge
 
-    result = ingest_forge(store_path, warehouse=warehouse, busy_timeout=busy_timeout, wait=wait)
+    result = ingest_forge(store_path, warehouse=warehouse, busy_timeout=busy_timeout, engine=engine, workers=workers,
+                          spark_master=spark_master, part_rows=part_rows, wait=wait)
     from ..tables_text import print_fitted
 
     if json:

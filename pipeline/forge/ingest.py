@@ -14,8 +14,9 @@ The flow, batch by batch so memory stays flat whatever the size of the store:
    integrations, acceptances, outcomes). On a first ingest (no Forge table yet) without a
    repeated rid, there is nothing to compare: the files the stage wrote are the tables' files;
 4. the tables that summarize several events (attempts, decisions, tasks) are rebuilt from
-   the stored per-event tables (`derive.py`), then the new events are stored in
-   `forge_events` (`write.py`).
+   the stored per-event tables (`derive.py`; inputs of more than `part_rows` rows a part of
+   whole runs at a time, the parts computed by `engine`: this process, worker processes or
+   Spark), then the new events are stored in `forge_events` (`write.py`).
 
 Every line or row is accounted for: stored, duplicate, repo mapping, or rejected with
 its line (JSON Lines) or rid (SQLite), the field and the rule (`forge_rejections`).
@@ -32,10 +33,11 @@ import duckdb
 import polars as pl
 
 from .. import collector, progress
+from ..engines import Engine
 from ..lifetime import thread_pool
 from ..storage import Warehouse
 from . import tables as t
-from .derive import KNOWN_KINDS, rebuild_summaries, typed_frame
+from .derive import KNOWN_KINDS, PART_ROWS, rebuild_summaries, typed_frame
 from .staging import EVENT_TABLES, PLAN_TABLES, STAGE_WORKERS, DirectWrite, Repeated, Stage, prefetch
 from .sources import open_store
 from .store import BATCH_ROWS
@@ -110,8 +112,12 @@ def ingest_forge(
     *,
     busy_timeout: float = 5.0,
     batch_rows: int = BATCH_ROWS,
+    engine: Engine | None = None,
+    part_rows: int = PART_ROWS,
 ) -> IngestResult:
-    """Load a Forge store into `warehouse` (the caller holds the warehouse lock)."""
+    """Load a Forge store into `warehouse` (the caller holds the warehouse lock); summaries whose
+    inputs hold more than `part_rows` rows are computed a part of the runs at a time by `engine`
+    (default: this process)."""
     store_path = Path(store_path)
     source = store_path.resolve()
     now = datetime.now(timezone.utc)
@@ -119,6 +125,7 @@ def ingest_forge(
     direct = not any(warehouse.has_table(name) for name in (t.EVENTS, *EVENT_TABLES, *PLAN_TABLES))
     timings: dict[str, float] = {}
     # every Forge table it writes is published with the others, at the end: all new, or all as they were
+    engine = engine or Engine()
     with warehouse.publishing(), warehouse.scratch() as store_copy:  # where a WAL-mode store is copied to be read
         # the rows read are many small objects and no cycles: the collector's walks are pure cost
         with collector.paused():
@@ -128,7 +135,7 @@ def ingest_forge(
                 result = IngestResult(source=source, format=container.format, timings=timings)
                 repos: dict[str, str] = dict(container.repos)
                 try:
-                    _stage_and_store(warehouse, store_path, batches, result, repos, now, direct)
+                    _stage_and_store(warehouse, store_path, batches, result, repos, now, direct, engine, part_rows)
                     break
                 except Repeated:  # the store repeats a rid: stage it again, comparing events
                     direct = False
@@ -136,13 +143,13 @@ def ingest_forge(
         result.repos = write_repos(warehouse, repos, str(source), now)
         write_rejections(warehouse, result.rejections, str(source), now)
         if not result.stored:
-            write_empty_tables(warehouse)
+            write_empty_tables(warehouse, engine, part_rows)
     result.rebuilt = bool(result.stored)
     timings["summaries"] = timings.get("summaries", 0.0) + time.perf_counter() - clock
     return result
 
 
-def write_empty_tables(warehouse: Warehouse) -> None:
+def write_empty_tables(warehouse: Warehouse, engine: Engine | None = None, part_rows: int = PART_ROWS) -> None:
     """Nothing new stored: the Forge tables not stored before are written empty, with their columns
     (forge_events too, partitioned by month: one empty file), so every documented table can be queried
     whatever the store held; the summaries are rebuilt when one of their inputs or one of them was missing."""
@@ -151,11 +158,11 @@ def write_empty_tables(warehouse: Warehouse) -> None:
     for table in missing:
         warehouse.write_table(table, typed_frame(pl.DataFrame(), table), partition_by="month" if table == t.EVENTS else None)
     if [table for table in missing if table != t.EVENTS] or not all(warehouse.has_table(name) for name in summaries):
-        rebuild_summaries(warehouse)
+        rebuild_summaries(warehouse, part_rows=part_rows, engine=engine)
 
 
 def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: IngestResult, repos: dict[str, str],
-                     now: datetime, direct: bool) -> None:
+                     now: datetime, direct: bool, engine: Engine, part_rows: int) -> None:
     """Stage every batch, classify the staged events, store the new ones (raises `Repeated` when a
     direct stage finds a repeated rid: nothing is stored then)."""
     source = str(result.source)
@@ -215,7 +222,7 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
             _count(stage.connection, result)
             lap("classify")
             if result.stored:
-                write_new_events(stage, warehouse, source, now)
+                write_new_events(stage, warehouse, source, now, engine, part_rows)
             lap("store events")
         finally:
             stage.close()

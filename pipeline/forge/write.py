@@ -16,19 +16,22 @@ from .. import progress
 from ..storage import Warehouse
 from ..storage.names import quote_literal
 from . import tables as t
-from .derive import SUMMARIES, copy_summaries, store_query, typed_frame, typed_sql
+from ..engines import Engine
+from .derive import PART_ROWS, SUMMARIES, copy_summaries, store_query, typed_frame, typed_sql
 from .staging import EVENT_TABLES, PLAN_PARTS, PLAN_TABLES, Stage, plan_part_columns
 
 
-def write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: datetime) -> None:
-    """Store the new events of `stage`: taken as written on a first ingest, else added to what is stored."""
+def write_new_events(stage: Stage, warehouse: Warehouse, source: str, now: datetime, engine: Engine = Engine(),
+                     part_rows: int = PART_ROWS) -> None:
+    """Store the new events of `stage`: taken as written on a first ingest, else added to what is stored;
+    the summaries computed in parts of about `part_rows` input rows by `engine` (`derive.copy_summaries`)."""
     if stage.direct is not None:
-        _publish_direct(stage)
+        _publish_direct(stage, engine, part_rows)
     else:
-        _add_new_events(stage, warehouse, source, now)
+        _add_new_events(stage, warehouse, source, now, engine, part_rows)
 
 
-def _publish_direct(stage: Stage) -> None:
+def _publish_direct(stage: Stage, engine: Engine, part_rows: int) -> None:
     """A first ingest: every table's new version is made of the files the stage wrote."""
     c, direct, warehouse = stage.connection, stage.direct, stage.direct.warehouse
     tables = [*EVENT_TABLES, *PLAN_TABLES]
@@ -38,12 +41,13 @@ def _publish_direct(stage: Stage) -> None:
             # the summaries read the table as just stored
             c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.select_sql(table)}')
             bar.advance()
-        copy_summaries(c, warehouse, bar.advance)
+        copy_summaries(c, warehouse, bar.advance, part_rows=part_rows, engine=engine)
         direct.publish(t.EVENTS)  # last, once everything derived from it is stored
         bar.advance()
 
 
-def _add_new_events(stage: Stage, warehouse: Warehouse, source: str, now: datetime) -> None:
+def _add_new_events(stage: Stage, warehouse: Warehouse, source: str, now: datetime, engine: Engine,
+                    part_rows: int) -> None:
     """Add the new events to the per-event tables, rebuild the summaries from the stored and the
     new rows, and add the new events to forge_events (one month partition at a time, each write
     atomic). DuckDB writes every Parquet file itself, straight from the staging session (COPY):
@@ -78,7 +82,7 @@ def _add_new_events(stage: Stage, warehouse: Warehouse, source: str, now: dateti
             # the summaries read the table as just stored
             c.execute(f'CREATE OR REPLACE TEMP VIEW "{table}" AS {warehouse.select_sql(table)}')
             bar.advance()
-        copy_summaries(c, warehouse, bar.advance)
+        copy_summaries(c, warehouse, bar.advance, part_rows=part_rows, engine=engine)
     # forge_events last, once everything derived from it is stored: it is what tells the
     # next ingest which events are new
     event_columns = ", ".join(name for name, _, _ in t.columns(t.EVENTS) if name not in ("source", "ingested_at"))

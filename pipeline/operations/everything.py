@@ -56,8 +56,10 @@ def run_all(results: str | os.PathLike | None = None, *, scenarios: str | os.Pat
             bucket_runs: int = 20_000, spark_master: str | None = None, wait: bool = False,
             on_step: Callable[[str], None] = lambda line: None) -> AllStages:
     """ingest forgeloop (its run files read by `engine`, as `ingest_forgeloop`'s), aggregate (with the
-    confidence intervals; its buckets computed by `engine`, as `aggregate`'s); ingest forge (with the routing tables), harvest survival; the catalog and the HTML
-    report: under one hold of the warehouse lock. `on_step` is told each stage's line as the stage ends."""
+    confidence intervals; its buckets computed by `engine`, as `aggregate`'s); ingest forge (with the
+    routing tables; its summaries' parts computed by `engine`, as `ingest_forge`'s), harvest survival;
+    the catalog and the HTML report: under one hold of the warehouse lock. `on_step` is told each
+    stage's line as the stage ends."""
     from ..engines import Engine
     from ..forgeloop.contract import TIERS
 
@@ -94,7 +96,7 @@ def _run_all(store: Warehouse, *, results: Path | None, scenarios: Path | None, 
         if results is not None:
             _forgeloop(store, results, scenarios, tier, outcome, step, engine)
         if forge_store is not None:
-            _forge(store, forge_store, horizon_days, now, include_temp, outcome, step)
+            _forge(store, forge_store, horizon_days, now, include_temp, outcome, step, engine)
         from ..storage.catalog import refresh_catalog
 
         refresh_catalog(store)  # the page is written last; the catalog is built again as the block ends, unchanged
@@ -129,7 +131,8 @@ def _forgeloop(store: Warehouse, results: Path, scenarios: Path | None, tier: st
 
 
 def _forge(store: Warehouse, store_path: Path, horizon_days, now: float | None, include_temp: bool, outcome: AllStages,
-           step: Callable[[str], None]) -> None:
+           step: Callable[[str], None], engine=None) -> None:
+    from ..engines import Engine
     from ..forge import tables as t
     from ..forge.reports import skipped_temp_note
     from ..forge.ingest import ingest_forge
@@ -137,7 +140,7 @@ def _forge(store: Warehouse, store_path: Path, horizon_days, now: float | None, 
     from ..forge.survival import harvest_horizons, record
     from .forge import store_routing
 
-    ingested = ingest_forge(store, store_path)
+    ingested = ingest_forge(store, store_path, engine=engine or Engine())
     outcome.rejected += ingested.rejected
     step(f"ingest forge: {ingested.stored} new events ({ingested.read} read, {ingested.rejected} rejected)")
     routing, srm = store_routing(store)

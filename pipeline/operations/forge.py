@@ -11,7 +11,7 @@ import dataclasses
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import LoopmeterError, shown_path, usage_error
 from ..storage import Warehouse
@@ -19,6 +19,10 @@ from .checks import check_number, check_utf8_path
 from .common import open_warehouse, writing
 from .forgeloop import Shown
 
+if TYPE_CHECKING:
+    from ..engines import Engine
+
+PART_ROWS = 250_000  # ingest forge: input rows per part of a summary (`forge.derive.PART_ROWS`)
 MAX_HORIZON_DAYS = 100_000  # about 270 years: a horizon beyond the calendar --now can name is always pending
 
 
@@ -28,18 +32,28 @@ def require(store: Warehouse, table: str) -> None:
 
 
 def ingest_forge(store_path: str | os.PathLike, *, warehouse: str | os.PathLike | Warehouse | None = None,
-                 busy_timeout: float = 5.0, wait: bool = False):
+                 busy_timeout: float = 5.0, engine: str | Engine = "local", workers: int | None = None,
+                 spark_master: str | None = None, part_rows: int = PART_ROWS, wait: bool = False):
     """Read a Forge event store (dataset.sqlite, opened read-only, or a JSON Lines export) into the
-    warehouse, and store the routing report's tables for every task. Returns `forge.ingest.IngestResult`."""
+    warehouse, and store the routing report's tables for every task. A summary table whose inputs
+    hold more than `part_rows` rows is computed over parts of whole runs of about `part_rows` input
+    rows, by this process (`engine="local"`), by `workers` worker processes (`engine="pool"`) or on
+    Spark (`engine="spark"`, at `spark_master`), or by an `engines.Engine` given as `engine`: the
+    same tables whatever the engine. Returns `forge.ingest.IngestResult`."""
     check_number("--busy-timeout", busy_timeout, minimum=0)
     check_utf8_path(store_path)
+    from ..engines import Engine
+
+    computing = engine if isinstance(engine, Engine) else Engine(engine, workers, master=spark_master)
+    if isinstance(part_rows, bool) or not isinstance(part_rows, int) or part_rows < 1:
+        raise usage_error(f"--part-rows must be at least 1 (got {part_rows})")
     from ..forge.ingest import ingest_forge as ingest
     from ..forge.store import detect_format
 
     detect_format(Path(store_path))  # a clear error before taking the lock
     store = open_warehouse(warehouse, writing=True)
     with writing(store, wait=wait, command="ingest forge"), store.publishing():  # the tables and the report, as one
-        result = ingest(store, Path(store_path), busy_timeout=busy_timeout)
+        result = ingest(store, Path(store_path), busy_timeout=busy_timeout, engine=computing, part_rows=part_rows)
         store_routing(store)
     result.warehouse = store.root
     return result
