@@ -136,14 +136,18 @@ def test_the_python_api_takes_an_engine_and_part_rows(stores, whole, tmp_path):
 @pytest.mark.parametrize("options, message", [
     (("--part-rows", "0"), "--part-rows must be at least 1 (got 0)"),
     (("--part-rows", "-3"), "--part-rows must be at least 1 (got -3)"),
-    (("--part-rows", "many"), "Invalid value for '--part-rows': 'many' is not a valid int"),
+    (("--part-rows", "many"), "Invalid value for '--part-rows': "),  # then typer's own words, which vary by version
     (("--engine", "ray"), "--engine must be one of local, pool, spark (got 'ray')"),
     (("--engine", "pool", "--workers", "0"), "--workers must be between 1 and 256 (got 0)"),
 ])
 def test_a_wrong_option_is_told_in_one_line_and_nothing_is_written(stores, tmp_path, options, message):
     ran = run_cli("ingest", "forge", str(stores[0]), *options, warehouse=tmp_path / "w", check=2)
-    assert ran.stderr.strip().splitlines() == [f"loopmeter: error: {message}" + (
-        " (see 'loopmeter ingest forge --help')" if message.startswith("Invalid") else "")]
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1
+    if message.startswith("Invalid"):
+        assert lines[0].startswith(f"loopmeter: error: {message}") and lines[0].endswith(" (see 'loopmeter ingest forge --help')")
+    else:
+        assert lines == [f"loopmeter: error: {message}"]
     assert not (tmp_path / "w").exists()
 
 
