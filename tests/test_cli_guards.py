@@ -310,6 +310,7 @@ def test_an_interrupted_forgeloop_ingest_says_so_too(tmp_path):
     assert not (tmp_path / "w" / "runs").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_any_moment_of_the_start_is_one_line_never_a_traceback(tmp_path):
     """Ctrl-C while the command's modules load (before any command ran) ends it with one line
     and exit 130; after the command ended, nothing. No traceback from loopmeter's modules or

@@ -148,6 +148,7 @@ def test_figures_of_a_row_by_hand():
     assert found["verdict"] == "INCONCLUSIVE"  # [0.976, 1.52]: neither inside 1 +- 0.1 nor beyond it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runs", [5, 20])
 def test_the_gate_holds_its_family_wise_error_on_noisy_rows(runs):
     """Nothing changed, 42 rows (7 scenarios x 3 modes x 2 metrics) with log-sd from 0.05 to 0.40 and

@@ -92,6 +92,7 @@ def whole(stores, tmp_path_factory) -> list[tuple[dict, dict]]:
     return found
 
 
+@pytest.mark.slow
 def test_parts_computed_here_and_by_a_pool_give_the_tables_of_one_computation(stores, whole, tmp_path):
     local = ingested(stores, tmp_path / "local", "--part-rows", PART_ROWS)
     assert_same_tables(whole, local)
@@ -114,6 +115,7 @@ def test_spark_gives_the_tables_of_one_computation(stores, whole, tmp_path):
     assert [files for _, files in spark] == [files for _, files in local]
 
 
+@pytest.mark.slow
 def test_one_part_is_computed_here_whatever_the_engine(stores, whole, tmp_path):
     """Inputs within --part-rows: one query, one file per summary, as the default ingest writes it
     (a pool is never started: `Engine('pool')` in this process)."""
@@ -124,6 +126,7 @@ def test_one_part_is_computed_here_whatever_the_engine(stores, whole, tmp_path):
         assert same_tables(tables, forge_tables(warehouse.root), store == stores[1]) == []
 
 
+@pytest.mark.slow
 def test_the_python_api_takes_an_engine_and_part_rows(stores, whole, tmp_path):
     warehouse = Warehouse(tmp_path / "w")
     found = []

@@ -129,6 +129,7 @@ def oversize_event(rid: str, data_bytes: int) -> dict:
     return samples.routing_events(1)[0] | {"rid": rid, "data": {"blob": "x" * data_bytes}}
 
 
+@pytest.mark.slow
 def test_a_32_mb_json_lines_event_is_rejected_naming_its_line_and_the_rest_is_stored(tmp_path):
     ordinary = events(50)
     store = samples.write_jsonl(tmp_path / "export.jsonl", REPOS, ordinary[:100] + [oversize_event("big-1", 32 * MIB)]

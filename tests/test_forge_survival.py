@@ -172,6 +172,7 @@ def test_unreachable_repositories_stay_unharvested_with_their_reason(tmp_path):
     assert again["recorded"] == 5 and again["counts"]["already"] == 1
 
 
+@pytest.mark.slow
 def test_a_corrupt_repository_is_a_git_error_never_nothing_survived(tmp_path):
     sample, store, warehouse = build(tmp_path)
     api = Path(sample.repos[0][1])

@@ -82,6 +82,7 @@ def test_only_changed_run_sets_are_computed_and_the_result_equals_a_full_aggrega
     assert_same_as_full(warehouse, out, tmp_path)
 
 
+@pytest.mark.slow
 def test_adding_a_run_set_takes_the_files_of_the_kept_ones_as_they_are(tree, tmp_path):
     """Files holding only kept run sets are hard-linked into the new versions (same inode, not
     rewritten); one holding a changed run set beside kept ones is read and filtered. Either way

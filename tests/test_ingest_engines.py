@@ -86,6 +86,7 @@ def assert_same(seen: dict[str, list[dict]]) -> None:
                 assert frame.height > 0 and frame.equals(got["tables"][table]), (name, step, table)
 
 
+@pytest.mark.slow
 def test_local_and_pool_give_the_same_answer_and_tables(tmp_path):
     results = bad_tree(tmp_path / "results")
     seen = ingests(results, tmp_path, {"local": (), "pool": ("--engine", "pool", "--workers", "2")})
@@ -142,6 +143,7 @@ def test_a_single_batch_is_read_here_whatever_the_engine(tmp_path):
     assert json.loads(ran.stdout)["accepted"] == 24 and Warehouse(tmp_path / "w").read("runs").height == 24
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_many_small_batches_come_back_in_order_from_any_number_of_workers(tmp_path, workers):
     """Batches of 7 files: many more than the workers and those read ahead, in chunk after chunk."""
@@ -194,6 +196,7 @@ def test_a_wrong_engine_is_told_in_one_line_and_nothing_is_written(tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+@pytest.mark.slow
 def test_run_all_reads_with_the_engine_given(tmp_path):
     results = bad_tree(tmp_path / "results")
     tables = {}
