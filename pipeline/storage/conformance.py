@@ -25,11 +25,9 @@ from .files import NotAFile, WHAT, kind_of, open_regular
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
 MAX_EXPANSION = 1000  # a table file's data, uncompressed, may be this many times its size ...
 FLOOR = 256 << 20  # ... or this many bytes, whichever is more
-MAX_FOOTER = 64 << 20  # a footer longer than this is left to pyarrow's reader (and its checks)
 UNREADABLE = "cannot be read as Parquet"
 EMPTY_FILE = "part-empty.parquet"  # an empty partitioned table: one file at the version's root, every column
 
@@ -102,10 +100,8 @@ def file_problem(table: str, path: Path, *, whole: bool = False) -> str | None:
     try:
         with os.fdopen(descriptor, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            metadata = None if whole else _footer(handle.fileno(), size)
-            if metadata is None:  # pyarrow reads the file (and says what is wrong with a damaged one)
-                parquet = pq.ParquetFile(handle)
-                metadata = parquet.metadata
+            parquet = pq.ParquetFile(handle)
+            metadata = parquet.metadata
             expanded = sum(metadata.row_group(group).total_byte_size for group in range(metadata.num_row_groups))
             if expanded > max(FLOOR, MAX_EXPANSION * size):
                 return (f"expands to {expanded:,} bytes when read, {expanded // max(size, 1):,} times its size: "
@@ -114,27 +110,9 @@ def file_problem(table: str, path: Path, *, whole: bool = False) -> str | None:
                 # still waiting for the interpreter when it exits (after a damaged page) aborts the process
                 for group in range(metadata.num_row_groups):
                     parquet.read_row_group(group, use_threads=False)
-            return schema_problem(table, metadata.schema.to_arrow_schema(), in_partition(table, path))
+            return schema_problem(table, parquet.schema_arrow, in_partition(table, path))
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
         return f"{UNREADABLE} ({first_line(error)})"
-
-
-def _footer(descriptor: int, size: int) -> "pq.FileMetaData | None":
-    """The file's metadata, parsed from its footer's bytes alone (two reads, no call back into
-    Python while pyarrow parses); None when the footer is not where a Parquet file has it."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if size < 12:
-        return None
-    tail = os.pread(descriptor, 8, size - 8)
-    length = int.from_bytes(tail[:4], "little")
-    if tail[4:] != b"PAR1" or length > min(size - 12, MAX_FOOTER):
-        return None
-    footer = os.pread(descriptor, length, size - 8 - length)
-    if len(footer) != length:
-        return None
-    return pq.read_metadata(pa.py_buffer(b"PAR1" + footer + tail))
 
 
 def schema_problem(table: str, schema: "pa.Schema", partitioned_file: bool, *, as_stored: bool = True) -> str | None:

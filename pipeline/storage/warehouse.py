@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .. import faults
 from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
-from ..lifetime import thread_pool, usable_cores
 from . import conformance, folders, lock, publish, registry, versions
 from .files import NotAFile, atomic_write, is_real_directory, kind_of, read_bounded, remove_tree
 from .state import State
@@ -43,7 +42,6 @@ MARKER = ".loopmeter"
 MARKER_TEXT = b'{"loopmeter": "warehouse", "format": 2}\n'
 DATABASE = "loopmeter.duckdb"
 SCRATCH = ".scratch"
-PARALLEL_CHECKS = 32  # more table files than this to verify: their footers are parsed on every core
 # what loopmeter keeps in a warehouse's root besides its tables
 OWN_ENTRIES = {MARKER, versions.FOLDER, lock.FILE, SCRATCH, ".state", DATABASE, f"{DATABASE}.wal", "aggregate",
                "report.html"}
@@ -222,22 +220,16 @@ class Warehouse:
     def mismatches(self, name: str, files: Iterable[str | Path] | None = None) -> list[tuple[Path, str]]:
         """The files of table `name` (or these of its files) that are not what they must be, each with
         its problem (`conformance.file_problem`); a file verified in this process is not opened again."""
-        unchecked: list[tuple[Path, tuple | None]] = []
+        found = []
         for path in map(Path, self.table_files(name) if files is None else files):
             try:
                 status = os.lstat(path)
             except OSError:
                 status = None
             identity = None if status is None else (str(path), status.st_ino, status.st_size, status.st_mtime_ns)
-            if identity is None or identity not in self._checked:
-                unchecked.append((path, identity))
-        if len(unchecked) > PARALLEL_CHECKS:  # pyarrow parses a footer without the interpreter: on every core
-            with thread_pool(usable_cores()) as pool:
-                problems = list(pool.map(lambda item: conformance.file_problem(name, item[0]), unchecked))
-        else:
-            problems = [conformance.file_problem(name, path) for path, _ in unchecked]
-        found = []
-        for (path, identity), problem in zip(unchecked, problems):
+            if identity is not None and identity in self._checked:
+                continue
+            problem = conformance.file_problem(name, path)
             if problem is None and identity is not None:
                 self._checked.add(identity)
             elif problem is not None:
