@@ -55,11 +55,11 @@ def answered(ran, warehouse: Path) -> dict:
             "tables": tables}
 
 
-def ingests(results: Path, place: Path, engines: dict[str, tuple[str, ...]]) -> dict[str, list[dict]]:
+def ingests(results: Path, place: Path, engines: dict[str, tuple[str, ...]], first_only: bool = False) -> dict[str, list[dict]]:
     """Per engine, into a warehouse of its own: an ingest (--json), one file changed, an ingest again
     (the rejection lines), then every file read again (--full --json). Another engine than local in a
     process of its own, as users run it."""
-    steps = [("--json",), None, (), ("--full", "--json")]
+    steps = [("--json",)] if first_only else [("--json",), None, (), ("--full", "--json")]
     seen: dict[str, list[dict]] = {name: [] for name in engines}
     for step in steps:
         if step is None:  # the same change for every engine: a run file now an array
@@ -126,7 +126,10 @@ def test_spark_gives_the_same_answer_and_tables(tmp_path):
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.fail("Spark needs a Java runtime and none is installed (.ci/run installs one)")
     results = bad_tree(tmp_path / "results")
-    assert_same(ingests(results, tmp_path, {"local": (), "spark": ("--engine", "spark", "--spark-master", "local[2]")}))
+    # the first ingest only (every kind of bad file, both batches): each command starts a Java
+    # process of its own, and the re-ingests read as the pool's test shows
+    assert_same(ingests(results, tmp_path, {"local": (), "spark": ("--engine", "spark", "--spark-master", "local[2]")},
+                        first_only=True))
     # two batches: Spark reads them (a master that does not exist fails the ingest, in one line)
     ran = run_cli("ingest", "forgeloop", str(results), "--engine", "spark", "--spark-master", "nowhere://", "--quiet",
                   warehouse=tmp_path / "nowhere", check=1, process=True)

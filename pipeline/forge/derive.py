@@ -129,10 +129,10 @@ def copy_summaries(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, 
                    part_rows: int = PART_ROWS, engine: Engine = Engine()) -> None:
     """Compute and store the summary tables from a session with a view per input of SUMMARIES; DuckDB
     writes each table's Parquet file itself, straight from the query (or, when the inputs hold more
-    than `part_rows` rows, one file per part of the runs, the parts computed by `engine`). Each is then a view of the table as stored (forge_tasks reads
-    forge_attempts and forge_decisions). The summaries that read no summary stored in the same round
-    (forge_attempts and forge_decisions) have their parts computed together: one pool or Spark
-    session for both."""
+    than `part_rows` rows, one file per part of the runs, the parts computed by `engine`). Each is
+    then a view of the table as stored (forge_tasks reads forge_attempts and forge_decisions). The
+    summaries that read no summary stored in the same round (forge_attempts and forge_decisions)
+    have their parts computed together: one pool or Spark session for both."""
     rounds: list[list[tuple[str, str, tuple[str, ...]]]] = [[]]
     for summary in SUMMARIES:
         if set(summary[2]) & {table for table, _, _ in rounds[-1]}:
