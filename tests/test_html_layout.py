@@ -9,7 +9,6 @@ store harvested at 14 days only."""
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import run_cli  # noqa: E402
-from test_html_report import CHROMIUM, WIDTHS, Browser  # noqa: E402
+from test_html_report import CHROMIUM, WIDTHS, Browser, _wilson  # noqa: E402
 
 from loopmeter.charts import MAX_SCALE, STUB  # noqa: E402
 
@@ -175,13 +174,6 @@ def test_run_sets_of_one_date_are_points_and_a_line_joins_only_distinct_dates(pa
         demo = next(chart for chart in pages["demo", width]["charts"] if chart["name"] == "overhead trend")
         assert len(demo["dots"]) == 3 * 6 and demo["lines"] == []  # the demo's three run sets share one date
         assert "no line joins them" in demo["caption"]
-
-
-def _wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @pytest.mark.slow
