@@ -79,29 +79,38 @@ def _run_tasks(work: Callable, batches):
                                          schema=pa.schema([("bucket", pa.int32()), ("part", pa.binary())]))
 
 
+def wave_size(spark) -> int:
+    """How many tasks a session runs at once: a wave's worth."""
+    return max(1, spark.sparkContext.defaultParallelism if not os.environ.get("SPARK_REMOTE") else 2)
+
+
+def wave(spark, work: Callable, tasks: list[tuple]) -> list:
+    """`work(*task)` of each task, in order: one Spark job, a task per partition (`work`: a
+    module-level function the executors import by name)."""
+    rows = [(number, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)) for number, task in enumerate(tasks)]
+    frame = spark.createDataFrame(rows, "bucket int, task binary")
+    if os.environ.get("SPARK_REMOTE"):  # one relation: cut it, a task per partition
+        frame = frame.repartitionByRange(len(tasks), "bucket")
+    # (a classic session slices the rows into as many partitions as it runs at once, a wave's
+    # worth: a task each; a round-robin `repartition` can give one partition two tasks)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results = frame.mapInArrow(partial(_run_tasks, work), "bucket int, part binary").collect()
+    except Exception as error:
+        if type(error).__module__.startswith(("pyspark", "py4j")):
+            raise failure(error) from None
+        raise
+    return [pickle.loads(row["part"]) for row in sorted(results, key=lambda row: row["bucket"])]
+
+
 def compute(work: Callable, tasks: list[tuple], master: str | None, job: str = "loopmeter") -> Iterator:
-    """`work(*task)` of each task, in order, computed on Spark (`work`: a module-level function the
-    executors import by name)."""
+    """`work(*task)` of each task, in order, computed on Spark in waves of as many tasks as the
+    session runs at once."""
     spark = session(master, job)
     try:
-        wave = max(1, spark.sparkContext.defaultParallelism if not os.environ.get("SPARK_REMOTE") else 2)
-        for start in range(0, len(tasks), wave):
-            chunk = tasks[start:start + wave]
-            rows = [(start + offset, pickle.dumps(task)) for offset, task in enumerate(chunk)]
-            frame = spark.createDataFrame(rows, "bucket int, task binary")
-            if os.environ.get("SPARK_REMOTE"):  # one relation: cut it, a task per partition
-                frame = frame.repartitionByRange(len(chunk), "bucket")
-            # (a classic session slices the rows into as many partitions as it runs at once, a wave's
-            # worth: a task each; a round-robin `repartition` can give one partition two tasks)
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    results = frame.mapInArrow(partial(_run_tasks, work), "bucket int, part binary").collect()
-            except Exception as error:
-                if type(error).__module__.startswith(("pyspark", "py4j")):
-                    raise failure(error) from None
-                raise
-            for row in sorted(results, key=lambda row: row["bucket"]):
-                yield pickle.loads(row["part"])
+        size = wave_size(spark)
+        for start in range(0, len(tasks), size):
+            yield from wave(spark, work, tasks[start:start + size])
     finally:
         spark.stop()

@@ -15,12 +15,9 @@ process rejects it, `cannot be read (...)`, and read again by the next ingest.
 from __future__ import annotations
 
 import os
-import pickle
 import socket
-import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
 
 import pyarrow as pa
 
@@ -41,16 +38,6 @@ def read_batch_shipped(results: str, batch: ToRead, max_file_bytes: int) -> tupl
     with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
         writer.write_table(table)
     return verdicts, sink.getvalue().to_pybytes()
-
-
-def _tasks(results: str, max_file_bytes: int, batches):
-    """The executors' side: each (number, batch) row's answer, pickled."""
-    for batch in batches:
-        numbers, todo = batch.column("number").to_pylist(), batch.column("batch").to_pylist()
-        parts = [pickle.dumps(read_batch_shipped(results, pickle.loads(files), max_file_bytes),
-                              protocol=pickle.HIGHEST_PROTOCOL) for files in todo]
-        yield pa.RecordBatch.from_pydict({"number": numbers, "part": parts},
-                                         schema=pa.schema([("number", pa.int32()), ("part", pa.binary())]))
 
 
 def _unshipped(shipped: bytes) -> pa.Table:
@@ -95,7 +82,7 @@ class SparkReading:
             while pending:
                 task, files = pending.popleft()
                 if answers is not None and len(files):
-                    verdicts, shipped = pickle.loads(answers.popleft())
+                    verdicts, shipped = answers.popleft()
                     table = _unshipped(shipped)
                 else:  # nothing to read, or too little to start a session for
                     verdicts, table = read_batch(self.results, files, self.max_file_bytes)
@@ -114,28 +101,14 @@ class SparkReading:
             reading += bool(len(files))
 
     def _start(self) -> None:
-        from ..on_spark import session
+        from ..on_spark import session, wave_size
 
         self.spark = session(self.master, JOB)
-        self.wave = max(1, self.spark.sparkContext.defaultParallelism if not os.environ.get("SPARK_REMOTE") else 2)
+        self.wave = wave_size(self.spark)
 
-    def _wave(self, batches: list[ToRead]) -> deque[bytes]:
-        """One Spark job reading these batches, a task each: their pickled answers, in order."""
-        from ..on_spark import failure
+    def _wave(self, batches: list[ToRead]) -> deque:
+        """One Spark job reading these batches, a task each: their answers (verdicts, rows shipped), in order."""
+        from ..on_spark import wave
 
-        rows = [(number, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)) for number, batch in enumerate(batches)]
-        frame = self.spark.createDataFrame(rows, "number int, batch binary")
-        if os.environ.get("SPARK_REMOTE"):  # one relation: cut it, a batch per partition
-            frame = frame.repartitionByRange(len(rows), "number")
-        # (a classic session slices the rows into as many partitions as it runs at once, a wave's
-        # worth: a batch each; a round-robin `repartition` could give one task two batches)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                collected = frame.mapInArrow(partial(_tasks, self.results, self.max_file_bytes),
-                                             "number int, part binary").collect()
-        except Exception as error:
-            if type(error).__module__.startswith(("pyspark", "py4j")):
-                raise failure(error) from None
-            raise
-        return deque(row["part"] for row in sorted(collected, key=lambda row: row["number"]))
+        return deque(wave(self.spark, read_batch_shipped,
+                          [(self.results, batch, self.max_file_bytes) for batch in batches]))
