@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ..engines import BUCKET_RUNS, ENGINES, Engine, run
+from ..engines import Engine, run
 from ..errors import LoopmeterError
 from ..sql.queries import query_text
 from ..storage import Warehouse, duck, registry
@@ -35,8 +35,6 @@ from .tables import RUNS
 
 if TYPE_CHECKING:
     import duckdb
-
-__all__ = ["BUCKET_RUNS", "ENGINES", "Engine", "Part", "compute", "compute_bucket", "cut", "merge", "runs_in_duckdb"]
 
 
 @dataclass
