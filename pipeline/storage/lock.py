@@ -49,7 +49,10 @@ def hold(root: Path, *, wait: bool = False, command: str = "") -> Iterator[None]
             holder = _holder(handle)
             if not wait:
                 raise WarehouseBusy(f"warehouse {shown_path(root)} is locked by {holder}; try again later or pass --wait")
-            print(f"waiting for the warehouse lock held by {holder} ...", file=sys.stderr)
+            # one write, newline included: a Ctrl-C between print's two writes would leave the line open,
+            # and the interruption's own line would be glued to it
+            sys.stderr.write(f"waiting for the warehouse lock held by {holder} ...\n")
+            sys.stderr.flush()
             _interruptible()
             fcntl.flock(handle, fcntl.LOCK_EX)
         _name_holder(handle, _holder_line(command or "loopmeter"))
