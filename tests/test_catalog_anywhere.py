@@ -206,6 +206,7 @@ def test_a_moved_warehouse_is_repaired_by_the_next_command(settled, tmp_path, co
     assert recorded_root(moved) == str(moved)
 
 
+@pytest.mark.slow
 def test_a_copy_stops_reading_the_originals_files(settled, tmp_path):
     """A copy whose original is still there: its views read the original's files until repaired."""
     original, rows = settled
@@ -277,6 +278,7 @@ def test_loopmeter_catalog_rebuilds_and_says_what_it_built(settled, tmp_path):
     assert "Example:" in loopmeter("catalog", "--help", warehouse=warehouse, cwd=tmp_path / "elsewhere").stdout
 
 
+@pytest.mark.slow
 def test_loopmeter_catalog_wait_waits_for_the_writer(settled, tmp_path):
     source, rows = settled
     warehouse = copy_of(source, tmp_path / "warehouse")

@@ -84,6 +84,7 @@ def test_a_damaged_catalog_is_named_and_rebuilt(copy):
     assert checked(copy)[0] == 0
 
 
+@pytest.mark.slow
 def test_a_journal_naming_a_table_loopmeter_does_not_know_is_named_and_removed(copy):
     journal = copy / ".state" / "publishing.json"
     journal.write_text(json.dumps({"tables": {"state/../../../x": ".versions/x/1"}, "folders": []}))

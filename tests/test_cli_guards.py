@@ -301,6 +301,7 @@ main()
 '''
 
 
+@pytest.mark.slow
 def test_an_interrupted_forgeloop_ingest_says_so_too(tmp_path):
     results = write_tree(tmp_path / "results", [run(), run(mode="forgeloopAdaptive")], {"small-bug-fix": "balanced"})
     result = interrupted(tmp_path, "after-publish:runs", "ingest", "forgeloop", str(results), "-q",

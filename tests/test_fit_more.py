@@ -119,6 +119,7 @@ def test_columns_that_is_no_width_leaves_the_forge_reports_as_the_seed(demo_ware
     assert run_cli("report", "routing", warehouse=demo_warehouse, env={"COLUMNS": columns}).stdout == forge_piped["routing"]
 
 
+@pytest.mark.slow
 def test_forge_reports_on_a_terminal(demo_warehouse, forge_piped):
     for name, columns in (("routing", 100), ("survival", 90)):
         shown = run_in_terminal(["report", name, "--warehouse", str(demo_warehouse)], columns)

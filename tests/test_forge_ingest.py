@@ -50,6 +50,7 @@ def test_sqlite_store_loads_every_event_and_is_left_byte_identical(sample, tmp_p
     assert set(stored["kind"].unique()) == {"plan", "attempt", "dispatch", "event", "heartbeat"}
 
 
+@pytest.mark.slow
 def test_second_ingest_and_the_jsonl_export_add_nothing(sample, tmp_path):
     _, store, export, events = sample
     warehouse = Warehouse(tmp_path / "w")
@@ -62,6 +63,7 @@ def test_second_ingest_and_the_jsonl_export_add_nothing(sample, tmp_path):
     assert warehouse.read(t.TASKS).equals(tasks)
 
 
+@pytest.mark.slow
 def test_jsonl_and_sqlite_give_the_same_tables(sample, tmp_path):
     _, store, export, _ = sample
     from_sqlite, from_jsonl = Warehouse(tmp_path / "a"), Warehouse(tmp_path / "b")
@@ -73,6 +75,7 @@ def test_jsonl_and_sqlite_give_the_same_tables(sample, tmp_path):
         assert left.equals(right), table
 
 
+@pytest.mark.slow
 def test_every_table_matches_its_documented_columns(sample, tmp_path):
     _, store, _, _ = sample
     warehouse = Warehouse(tmp_path / "w")

@@ -442,6 +442,7 @@ def test_summaries_computed_over_parts_of_the_runs_equal_the_whole(tmp_path_fact
         assert len(warehouse.table_files(t.TASKS)) == len(runs)  # a part per run
 
 
+@pytest.mark.slow
 def test_sample_summaries_over_parts_equal_the_whole(sample):
     """The sample store (thousands of events) summarized in parts of 2,000 input rows."""
     _, warehouse, _ = sample

@@ -80,6 +80,7 @@ def arm(spec, first_pass, n_eff):
 
 # ---- the smallest subnormal propensity: JSON, text and tables ---------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["alternative", "default"])
 def test_a_subnormal_propensity_is_null_in_the_json_where_the_seed_writes_nan(tmp_path, where):
     at = (0, 0) if where == "alternative" else (0, 1)  # run-0 t0 failed (sonnet), run-0 t1 passed (flash)
@@ -115,6 +116,7 @@ def test_a_subnormal_propensity_is_null_in_the_json_where_the_seed_writes_nan(tm
     assert (row[f"{other}_first_pass"], row[f"{other}_n_eff"]) == (0.6666666666666666, 12.0)
 
 
+@pytest.mark.slow
 def test_a_bootstrap_bound_the_seed_finds_among_nans_is_kept(tmp_path):
     """Most resamples draw run-0 (difference NaN); the seed sorts its differences with NaN among them, and
     its interval is whatever that sort leaves at the two places: here 0.125 and NaN. Kept: 0.125, null."""

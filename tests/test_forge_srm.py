@@ -398,6 +398,7 @@ def rows_document(draws: list[tuple]) -> dict:
                              for tier, a, p in draws])}
 
 
+@pytest.mark.slow
 def test_the_demo_sample_draws_fairly(tmp_path):
     events = samples.routing_events(300, seed=7)
     warehouse = ingested(tmp_path, samples.write_sqlite(tmp_path / "dataset.sqlite", [("api", "/x")], events))

@@ -219,6 +219,7 @@ def obvious_survival(warehouse) -> dict:
     return dict(expected)
 
 
+@pytest.mark.slow
 def test_survival_join_per_model_and_tier(tmp_path):
     sample, store, warehouse = build(tmp_path)
     assert run_cli("harvest", "survival", "--include-temp", "--now", str(sample.now), warehouse=warehouse.root, check=None).returncode == 0

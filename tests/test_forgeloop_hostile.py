@@ -91,6 +91,7 @@ def _scenarios(tmp_path: Path) -> tuple[Path, Path]:
     return results, results / "scenarios"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [50 * 1024**3, 3 * 1024**3, LIMIT + 1])
 def test_a_sparse_huge_scenario_file_is_rejected_unread_and_the_rest_stored(tmp_path, size):
     results, scenarios = _scenarios(tmp_path)

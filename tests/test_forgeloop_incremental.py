@@ -52,6 +52,7 @@ def assert_same_as_full(warehouse: Warehouse, out: Path, tmp_path: Path) -> None
         assert tables[name].equals(fresh.read(name)), name
 
 
+@pytest.mark.slow
 def test_only_changed_run_sets_are_computed_and_the_result_equals_a_full_aggregate(tree, tmp_path):
     warehouse, out = Warehouse(tmp_path / "w"), tmp_path / "out"
     ingest(warehouse, tree)

@@ -483,6 +483,7 @@ def test_page_renders_in_headless_chromium_without_console_errors(report, tmp_pa
     assert [line for line in rendered.stderr.splitlines() if ":CONSOLE" in line] == []
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_console_check_sees_errors(tmp_path):
     broken = tmp_path / "broken.html"

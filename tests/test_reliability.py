@@ -508,6 +508,7 @@ def test_a_journal_loopmeter_did_not_write_is_dropped_without_a_crash(tmp_path, 
     assert [(folder / "file").read_text() for folder in (elsewhere, target)] == ["someone's", "target"]
 
 
+@pytest.mark.slow
 def test_a_journal_of_another_form_is_named_not_followed_and_the_tables_stay_whole(tmp_path, trees):
     """A journal of tables only ({table: version}) is none loopmeter writes: its swaps are not made, it is
     named and removed, and every table keeps the version its link holds (whole, swapped in one rename)."""

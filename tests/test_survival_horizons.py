@@ -193,6 +193,7 @@ def test_text_says_per_horizon_what_was_recorded_pending_and_left(tmp_path):
     assert "would record 2 survival" in narrow and "repo_missing" in narrow and "30d" in narrow
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["-1", "100001", "7x"])
 def test_a_horizon_out_of_range_is_a_usage_error(tmp_path, value):
     sample, _, warehouse = build(tmp_path)

@@ -140,6 +140,7 @@ def test_the_tail_rows_of_the_issue_are_whole_at_80_100_and_160(demo_warehouse):
         assert not re.search(r"api-feat\s|TAIL_RE\s|6513\s", shown), shown
 
 
+@pytest.mark.slow
 def test_a_terminal_100_wide_without_columns(demo_warehouse):
     """The real terminal path: a pseudo-terminal 100 wide, no COLUMNS."""
     args = ["report", "tail", "--warehouse", str(demo_warehouse)]
@@ -174,6 +175,7 @@ def test_one_run_set_on_a_terminal_reads_back_cell_for_cell(demo_warehouse, name
     assert read_back(body, headers, titled=True) == _expected(headers, rows), shown
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [50, 120])
 def test_sql_on_a_terminal_reads_back_cell_for_cell(demo_warehouse, columns):
     shown = run_in_terminal(["sql", WIDE_SQL, "--warehouse", str(demo_warehouse)], columns)

@@ -46,6 +46,7 @@ def expected_stop(scenario: str, profile: str, max_runs: int = 30) -> tuple[int,
     raise AssertionError("the clear law settles within 30 rounds")
 
 
+@pytest.mark.slow
 def test_until_resolved_stops_each_scenario_when_settled_and_records_why(tmp_path, scenarios, target):
     log = tmp_path / "calls.txt"
     result = execute(tmp_path, scenarios, target, "--until-resolved", "--max-runs", "30", "--run-set", "rs-until",

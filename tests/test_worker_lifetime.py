@@ -202,6 +202,7 @@ def test_workers_end_when_the_ingest_dies_with_them_waiting_for_work(tmp_path, r
     assert_left_nothing_behind(workers, warehouse, results)
 
 
+@pytest.mark.slow
 def test_ctrl_c_to_the_terminal_s_process_group_is_answered_by_one_line(tmp_path, results):
     """A terminal sends Ctrl-C to the whole process group: each worker printed its own KeyboardInterrupt
     traceback before the ingest's one line (a QA pass's random-kill trials). Workers ignore it now."""
