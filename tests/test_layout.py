@@ -175,3 +175,28 @@ def test_lossless_casts_are_made_and_every_reader_gets_the_declared_types_and_th
     back = warehouse.read("forge_rejections")
     assert back["line"].to_list() == values and back.schema["line"] == pl.Int64
 
+
+
+def _damaged(data: bytes, damage: str) -> bytes:
+    """A table file's bytes with one damage a copy, a disk or a hand can do to its footer."""
+    length = int.from_bytes(data[-8:-4], "little")
+    return {
+        "tiny": data[:11],
+        "no end magic": data[:-4] + b"PARX",
+        "footer longer than the file": data[:-8] + (len(data) + 1).to_bytes(4, "little") + b"PAR1",
+        "footer of 4 GiB": data[:-8] + (2**32 - 1).to_bytes(4, "little") + b"PAR1",
+        "garbled footer": data[:-8 - length] + bytes(length) + data[-8:],
+        "cut inside the footer": data[-8 - length // 2:],
+    }[damage]
+
+
+@pytest.mark.parametrize("damage", ["tiny", "no end magic", "footer longer than the file",
+                                    "footer of 4 GiB", "garbled footer", "cut inside the footer"])
+def test_a_damaged_footer_is_named_unreadable_and_pyarrow_refuses_it_too(demo_warehouse, tmp_path, damage):
+    (good,) = (demo_warehouse / "runs" / "run_set_id=sample-tail-30").glob("*.parquet")
+    assert file_problem("runs", good) is None
+    damaged = tmp_path / "part-0.parquet"
+    damaged.write_bytes(_damaged(good.read_bytes(), damage))
+    assert file_problem("runs", damaged).startswith("cannot be read as Parquet (")
+    with pytest.raises((OSError, ValueError)):  # what the footer check stands for: a reader gets no schema
+        pq.ParquetFile(damaged).schema_arrow
