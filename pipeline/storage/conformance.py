@@ -25,13 +25,10 @@ from .files import NotAFile, WHAT, kind_of, open_regular
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
 MAX_EXPANSION = 1000  # a table file's data, uncompressed, may be this many times its size ...
 FLOOR = 256 << 20  # ... or this many bytes, whichever is more
 UNREADABLE = "cannot be read as Parquet"
-MAGIC = b"PAR1"  # a Parquet file's last four bytes (and first: no reader looks there)
-FOOTER_LIMIT = 64 << 20  # a footer longer is no table file's (thousands of row groups of every column)
 EMPTY_FILE = "part-empty.parquet"  # an empty partitioned table: one file at the version's root, every column
 
 
@@ -103,40 +100,19 @@ def file_problem(table: str, path: Path, *, whole: bool = False) -> str | None:
     try:
         with os.fdopen(descriptor, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            metadata = _footer(handle.fileno(), size)
+            parquet = pq.ParquetFile(handle)
+            metadata = parquet.metadata
             expanded = sum(metadata.row_group(group).total_byte_size for group in range(metadata.num_row_groups))
             if expanded > max(FLOOR, MAX_EXPANSION * size):
                 return (f"expands to {expanded:,} bytes when read, {expanded // max(size, 1):,} times its size: "
                         "not a file loopmeter wrote, and not read")
             if whole:  # on this thread only: pyarrow's workers would call into the Python file object, and one
                 # still waiting for the interpreter when it exits (after a damaged page) aborts the process
-                parquet = pq.ParquetFile(handle)
                 for group in range(metadata.num_row_groups):
                     parquet.read_row_group(group, use_threads=False)
-            return schema_problem(table, metadata.schema.to_arrow_schema(), in_partition(table, path))
+            return schema_problem(table, parquet.schema_arrow, in_partition(table, path))
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
         return f"{UNREADABLE} ({first_line(error)})"
-
-
-def _footer(descriptor: int, size: int) -> "pq.FileMetaData":
-    """The footer of the Parquet file open at `descriptor` (`size` bytes), parsed from its own bytes,
-    read with two positioned reads: half the time of pyarrow reading it through a Python file object,
-    which counts where every writer checks each table file. ValueError when it is no Parquet footer."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if size < 12:
-        raise ValueError(f"{size} bytes, fewer than a Parquet file's smallest")
-    tail = os.pread(descriptor, 8, size - 8)
-    if tail[4:] != MAGIC:
-        raise ValueError("Parquet magic bytes not found at the file's end")
-    length = int.from_bytes(tail[:4], "little")
-    if length > min(size - 12, FOOTER_LIMIT):
-        raise ValueError(f"a footer of {length:,} bytes said in a file of {size:,}")
-    footer = os.pread(descriptor, length, size - 8 - length)
-    if len(footer) != length:
-        raise ValueError("the file ended inside its footer")
-    return pq.read_metadata(pa.BufferReader(MAGIC + footer + tail))
 
 
 def schema_problem(table: str, schema: "pa.Schema", partitioned_file: bool, *, as_stored: bool = True) -> str | None:
