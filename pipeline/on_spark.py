@@ -7,8 +7,9 @@ does for the other engines. The executors need loopmeter installed (the same ver
 warehouse and inputs at the same paths (`local[*]`, or a cluster whose nodes mount them). The tasks
 go in waves of as many as the session runs at once, so this process holds one wave's results.
 
-The session: Spark Connect where `SPARK_REMOTE` is set, else a session at `master` (default
-`local[*]`), its UI off and, when local, bound to 127.0.0.1.
+The session: Spark Connect where `SPARK_REMOTE` is set (`sc://host:port`, or `local[...]` for a
+Connect server pyspark starts here), else a session at `master` (default `local[*]`); its UI off
+and, when local, bound to 127.0.0.1.
 """
 from __future__ import annotations
 
@@ -32,17 +33,45 @@ def session(master: str | None, job: str = "loopmeter"):
     except ImportError:
         raise usage_error("--engine spark needs pyspark: pip install 'loopmeter[spark]'") from None
     builder = SparkSession.builder.appName(job)
-    if not os.environ.get("SPARK_REMOTE"):
+    remote = os.environ.get("SPARK_REMOTE")
+    if not remote:
         chosen = master or "local[*]"
         builder = builder.master(chosen).config("spark.ui.enabled", "false").config("spark.log.level", "ERROR")
-        if chosen.startswith("local"):
-            # the executors' Python is this one (loopmeter installed), the driver on the loopback only
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    else:
+        chosen = remote  # `local[...]`: pyspark starts a Spark Connect server in this process, `sc://...`: one elsewhere
+        if remote.startswith("sc://"):
+            _check_reachable(remote)
+    if chosen.startswith("local"):
+        # the executors' Python is this one (loopmeter installed), the driver on the loopback only
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        if remote:  # the Connect server pyspark starts: on the loopback too, no UI
+            builder = builder.config("spark.connect.grpc.binding.address", "127.0.0.1").config(
+                "spark.ui.enabled", "false").config("spark.log.level", "ERROR")
     with _quiet_stderr(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return builder.getOrCreate()
+
+
+def _check_reachable(remote: str, seconds: float = 10.0) -> None:
+    """A usage error unless the Spark Connect endpoint `remote` (`sc://host[:port][/;options]`) takes
+    a connection: pyspark's client would retry an unreachable one for minutes, without a word."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        where = urlsplit(remote.split(";", 1)[0].rstrip("/"))
+        host, port = where.hostname, where.port or 15002
+    except ValueError as error:
+        raise usage_error(f"SPARK_REMOTE={remote!r} is not a Spark Connect address (sc://host:port): {error}") from None
+    if not host:
+        raise usage_error(f"SPARK_REMOTE={remote!r} is not a Spark Connect address (sc://host:port)")
+    try:
+        socket.create_connection((host, port), timeout=seconds).close()
+    except OSError as error:
+        raise LoopmeterError(f"--engine spark: Spark Connect at {host}:{port} (SPARK_REMOTE) cannot be reached: "
+                             f"{error.strerror or error}") from None
 
 
 @contextmanager

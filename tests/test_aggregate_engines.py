@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -29,13 +30,14 @@ def test_run_sets_are_cut_into_buckets_of_whole_run_sets_in_id_order():
     assert cut({}, 10) == []
 
 
-def aggregated(source: Path, place: Path, *options: str) -> tuple[Path, dict]:
+def aggregated(source: Path, place: Path, *options: str, env: dict | None = None) -> tuple[Path, dict]:
     """A copy of the warehouse `source` aggregated in full with `options`: its documents, its tables.
     Another engine than this process in a process of its own, as users run it: Spark's Java gateway
     and multiprocessing's resource tracker live as long as the process that started them."""
     shutil.copytree(source, place, symlinks=True)
     out = place.parent / (place.name + "-out")
-    run_cli("aggregate", "--full", "--out", str(out), "--quiet", *options, warehouse=place, process="--engine" in options)
+    run_cli("aggregate", "--full", "--out", str(out), "--quiet", *options, warehouse=place, process="--engine" in options,
+            env=env)
     warehouse = Warehouse(place)
     return out, {name: warehouse.read(name) for name in TABLES if name != "forgeloop_documents"}
 
@@ -53,10 +55,11 @@ def ingested(tmp_path: Path, corpus: Path, source: str) -> Path:
     return warehouse
 
 
-def assert_same_whatever_the_engine(tmp_path: Path, warehouse: Path, engines: dict[str, tuple[str, ...]]) -> None:
+def assert_same_whatever_the_engine(tmp_path: Path, warehouse: Path, engines: dict[str, tuple[str, ...]],
+                                    env: dict | None = None) -> None:
     whole_out, whole = aggregated(warehouse, tmp_path / "whole")
     for name, options in engines.items():
-        out, tables = aggregated(warehouse, tmp_path / name, *options)
+        out, tables = aggregated(warehouse, tmp_path / name, *options, env=env)
         differences = subprocess.run(["diff", "-r", str(whole_out), str(out)], capture_output=True, text=True)
         assert differences.returncode == 0, (name, differences.stdout[:2000])
         assert sorted(path.name for path in out.iterdir()) == sorted(path.name for path in whole_out.iterdir())
@@ -78,6 +81,27 @@ def test_spark_gives_the_same_documents_and_tables(tmp_path, corpus):
         pytest.fail("Spark needs a Java runtime and none is installed (.ci/run installs one)")
     assert_same_whatever_the_engine(tmp_path, ingested(tmp_path, corpus, "corpus"), {
         "spark": ("--engine", "spark", "--spark-master", "local[2]", "--bucket-runs", "40")})
+
+
+@pytest.mark.slow
+def test_spark_connect_gives_the_same_documents_and_tables(tmp_path, corpus):
+    """Spark Connect: `SPARK_REMOTE=local[2]` has pyspark start a Connect server (on 127.0.0.1, port
+    15002) in the command's process, and the buckets go to it as to any Connect endpoint."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("Spark needs a Java runtime and none is installed (.ci/run installs one)")
+    warehouse = ingested(tmp_path, corpus, "corpus")
+    assert_same_whatever_the_engine(tmp_path, warehouse, {
+        "spark-connect": ("--engine", "spark", "--bucket-runs", "40")}, env={"SPARK_REMOTE": "local[2]"})
+    # an endpoint nobody answers at is told at once (pyspark's client would retry it for minutes)
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    refused = run_cli("aggregate", "--full", "--engine", "spark", "--bucket-runs", "40", "--out", str(tmp_path / "unreached"),
+                      warehouse=warehouse,
+                      env={"SPARK_REMOTE": f"sc://127.0.0.1:{port}"}, check=1)
+    assert refused.stderr.splitlines() == [f"loopmeter: error: --engine spark: Spark Connect at 127.0.0.1:{port} "
+                                           "(SPARK_REMOTE) cannot be reached: Connection refused"]
+    assert not (tmp_path / "unreached").exists()
 
 
 def test_a_wrong_engine_is_told_and_nothing_is_written(tmp_path):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,7 +132,19 @@ def _write(warehouse: Warehouse, result: Aggregated, out: Path, computed: list[s
     if missing:
         digests |= incremental.run_set_identities(warehouse, missing)
     out = Path(out)
+    made = not os.path.lexists(out)
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        _compute_and_publish(warehouse, result, out, computed, replace, engine, digests)
+    except BaseException:  # a folder this aggregate made and left empty goes with it
+        if made:
+            with suppress(OSError):
+                out.rmdir()
+        raise
+
+
+def _compute_and_publish(warehouse: Warehouse, result: Aggregated, out: Path, computed: list[str],
+                         replace: Collection[str] | None, engine: Engine, digests: dict) -> None:
     folders.collect_leftovers(out)
     staged: list[folders.Staged] = []
     with warehouse.publishing(), ExitStack() as stack:
