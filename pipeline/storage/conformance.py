@@ -119,7 +119,10 @@ def schema_problem(table: str, schema: "pa.Schema", partitioned_file: bool, *, a
     """What in `schema` differs from the table's (None: nothing): the first column missing,
     unexpected or of another type. `as_stored`: `schema` is a file's as read back (its types
     exactly); else an Arrow table's about to be written (large and view types store as plain).
-    The files of a table share a few schemas: each is compared once per process."""
+    The files of a table share a few schemas: each is compared once per process (a schema equal to
+    the table's, field for field, needs no comparison at all: hashing one costs more than that)."""
+    if as_stored and schema.equals(registry.table(table).arrow_schema(partitioned_file)):
+        return None
     return _schema_problem(table, schema, partitioned_file, as_stored)
 
 
