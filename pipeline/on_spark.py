@@ -55,8 +55,9 @@ def session(master: str | None, job: str = "loopmeter"):
 
 
 def _check_reachable(remote: str, seconds: float = 10.0) -> None:
-    """A usage error unless the Spark Connect endpoint `remote` (`sc://host[:port][/;options]`) takes
-    a connection: pyspark's client would retry an unreachable one for minutes, without a word."""
+    """Refuse `remote` when it is no Spark Connect address (`sc://host[:port][/;options]`: a usage
+    error) or its endpoint takes no connection within `seconds` (one line, exit 1): pyspark's client
+    would retry an unreachable one for minutes, without a word."""
     import socket
     from urllib.parse import urlsplit
 
