@@ -30,7 +30,7 @@ BUCKET_RUNS = 20_000  # aggregate: runs per bucket, about 100 MB of runs and the
 @dataclass(frozen=True)
 class Engine:
     name: str = "local"  # local | pool | spark
-    workers: int | None = None  # pool: the worker processes (None: one per usable core)
+    workers: int | None = None  # pool: the worker processes (None: one per usable core); spark: tasks per wave
     bucket_runs: int = BUCKET_RUNS  # aggregate: runs per bucket, about (whole run sets)
     master: str | None = None  # spark: the session's master (None: local[*], or Spark Connect at $SPARK_REMOTE)
 
@@ -56,7 +56,7 @@ def run(engine: Engine, work: Callable, tasks: list[tuple], *, job: str = "loopm
     if engine.name == "spark":
         from . import on_spark
 
-        yield from on_spark.compute(work, tasks, engine.master, job)
+        yield from on_spark.compute(work, tasks, engine.master, job, engine.workers)
         return
     yield from in_pool(engine.pool_size(len(tasks)), work, tasks)
 

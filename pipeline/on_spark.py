@@ -109,8 +109,11 @@ def _run_tasks(work: Callable, batches):
                                          schema=pa.schema([("bucket", pa.int32()), ("part", pa.binary())]))
 
 
-def wave_size(spark) -> int:
-    """How many tasks a session runs at once: a wave's worth."""
+def wave_size(spark, workers: int | None = None) -> int:
+    """How many tasks go in one wave: `workers` (--workers) where given, else as many as the session
+    runs at once (Spark Connect does not tell: 2 there)."""
+    if workers:
+        return workers
     return max(1, spark.sparkContext.defaultParallelism if not os.environ.get("SPARK_REMOTE") else 2)
 
 
@@ -134,12 +137,12 @@ def wave(spark, work: Callable, tasks: list[tuple]) -> list:
     return [pickle.loads(row["part"]) for row in sorted(results, key=lambda row: row["bucket"])]
 
 
-def compute(work: Callable, tasks: list[tuple], master: str | None, job: str = "loopmeter") -> Iterator:
-    """`work(*task)` of each task, in order, computed on Spark in waves of as many tasks as the
-    session runs at once."""
+def compute(work: Callable, tasks: list[tuple], master: str | None, job: str = "loopmeter",
+            workers: int | None = None) -> Iterator:
+    """`work(*task)` of each task, in order, computed on Spark in waves (`wave_size`)."""
     spark = session(master, job)
     try:
-        size = wave_size(spark)
+        size = wave_size(spark, workers)
         for start in range(0, len(tasks), size):
             yield from wave(spark, work, tasks[start:start + size])
     finally:

@@ -91,7 +91,7 @@ def test_spark_connect_gives_the_same_documents_and_tables(tmp_path, corpus):
         pytest.fail("Spark needs a Java runtime and none is installed (.ci/run installs one)")
     warehouse = ingested(tmp_path, corpus, "corpus")
     assert_same_whatever_the_engine(tmp_path, warehouse, {
-        "spark-connect": ("--engine", "spark", "--bucket-runs", "40")}, env={"SPARK_REMOTE": "local[2]"})
+        "spark-connect": ("--engine", "spark", "--workers", "3", "--bucket-runs", "40")}, env={"SPARK_REMOTE": "local[2]"})
     # an endpoint nobody answers at is told at once (pyspark's client would retry it for minutes)
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))

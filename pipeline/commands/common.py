@@ -102,7 +102,9 @@ SparkMasterOption = Annotated[Optional[str], typer.Option("--spark-master", show
                                                                "Spark Connect: $SPARK_REMOTE).")]
 WorkersOption = Annotated[Optional[int], typer.Option("--workers", show_default=False,
                                                       help="With --engine pool: worker processes (default: one per "
-                                                           "usable core).")]
+                                                           "usable core); with --engine spark: tasks per wave "
+                                                           "(default: the session's parallelism; 2 over Spark "
+                                                           "Connect).")]
 BucketRunsOption = Annotated[int, typer.Option("--bucket-runs", help="Runs per bucket of whole run sets: what is in "
                                                "memory at once, per worker.")]
 

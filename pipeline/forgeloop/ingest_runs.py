@@ -162,7 +162,7 @@ def _reader(engine: Engine, results: str, max_file_bytes: int, scratch: str, adv
     if engine.name == "spark":
         from .reader_spark import SparkReading
 
-        return SparkReading(results, max_file_bytes, engine.master, advance)
+        return SparkReading(results, max_file_bytes, engine.master, advance, engine.workers)
     return RunReader(results, max_file_bytes, scratch, advance, engine)
 
 

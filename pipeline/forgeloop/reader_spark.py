@@ -52,8 +52,9 @@ class SparkReading:
     need, stopped as the block ends)."""
 
     def __init__(self, results: str, max_file_bytes: int, master: str | None,
-                 advance: Callable[[int], None] = lambda n: None):
+                 advance: Callable[[int], None] = lambda n: None, workers: int | None = None):
         self.master, self.results, self.max_file_bytes = master, os.path.abspath(results), max_file_bytes
+        self.workers = workers  # batches per wave (None: as many as the session runs at once)
         self.advance = advance
         self.spark = None
         self.wave = 2  # batches to read before a session is started; then as many as it runs at once
@@ -104,7 +105,7 @@ class SparkReading:
         from ..on_spark import session, wave_size
 
         self.spark = session(self.master, JOB)
-        self.wave = wave_size(self.spark)
+        self.wave = wave_size(self.spark, self.workers)
 
     def _wave(self, batches: list[ToRead]) -> deque:
         """One Spark job reading these batches, a task each: their answers (verdicts, rows shipped), in order."""
