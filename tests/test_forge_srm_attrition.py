@@ -225,7 +225,7 @@ def test_fisher_never_flags_more_than_its_level_given_the_margins(n):
 
 # ---- real stores: one arm's outcomes lost ---------------------------------------------------------
 
-SEEDS = range(1000, 1030)
+SEEDS = range(1000, 1020)
 
 
 def checked_store(tmp_path, events) -> dict:
@@ -235,9 +235,9 @@ def checked_store(tmp_path, events) -> dict:
 
 @pytest.mark.slow
 def test_a_planted_loss_of_the_alternative_s_outcomes_is_flagged(tmp_path):
-    """30 stores of the demo's size (`samples.routing_events(400)`), 30 % of the alternative arm's outcomes lost in
-    each: at least 80 % of the stores must be untrustworthy by attrition. Measured: 30 of 30 (Wilson 95 %
-    [89 %, 100 %]: the 80 % holds beyond the Monte Carlo error); per pair, the smallest (high, about 48 alternative
+    """20 stores of the demo's size (`samples.routing_events(400)`), 30 % of the alternative arm's outcomes lost in
+    each: at least 80 % of the stores must be untrustworthy by attrition. Measured: 20 of 20 (Wilson 95 %
+    [84 %, 100 %]: the 80 % holds beyond the Monte Carlo error); per pair, the smallest (high, about 48 alternative
     assignments) is caught less often than the others (bench/srm_rates.py)."""
     flagged, per_pair = 0, {tier: 0 for tier in DEMO}
     for seed in SEEDS:
@@ -249,13 +249,13 @@ def test_a_planted_loss_of_the_alternative_s_outcomes_is_flagged(tmp_path):
             per_pair[tier] += "attrition" in row["untrustworthy_checks"]
             assert "assignment" not in row["untrustworthy_checks"]  # the draws themselves are fair
     assert flagged >= 0.8 * len(SEEDS)
-    assert flagged == len(SEEDS) and per_pair["low"] >= 27 and per_pair["medium"] >= 27
+    assert flagged == len(SEEDS) and per_pair["low"] >= 18 and per_pair["medium"] >= 18
 
 
 @pytest.mark.slow
 def test_correct_stores_of_the_generator_are_not_flagged(tmp_path):
-    """The same 30 stores as they are: none is untrustworthy. 30 stores can only show a gross failure (0 of 30 leaves
-    up to 11 % at 95 %); the 0.2 % per look is shown by the exact null distribution above."""
+    """The same 20 stores as they are: none is untrustworthy. 20 stores can only show a gross failure (0 of 20 leaves
+    up to 17 % at 95 %); the 0.2 % per look is shown by the exact null distribution above."""
     for seed in SEEDS:
         rows = checked_store(tmp_path / str(seed), samples.routing_events(400, seed=seed))
         assert not any(r["untrustworthy"] for r in rows.values()), seed

@@ -122,7 +122,7 @@ def run_sets(draw):
 
 @pytest.mark.slow
 @given(run_sets(), st.sampled_from([None, "light", "balanced"]))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 def test_aggregate_equals_the_per_run_port(documents, profile):
     if not documents:
         return

@@ -176,7 +176,6 @@ def test_lossless_casts_are_made_and_every_reader_gets_the_declared_types_and_th
     assert back["line"].to_list() == values and back.schema["line"] == pl.Int64
 
 
-
 def _damaged(data: bytes, damage: str) -> bytes:
     """A table file's bytes with one damage a copy, a disk or a hand can do to its footer."""
     length = int.from_bytes(data[-8:-4], "little")
