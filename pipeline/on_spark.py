@@ -61,13 +61,14 @@ def _check_reachable(remote: str, seconds: float = 10.0) -> None:
     import socket
     from urllib.parse import urlsplit
 
+    address = remote.split(";", 1)[0]  # what follows `;` may be a token: never shown
     try:
-        where = urlsplit(remote.split(";", 1)[0].rstrip("/"))
+        where = urlsplit(address.rstrip("/"))
         host, port = where.hostname, where.port or 15002
     except ValueError as error:
-        raise usage_error(f"SPARK_REMOTE={remote!r} is not a Spark Connect address (sc://host:port): {error}") from None
+        raise usage_error(f"SPARK_REMOTE={address!r} is not a Spark Connect address (sc://host:port): {error}") from None
     if not host:
-        raise usage_error(f"SPARK_REMOTE={remote!r} is not a Spark Connect address (sc://host:port)")
+        raise usage_error(f"SPARK_REMOTE={address!r} is not a Spark Connect address (sc://host:port)")
     try:
         socket.create_connection((host, port), timeout=seconds).close()
     except OSError as error:
