@@ -122,11 +122,13 @@ def wave(spark, work: Callable, tasks: list[tuple]) -> list:
     """`work(*task)` of each task, in order: one Spark job, a task per partition (`work`: a
     module-level function the executors import by name)."""
     rows = [(number, pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)) for number, task in enumerate(tasks)]
-    frame = spark.createDataFrame(rows, "bucket int, task binary")
-    if os.environ.get("SPARK_REMOTE"):  # one relation: cut it, a task per partition
-        frame = frame.repartitionByRange(len(tasks), "bucket")
-    # (a classic session slices the rows into as many partitions as it runs at once, a wave's
-    # worth: a task each; a round-robin `repartition` can give one partition two tasks)
+    # a task per partition, however many the wave holds (--workers may differ from the session's
+    # parallelism): Connect's one relation cut by range, a classic session's rows sliced one each
+    # (a round-robin `repartition` can give one partition two tasks)
+    if os.environ.get("SPARK_REMOTE"):
+        frame = spark.createDataFrame(rows, "bucket int, task binary").repartitionByRange(len(tasks), "bucket")
+    else:
+        frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(tasks)), "bucket int, task binary")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
