@@ -31,6 +31,7 @@ from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
 from . import conformance, folders, lock, publish, registry, versions
 from .files import NotAFile, atomic_write, is_real_directory, kind_of, read_bounded, remove_tree
 from .state import State
+from .verified import Verified
 
 if TYPE_CHECKING:
     import duckdb
@@ -55,7 +56,7 @@ class Warehouse:
         self._pending: dict[str, Path] | None = None  # inside `publishing()`: table -> its new version
         self._pending_folders: list[folders.Staged] = []
         self._listings: dict[Path, conformance.Listing] = {}  # verified in this process, by version
-        self._checked: set[tuple] = set()  # table files verified in this process (path, inode, size, mtime)
+        self.verified = Verified(self.state)  # table files verified: in this process, or recorded by a writer
         for name in (".state", versions.FOLDER):  # loopmeter writes and removes in these: never through a link
             if kind_of(self.root / name) == "link":
                 raise LoopmeterError(
@@ -219,19 +220,18 @@ class Warehouse:
 
     def mismatches(self, name: str, files: Iterable[str | Path] | None = None) -> list[tuple[Path, str]]:
         """The files of table `name` (or these of its files) that are not what they must be, each with
-        its problem (`conformance.file_problem`); a file verified in this process is not opened again."""
+        its problem (`conformance.file_problem`); a file verified before (`verified.py`) is not opened."""
         found = []
         for path in map(Path, self.table_files(name) if files is None else files):
             try:
                 status = os.lstat(path)
             except OSError:
                 status = None
-            identity = None if status is None else (str(path), status.st_ino, status.st_size, status.st_mtime_ns)
-            if identity is not None and identity in self._checked:
+            if status is not None and self.verified.known(name, path, status):
                 continue
             problem = conformance.file_problem(name, path)
-            if problem is None and identity is not None:
-                self._checked.add(identity)
+            if problem is None and status is not None:
+                self.verified.add(name, path, status)
             elif problem is not None:
                 found.append((path, problem))
         return found
@@ -282,6 +282,7 @@ class Warehouse:
             self._collect_garbage()
             self._conform_tables()
             yield
+            self._record_verified()
 
     @contextmanager
     def lock_if_free(self, what: str, *, leave_name: bool = False) -> Iterator[bool]:
@@ -430,6 +431,17 @@ class Warehouse:
                 from .rewrite import rewrite
 
                 rewrite(self, name, bad)
+
+    def _record_verified(self) -> None:
+        """Record the current versions' files as verified (the files this process wrote verified now)."""
+        files = []
+        for name in self.table_names():
+            try:
+                self.mismatches(name)
+            except TableFileMismatch:  # a version holding what is not a table file: its files are not recorded
+                continue
+            files += [(name, path) for path in self.table_files(name)]
+        self.verified.save(files)
 
     def _collect_garbage(self) -> None:
         """Remove what a killed writer left: versions no table points to, stray links, temporary files

@@ -1,0 +1,94 @@
+"""`.state/verified.json`: the table files a writer verified are not opened again by the next command,
+unless anything about them changed since: a copied warehouse's record vouches for none of its files,
+and a file changed in place (even given back its size and modification time) is verified again."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from loopmeter.storage import conformance
+
+COUNT = "SELECT count(*) AS n FROM runs"
+
+
+@pytest.fixture
+def opened(monkeypatch) -> list[Path]:
+    """The table files verified by opening them, in this process, from now on."""
+    seen: list[Path] = []
+    verify = conformance.file_problem
+
+    def counting(table, path, **options):
+        seen.append(Path(path))
+        return verify(table, path, **options)
+
+    monkeypatch.setattr(conformance, "file_problem", counting)
+    return seen
+
+
+def _copy(demo_warehouse: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "warehouse"
+    shutil.copytree(demo_warehouse, copy, symlinks=True)
+    return copy
+
+
+def _table_files(warehouse: Path) -> list[Path]:
+    return sorted(path for path in (warehouse / ".versions").rglob("*.parquet"))
+
+
+def test_a_writer_s_record_spares_the_next_command_every_file_and_a_copy_s_record_spares_none(
+        demo_warehouse, tmp_path, opened):
+    warehouse = _copy(demo_warehouse, tmp_path)  # the record came along, the files are new ones
+    assert (warehouse / ".state" / "verified.json").is_file()
+    run_cli("sql", COUNT, "--format", "json", warehouse=warehouse)
+    assert {path.resolve() for path in (warehouse / "runs").rglob("*.parquet")} <= {p.resolve() for p in opened}
+
+    opened.clear()
+    run_cli("catalog", warehouse=warehouse)  # a writer: every file verified as it takes the lock, then recorded
+    record = json.loads((warehouse / ".state" / "verified.json").read_bytes())
+    assert len(record["files"]) == len(_table_files(warehouse))
+    assert {entry[0] for entry in record["files"]} == {entry.name for entry in warehouse.iterdir()
+                                                        if entry.is_symlink()}
+
+    opened.clear()
+    counted = run_cli("sql", COUNT, "--format", "json", warehouse=warehouse)
+    assert opened == []
+    assert json.loads(counted.stdout)[0]["n"] > 0
+    run_cli("catalog", warehouse=warehouse)
+    assert opened == []
+
+
+def test_a_file_changed_in_place_with_its_size_and_times_given_back_is_verified_again(demo_warehouse, tmp_path):
+    warehouse = _copy(demo_warehouse, tmp_path)
+    run_cli("catalog", warehouse=warehouse)
+    (file,) = sorted((warehouse / "runs").rglob("*.parquet"))[:1]
+    before = os.stat(file)
+    with open(file, "r+b") as handle:  # the same inode and size; its closing magic bytes no longer Parquet's
+        handle.seek(-4, os.SEEK_END)
+        handle.write(b"XXXX")
+    os.utime(file, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(file)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+
+    refused = run_cli("sql", COUNT, warehouse=warehouse, check=1)
+    (line,) = refused.stderr.splitlines()
+    assert line == (f"loopmeter: error: {file}: cannot be read as Parquet (Parquet magic bytes not found in footer. "
+                    "Either the file is corrupted or this is not a parquet file.); move it out of the warehouse and "
+                    "run the stage that writes runs again")
+
+
+@pytest.mark.parametrize("record", [b"[]", b'{"format": 1, "files": [["runs", false, 1, 2, 3]]}', b"\xff"])
+def test_a_record_loopmeter_did_not_write_is_named_and_every_file_verified(demo_warehouse, tmp_path, opened, record):
+    warehouse = _copy(demo_warehouse, tmp_path)
+    (warehouse / ".state" / "verified.json").write_bytes(record)
+    counted = run_cli("sql", COUNT, "--format", "json", warehouse=warehouse)
+    assert json.loads(counted.stdout)[0]["n"] > 0
+    shown = warehouse / ".state" / "verified.json"
+    assert counted.stderr.splitlines() == [f"loopmeter: warning: {shown} is not "
+                                           + ("JSON; what it would record is done again" if record == b"\xff"
+                                              else "a record loopmeter writes; every table file is verified again")]
+    assert {path.resolve() for path in (warehouse / "runs").rglob("*.parquet")} <= {p.resolve() for p in opened}
