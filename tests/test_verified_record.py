@@ -92,3 +92,21 @@ def test_a_record_loopmeter_did_not_write_is_named_and_every_file_verified(demo_
                                            + ("JSON; what it would record is done again" if record == b"\xff"
                                               else "a record loopmeter writes; every table file is verified again")]
     assert {path.resolve() for path in (warehouse / "runs").rglob("*.parquet")} <= {p.resolve() for p in opened}
+
+
+@pytest.mark.parametrize("how", ["others may write it", "another user's"])
+def test_a_record_that_is_not_this_user_s_own_vouches_for_nothing(demo_warehouse, tmp_path, opened, how):
+    warehouse = _copy(demo_warehouse, tmp_path)
+    run_cli("catalog", warehouse=warehouse)
+    record = warehouse / ".state" / "verified.json"
+    assert record.stat().st_mode & 0o777 == 0o600
+    opened.clear()
+    run_cli("sql", COUNT, warehouse=warehouse)
+    assert opened == []
+    if how == "others may write it":
+        record.chmod(0o664)
+    else:
+        os.chown(record, os.geteuid() + 1234, -1)
+    counted = run_cli("sql", COUNT, "--format", "json", warehouse=warehouse)
+    assert counted.stderr == ""  # costs time only: nothing to say
+    assert {path.resolve() for path in (warehouse / "runs").rglob("*.parquet")} <= {p.resolve() for p in opened}

@@ -26,6 +26,10 @@ class NotAFile(LoopmeterError):
     """A path that should be a regular file is something else (a link, a FIFO, a device, a folder)."""
 
 
+class NotPrivate(LoopmeterError):
+    """A file that must be this user's own, writable by nobody else, is not."""
+
+
 def kind_of(path: str | os.PathLike) -> str | None:
     """What `path` is, without following a link: "file", "link", "directory", "FIFO", "device",
     "socket"; None when nothing is there."""
@@ -84,11 +88,16 @@ def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 
     return descriptor
 
 
-def read_bounded(path: str | os.PathLike, limit: int = STATE_LIMIT) -> bytes:
+def read_bounded(path: str | os.PathLike, limit: int = STATE_LIMIT, *, private: bool = False) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them (NotAFile beyond, or for what
-    is not a regular file); FileNotFoundError when it is missing."""
+    is not a regular file); FileNotFoundError when it is missing. `private`: NotPrivate unless the
+    file (as opened) belongs to this user and neither its group nor others may write it."""
     descriptor = open_regular(path)
     with os.fdopen(descriptor, "rb") as handle:
+        if private:
+            status = os.fstat(handle.fileno())
+            if status.st_uid != os.geteuid() or status.st_mode & 0o022:
+                raise NotPrivate(f"{shown_path(path)} is not this user's own file, or others may write it")
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise NotAFile(f"{shown_path(path)} is larger than {limit >> 20} MiB, more than loopmeter ever writes there; "
@@ -96,11 +105,11 @@ def read_bounded(path: str | os.PathLike, limit: int = STATE_LIMIT) -> bytes:
     return data
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write `path` through a new temporary file beside it and a rename: a reader sees the old file
     or the new one, and a link at `path` is replaced, never written through."""
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(data)

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from ..errors import LoopmeterError, shown_path, warn
-from .files import NotAFile, atomic_write, kind_of, read_bounded
+from .files import NotAFile, NotPrivate, atomic_write, kind_of, read_bounded
 
 FOLDER = ".state"
 NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,120}\.json")
@@ -32,15 +32,16 @@ class State:
             raise ValueError(f"{name!r} is not the name of a state file")
         return self.folder / name
 
-    def read(self, name: str) -> object | None:
+    def read(self, name: str, *, private: bool = False) -> object | None:
         """The JSON value the state file `name` holds; None when it is missing, or is not a regular
-        file of JSON loopmeter could have written (said in a warning)."""
+        file of JSON loopmeter could have written (said in a warning). `private`: None too (without
+        a word) unless the file is this user's own and nobody else may write it."""
         path = self.path(name)
         if not self._folder_usable():
             return None
         try:
-            data = read_bounded(path)
-        except FileNotFoundError:
+            data = read_bounded(path, private=private)
+        except (FileNotFoundError, NotPrivate):
             return None
         except NotAFile as error:
             warn(f"{error}; it is not read, and what it would record is done again")
@@ -54,11 +55,12 @@ class State:
             warn(f"{shown_path(path)} is not JSON; what it would record is done again")
             return None
 
-    def write(self, name: str, value: object) -> None:
-        """Replace the state file `name` with `value` as JSON, atomically (the caller holds the lock)."""
+    def write(self, name: str, value: object, *, private: bool = False) -> None:
+        """Replace the state file `name` with `value` as JSON, atomically (the caller holds the lock);
+        `private`: readable and writable by this user only."""
         path = self.path(name)
         self._make_folder()
-        atomic_write(path, json.dumps(value).encode())
+        atomic_write(path, json.dumps(value).encode(), 0o600 if private else 0o644)
 
     def remove(self, name: str) -> None:
         path = self.path(name)

@@ -10,14 +10,16 @@ about half a millisecond: seconds for a warehouse of a million runs, paid by eve
 - Across processes, the writer records, as it lets the lock go, the files of the current versions
   verified in its process (the files it wrote are verified then), each with the identity above and
   the file's change time. A later command takes a file as verified without opening it only when
-  the record holds exactly the identity the file has now, change time included.
+  the record holds exactly the identity the file has now, change time included, and the record is
+  this user's own file that nobody else may write (mode 0600): another user sharing the warehouse
+  cannot write one, and a command of theirs verifies every file.
 
 The change time is set by the kernel alone, to the moment of any change to a file, to its times or
 to its links; nothing can set it back. A file copied, unpacked, restored from a backup, rewritten in
 place or given an old modification time has another one, so a record that came with a warehouse
 (copied, shared, fetched from object storage) matches none of its files, and they are verified again.
-What a record cannot stand against is someone changing the warehouse while loopmeter reads it, and
-no verification made before a read can.
+Forging a record takes this user's own rights; what a record cannot stand against, someone changing
+the warehouse while loopmeter reads it, no verification made before a read can either.
 
 The record saves time only: when it is missing, damaged or not what loopmeter writes, every file is
 verified again. `loopmeter check` never uses it: it reads every file to its end.
@@ -25,6 +27,7 @@ verified again. `loopmeter check` never uses it: it reads every file to its end.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -50,6 +53,8 @@ class Verified:
 
     def known(self, table: str, path: Path, status: os.stat_result) -> bool:
         """Whether the file `path` of `table`, as `status` says it is now, was verified."""
+        if not stat.S_ISREG(status.st_mode):
+            return False
         found = identity(table, path, status)
         if found in self.here:
             return True
@@ -79,7 +84,7 @@ class Verified:
             if found in self.here:
                 entries.append([*found, status.st_ctime_ns])
         try:
-            self.state.write(RECORD, {"format": FORMAT, "files": entries})
+            self.state.write(RECORD, {"format": FORMAT, "files": entries}, private=True)
         except OSError as error:  # the work is done: without the record the next command verifies again
             warn(f"{shown_path(self.state.path(RECORD))} could not be written ({error.strerror or error}); "
                  "the next command verifies every table file again")
@@ -88,7 +93,7 @@ class Verified:
 
 
 def _read(state: State) -> set[tuple]:
-    value = state.read(RECORD)
+    value = state.read(RECORD, private=True)
     if value is None:
         return set()
     entries = value.get("files") if isinstance(value, dict) and value.get("format") == FORMAT else None
