@@ -46,9 +46,9 @@ MAX_MANIFEST_BYTES = 512 * 1024 * 1024
 MAX_OBJECT_BYTES = 16 * 1024 * 1024 * 1024
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _MANIFEST = re.compile(r"manifests/[0-9A-Za-z_-]{1,100}\.json")
-# never sent: the catalog and its record belong to the machine that built them (the lock and
-# loopmeter.duckdb are not in the places `path_problem` allows at all)
-KEPT_LOCAL = {".state/catalog.json"}
+# never sent: the catalog and its record, and the record of the files verified, belong to the machine
+# that made them (the lock and loopmeter.duckdb are not in the places `path_problem` allows at all)
+KEPT_LOCAL = {".state/catalog.json", ".state/verified.json"}
 
 
 def remote_url(given: str | os.PathLike | None) -> str | None:
