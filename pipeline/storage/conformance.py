@@ -82,7 +82,7 @@ def _entries(folder: Path, listing: Listing) -> list[Path]:
 def in_partition(table: str, path: Path) -> bool:
     """Whether the file `path` of `table` lies in a partition folder (so holds no partition column)."""
     column = registry.table(table).partition
-    return column is not None and Path(path).parent.name.startswith(column + "=")
+    return column is not None and os.path.basename(os.path.dirname(path)).startswith(column + "=")
 
 
 def file_problem(table: str, path: Path, *, whole: bool = False) -> str | None:

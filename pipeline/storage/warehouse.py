@@ -222,7 +222,7 @@ class Warehouse:
         """The files of table `name` (or these of its files) that are not what they must be, each with
         its problem (`conformance.file_problem`); a file verified before (`verified.py`) is not opened."""
         found = []
-        for path in map(Path, self.table_files(name) if files is None else files):
+        for path in self.table_files(name) if files is None else map(Path, files):
             try:
                 status = os.lstat(path)
             except OSError:
