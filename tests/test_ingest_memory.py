@@ -1,12 +1,13 @@
 """The peak memory of `loopmeter ingest forgeloop` is set by the largest file and a fixed batch,
 not by the size of the input.
 
-Real processes, no mocks: trees of 10 and of 60 run files of about 15 MB each (one run set, the
+Real processes, no mocks: trees of 6 and of 36 run files of about 15 MB each (one run set, the
 worst case for an ingest that holds a run set at once; bench/ingest_memory.py builds them) are
 ingested into fresh warehouses, each by a fresh process. Its peak resident memory (the ingest's
 or one of its workers', whichever is largest) is what the kernel says: `ru_maxrss` of the
 children of a wrapper process that waits for it. Six times the input may take at most twice the
-memory (it took 4.7 times as much while a run set's runs were held together).
+memory. With the reader's batch unbounded, so that a run set's files are held at once, 6 and 36
+files took 535 and 1,730 MiB (3.2 times): the check fails then.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def peak_kib(results: Path, warehouse: Path) -> int:
 @pytest.mark.slow
 def test_six_times_the_input_takes_at_most_twice_the_memory(tmp_path):
     peaks = {}
-    for files in (10, 60):
+    for files in (6, 36):
         results, warehouse = tmp_path / f"results-{files}", tmp_path / f"warehouse-{files}"
         build(results, files, FILE_BYTES)
         peaks[files] = peak_kib(results, warehouse)
@@ -54,5 +55,5 @@ def test_six_times_the_input_takes_at_most_twice_the_memory(tmp_path):
         assert stored.height == files  # every file stored: the memory measured is that of storing them
         assert stored["diag_host_warnings"].list.len().min() > 50_000  # each run as large as its file
         shutil.rmtree(results)
-    ratio = peaks[60] / peaks[10]
-    assert ratio <= 2, f"peak resident memory, MiB: 10 files {peaks[10] >> 10}, 60 files {peaks[60] >> 10} ({ratio:.2f}x)"
+    ratio = peaks[36] / peaks[6]
+    assert ratio <= 2, f"peak resident memory, MiB: 6 files {peaks[6] >> 10}, 36 files {peaks[36] >> 10} ({ratio:.2f}x)"
