@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
+import select
 import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -508,30 +509,108 @@ def test_a_fifo_in_place_of_a_table_file_is_named_in_one_line_and_nothing_hangs(
 ADDRESS_SPACE = 2 << 30  # bytes
 
 
-def limited(place: Place, *args: str) -> subprocess.CompletedProcess:
-    """`loopmeter ARGS` with its address space limited to 2 GiB. glibc's arenas (64 MiB of address
-    space reserved per thread that allocates) are held to two, so that the limit measures what the
-    command allocates, not how many threads DuckDB and polars start."""
+# one process runs a test's commands one after the other, as they come on the pipe of fd
+# argv[2], each with its own stdout and stderr (files it writes through fds 1 and 2), and answers
+# each with its exit code on its own stdout, a line
+LIMITED = r"""
+import json, os, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
+from loopmeter import progress
+from loopmeter.cli import run
+from loopmeter.commands import common
+answer = os.fdopen(os.dup(1), "w")
+for line in os.fdopen(int(sys.argv[2])):
+    args, out, err = json.loads(line)
+    progress.QUIET, common.DEBUG = False, False
+    sys.stdout.flush(); sys.stderr.flush()
+    for fd, path in ((1, out), (2, err)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    try:
+        code = run(args)
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else 1
+    sys.stdout.flush(); sys.stderr.flush()
+    answer.write(json.dumps(code) + "\n")
+    answer.flush()
+"""
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
-    command = [sys.executable, "-m", "loopmeter", *args, "--warehouse", str(place.warehouse)]
-    return bounded(lambda: subprocess.run(command, check=False, capture_output=True, text=True, cwd=place.cwd, timeout=90,
-                                          preexec_fn=limit, env=dict(os.environ, MALLOC_ARENA_MAX="2")), args, 90)
+class Limited:
+    """`loopmeter` commands with the process's address space limited to 2 GiB, run one after the
+    other by one process (started again after one that did not end, or ended it). glibc's arenas
+    (64 MiB of address space reserved per thread that allocates) are held to two, so that the
+    limit measures what the commands allocate, not how many threads DuckDB and polars start."""
+
+    def __init__(self, place: Place):
+        self.place, self.process, self.commands, self.count = place, None, None, 0
+        self.scratch = Path(tempfile.mkdtemp(prefix="limited-"))
+
+    def __call__(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+        if self.process is None:
+            reading, writing = os.pipe()
+            self.process = subprocess.Popen([sys.executable, "-c", LIMITED, str(ADDRESS_SPACE), str(reading)],
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+                                            cwd=self.place.cwd, pass_fds=(reading,),
+                                            env=dict(os.environ, MALLOC_ARENA_MAX="2"))
+            os.close(reading)
+            self.commands = os.fdopen(writing, "w")
+        self.count += 1
+        command = [*args, "--warehouse", str(self.place.warehouse)]
+        out, err = self.scratch / f"{self.count}.out", self.scratch / f"{self.count}.err"
+        self.commands.write(json.dumps([command, str(out), str(err)]) + "\n")
+        self.commands.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else None
+        if not line:  # it did not end (killed here) or it ended the process
+            if line is None:
+                self.close(scratch=False)
+                raise AssertionError(f"loopmeter {' '.join(map(str, args))} did not end within {timeout} s (killed)")
+            code = self.process.wait()
+            self.close(scratch=False)
+        else:
+            code = json.loads(line)
+        read = lambda path: path.read_text(errors="replace") if path.exists() else ""
+        return subprocess.CompletedProcess([sys.executable, "-m", "loopmeter", *command], code, read(out), read(err))
+
+    def close(self, scratch: bool = True) -> None:
+        if self.process is not None:
+            self.commands.close()
+            self.process.kill()
+            self.process.wait()
+            self.process.stdout.close()
+            self.process = None
+        if scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+@pytest.fixture
+def limited():
+    """`limited(place)`: the place's Limited runner (closed at the test's end)."""
+    runners = []
+
+    def make(place: Place) -> Limited:
+        runners.append(Limited(place))
+        return runners[-1]
+
+    yield make
+    for runner in runners:
+        runner.close()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("state", ["catalog.json", "forgeloop-aggregate.json", "forgeloop-ingest-*.json"])
-def test_a_state_file_linked_to_dev_zero_is_not_read_without_bound(place, state):
+def test_a_state_file_linked_to_dev_zero_is_not_read_without_bound(place, state, limited):
     (path,) = (place.warehouse / ".state").glob(state)
     before = place.beside()
+    run = limited(place)
 
     def check(command):
         if os.path.lexists(path):
             path.unlink()
         path.symlink_to("/dev/zero")
-        result = limited(place, *command, "--quiet")
+        result = run(*command, "--quiet")
         assert_sane_stderr(result)
         assert result.returncode == 0, described(result)
         assert place.beside() == before
@@ -900,15 +979,16 @@ def plant(place: Place, path: Path, kind: str) -> None:
 @pytest.mark.parametrize("kind", ["link", "fifo", "device"])
 @pytest.mark.parametrize("position", list(POSITIONS))
 def test_a_link_fifo_or_device_anywhere_in_the_tree_ends_in_bounded_time_and_changes_nothing_outside(
-        demo_warehouse, tmp_path, position, kind):
+        demo_warehouse, tmp_path, position, kind, limited):
     if kind == "device" and not IS_ROOT:
         pytest.skip("making a device needs root")
     place = make_place(demo_warehouse, tmp_path, settle=False)
     plant(place, POSITIONS[position](place.warehouse), kind)
     before = place.beside()
+    run = limited(place)
 
     def check(command):
-        result = limited(place, *command, "--quiet")
+        result = run(*command, "--quiet")
         assert_sane_stderr(result)
         assert result.returncode in (0, 1, 3, 4), described(result)
         assert place.beside() == before, described(result)
