@@ -3,14 +3,17 @@
 The last ingest's rows for this results directory sit in a DuckDB session (which spills
 to a scratch directory beyond its memory limit) and are looked up a chunk of paths at a
 time. This ingest's rows are held in memory up to IN_MEMORY_ROWS, then spooled to Parquet a
-chunk at a time. At the end DuckDB writes the new version of the table: the rows kept from
-other sources (or other run set folders), then this ingest's, sorted by kind, source and
-path. A first ingest whose rows all fit in memory has nothing to merge: its rows are sorted
-and written as they are, without a DuckDB session.
+chunk at a time. At the end the new version of the table is written, sorted by kind, source
+and path: the rows kept from other sources (or other run set folders) merged with this ingest's.
+The table's files are sorted and follow one another in key order, so a file holding no replaced
+row and no new row among its keys is taken as it is (hard-linked): adding a run set rewrites the
+file its rows sort into, not the table. A first ingest whose rows all fit in memory has nothing
+to merge: its rows are sorted and written as they are, without a DuckDB session.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,21 +124,114 @@ class ManifestSpool:
                 builder.copy(self.connection, f"SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true) "
                              f"ORDER BY {', '.join(ORDER)}", params={"new": self.files})
             return True
-        # the rows kept stay in the order they were written in (sorted): only this ingest's are
-        # sorted, then the two are merged a batch at a time, never the whole table at once
+        # this ingest's rows sorted; the rows kept stay in the order they were written in (sorted)
         new = self.scratch / "manifest-sorted.parquet"
         if self.files:
             self.connection.execute(f"COPY (SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true) ORDER BY "
                                     f"{', '.join(ORDER)}) TO $out (FORMAT parquet)", {"new": self.files, "out": str(new)})
         params["current"] = self.warehouse.table_file_list(MANIFEST)
+        used = {name: value for name, value in params.items() if f"${name}" in replaced or name == "current"}
+        files = _current_files(self.connection, params["current"], replaced, used)
+        rows = _SortedRows(_batches(new) if self.files else iter(()))
+        if rows.peek() is not None:
+            _mark_hits(files, new)
+        with self.warehouse.build_table(MANIFEST) as builder:
+            builder.schema_frame = empty_frame(MANIFEST_COLUMNS)
+            # a file with no row replaced and no new row within its keys is taken as it is (hard-linked);
+            # the files between two such are merged with the new rows that sort between them
+            between: list[str] = []
+            for file in files:
+                if file.kept:
+                    self._merge(builder, between, replaced, used, rows.until(file.low))
+                    builder.link_part(Path(file.path))
+                    between = []
+                else:
+                    between.append(file.path)
+            self._merge(builder, between, replaced, used, rows.until(None))
+        return True
+
+    def _merge(self, builder, files: list[str], replaced: str, params: dict, new_rows) -> None:
+        """The rows kept of `files` (in their order) merged with the new rows given, written in parts."""
+        if not files:
+            for chunk in merged(new_rows):
+                builder.write_part(chunk)
+            return
         query = (f"SELECT {COLUMNS} FROM read_parquet($current, hive_partitioning = false) "
                  f"WHERE NOT coalesce({replaced}, false)")
-        kept = self.connection.sql(query, params={name: value for name, value in params.items() if f"${name}" in query})
-        with self.warehouse.build_table(MANIFEST) as builder, kept.to_arrow_reader(batch_size=MERGE_ROWS) as reader:
-            builder.schema_frame = empty_frame(MANIFEST_COLUMNS)
-            for chunk in merged(reader, _batches(new) if self.files else iter(())):
+        with self.connection.sql(query, params=dict(params, current=files)).to_arrow_reader(batch_size=MERGE_ROWS) as kept:
+            for chunk in merged(kept, new_rows):
                 builder.write_part(chunk)
-        return True
+
+
+@dataclass
+class _File:
+    """A file of the current version: its first and last keys (its rows are sorted), and whether it
+    is kept as it is (no row of it replaced, no new row among its keys)."""
+    path: str
+    low: str
+    high: str
+    kept: bool
+
+
+def _current_files(connection: "duckdb.DuckDBPyConnection", paths: list[str], replaced: str, params: dict) -> list[_File]:
+    """Each file of the current version (in order) with its key range and whether it may be kept: no
+    row of it replaced, and it has rows (a file without any only held the columns) whose first and
+    last keys are whole."""
+    stats = connection.sql(
+        "SELECT filename, count(*) FILTER (WHERE coalesce(" + replaced + ", false)) AS replaced, "
+        + ", ".join(f"arg_{end}_null({column}, file_row_number) AS {end}_{column}"
+                    for end in ("min", "max") for column in ORDER)
+        + " FROM read_parquet($current, hive_partitioning = false, filename = true, file_row_number = true) "
+          "GROUP BY filename", params=params).pl()
+    stats = stats.with_columns(
+        low=pl.concat_str([f"min_{column}" for column in ORDER], separator="\0"),
+        high=pl.concat_str([f"max_{column}" for column in ORDER], separator="\0"))
+    found = {row["filename"]: row for row in stats.iter_rows(named=True)}
+    files = []
+    for path in paths:
+        row = found.get(path, {"low": None, "high": None, "replaced": 0})
+        kept = row["replaced"] == 0 and row["low"] is not None and row["high"] is not None  # an empty key: merged
+        files.append(_File(path, row["low"] or "", row["high"] or "", kept))
+    return files
+
+
+def _mark_hits(files: list[_File], new: Path) -> None:
+    """Files with a new row's key within their first and last keys are not kept."""
+    for batch in _batches(new):
+        keys = _key(pl.from_arrow(batch))
+        for file in files:
+            if file.kept:
+                at = keys.search_sorted(file.low, side="left")
+                file.kept = not (at < keys.len() and keys[at] <= file.high)
+
+
+class _SortedRows:
+    """The new rows, sorted, handed out a batch at a time up to a key."""
+
+    def __init__(self, batches):
+        self.batches, self.held = iter(batches), None
+
+    def peek(self) -> "pl.DataFrame | None":
+        while self.held is None or self.held.height == 0:
+            batch = next(self.batches, None)
+            if batch is None:
+                self.held = None
+                return None
+            self.held = pl.from_arrow(batch)
+        return self.held
+
+    def until(self, upper: str | None) -> Iterator:
+        """The rows whose key sorts before `upper` (all the rest with None), as Arrow tables."""
+        while self.peek() is not None:
+            if upper is None:
+                taken, self.held = self.held, None
+            else:
+                below = _key(self.held) < upper
+                taken, self.held = self.held.filter(below), self.held.filter(~below)
+            if taken.height:
+                yield taken.to_arrow()
+            if self.held is not None and self.held.height:
+                return  # the rest sorts after `upper`
 
 
 MERGE_ROWS = 100_000  # rows of the kept table merged at once
