@@ -69,9 +69,12 @@ def _key(row: tuple) -> list[bytes]:
 
 def test_an_ingest_rewrites_the_files_its_rows_sort_into_and_links_the_others(tmp_path, monkeypatch):
     monkeypatch.setattr(manifest, "MERGE_ROWS", 6)  # files of a few rows: many of them
+    monkeypatch.setattr(manifest, "IN_MEMORY_ROWS", 4)  # every ingest's rows spooled, as a large one's are
     warehouse = tmp_path / "w"
     for name in ("a", "c", "e"):
         _ingest(warehouse, _results(tmp_path / name, f"rs-{name}", 10))
+        if name == "a":  # a first ingest writes its rows in parts too
+            assert [len(rows) for _, rows in _files(warehouse)] == [6, 6, 6, 3]
     steps = [("b", lambda: _results(tmp_path / "b", "rs-b", 10)),  # a new source, between a and c
              ("c changed", lambda: _changed(tmp_path / "c")),  # c's rows replaced: one file changed, one gone
              ("f", lambda: _results(tmp_path / "f", "rs-f", 3))]  # after every other source

@@ -119,26 +119,25 @@ class ManifestSpool:
                 builder.write(rows.sort(ORDER))
             return True
         self._spool()
-        if not self.current:  # this ingest's rows alone
-            with self.warehouse.build_table(MANIFEST) as builder:
-                builder.copy(self.connection, f"SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true) "
-                             f"ORDER BY {', '.join(ORDER)}", params={"new": self.files})
-            return True
         # this ingest's rows sorted; the rows kept stay in the order they were written in (sorted)
         new = self.scratch / "manifest-sorted.parquet"
         if self.files:
             self.connection.execute(f"COPY (SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true) ORDER BY "
                                     f"{', '.join(ORDER)}) TO $out (FORMAT parquet)", {"new": self.files, "out": str(new)})
-        params["current"] = self.warehouse.table_file_list(MANIFEST)
-        used = {name: value for name, value in params.items() if f"${name}" in replaced or name == "current"}
-        files = _current_files(self.connection, params["current"], replaced, used)
         rows = _SortedRows(_batches(new) if self.files else iter(()))
-        if rows.peek() is not None:
-            _mark_hits(files, new)
+        files: list[_File] = []
+        used: dict = {}
+        if self.current:
+            params["current"] = self.warehouse.table_file_list(MANIFEST)
+            used = {name: value for name, value in params.items() if f"${name}" in replaced or name == "current"}
+            files = _current_files(self.connection, params["current"], replaced, used)
+            if rows.peek() is not None:
+                _mark_hits(files, new)
         with self.warehouse.build_table(MANIFEST) as builder:
             builder.schema_frame = empty_frame(MANIFEST_COLUMNS)
             # a file with no row replaced and no new row within its keys is taken as it is (hard-linked);
-            # the files between two such are merged with the new rows that sort between them
+            # the files between two such are merged with the new rows that sort between them, and
+            # written in parts of MERGE_ROWS (a first ingest's rows too: the next one keeps most of them)
             between: list[str] = []
             for file in files:
                 if file.kept:
