@@ -8,8 +8,8 @@ table is not read. Each file must hold its table's schema (the registry's Arrow 
 and may not expand beyond MAX_EXPANSION times its size (and FLOOR bytes) when read: its footer,
 read from a descriptor opened as a regular file, says so before any page is decompressed.
 
-Nothing is cached: every command verifies the files it reads, since a record of what was
-verified, kept in the folder, could be forged as easily as the files themselves.
+A command verifies every file it reads, unless this user's own record says it verified that
+very file, unchanged since (`verified.py`: a record anyone else could write is never trusted).
 """
 from __future__ import annotations
 
