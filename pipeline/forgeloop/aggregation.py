@@ -152,9 +152,10 @@ def _compute_and_publish(warehouse: Warehouse, result: Aggregated, out: Path, co
         documents = stack.enter_context(warehouse.build_table(DOCUMENTS, "run_set_id"))
         documents.keep_others, documents.drop = replace is not None, set(replace or ())
         try:
+            held: dict = {}  # table -> its files and the run sets each holds, read once
             for kept, run_sets in _segments(warehouse, computed, replace):
                 if kept:
-                    _keep_rows(warehouse, tables, run_sets)
+                    _keep_rows(warehouse, tables, run_sets, held)
                     continue
                 for part in buckets.compute(warehouse, run_sets, result.profiles, result.tier, True, engine):
                     for name, builder in tables.items():
@@ -189,23 +190,37 @@ def _segments(warehouse: Warehouse, computed: list[str], replace: Collection[str
     return segments
 
 
-def _keep_rows(warehouse: Warehouse, tables: dict, run_sets: list[str]) -> None:
+def _keep_rows(warehouse: Warehouse, tables: dict, run_sets: list[str], held: dict) -> None:
     """The current tables' rows of `run_sets`, as they are, into the tables being built, file by file
     in the tables' order (their rows lie in run set order): a file holding rows of these run sets only
     is taken whole (hard-linked: adding a run set does not rewrite what is kept), one holding others
-    too is read and its rows of these run sets written."""
+    too is read and its rows of these run sets written. `held`: what `_held` found, by table."""
     wanted = set(run_sets)
     for name, builder in tables.items():
-        if not warehouse.has_table(name):
-            continue
-        for file in warehouse.table_file_list(name):
-            held = set(warehouse.read_files(name, [file], ["run_set_id"]).get_column("run_set_id").unique().to_list())
-            if not held & wanted:
+        if name not in held:
+            held[name] = _held(warehouse, name)
+        for file, in_file in held[name]:
+            if not in_file & wanted:
                 continue
-            if held <= wanted:
+            if in_file <= wanted:
                 builder.link_part(Path(file))
             else:
                 _write_rows(builder, warehouse.read_files(name, [file]).filter(pl.col("run_set_id").is_in(run_sets)))
+
+
+def _held(warehouse: Warehouse, name: str) -> list[tuple[str, set[str]]]:
+    """Each (checked) file of table `name`, in order, with the run sets it holds: one read of the
+    column for every file at once."""
+    if not warehouse.has_table(name):
+        return []
+    files = warehouse.table_file_list(name)
+    found: dict[str, set[str]] = {file: set() for file in files}
+    if files:
+        pairs = pl.scan_parquet(files, include_file_paths="file", hive_partitioning=False).select(
+            "file", "run_set_id").unique().collect()
+        for file, run_set in pairs.iter_rows():
+            found[file].add(run_set)  # a path not given here would be a KeyError, never a file passed over
+    return list(found.items())
 
 
 def _write_rows(builder, frame: pl.DataFrame) -> None:
