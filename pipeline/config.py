@@ -17,8 +17,8 @@ DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
     """`--warehouse DIR`, else $LOOPMETER_WAREHOUSE, else data/warehouse (relative to the cwd).
 
-    A path that is not valid UTF-8, or a file (or a path under a file) where the directory should
-    be, is refused with a one-line error naming where the path came from."""
+    A path that is not valid UTF-8 or holds a `?`, or a file (or a path under a file) where the
+    directory should be, is refused with a one-line error naming where the path came from."""
     if option:
         given, source = os.fspath(option), "--warehouse"
     elif os.environ.get(ENV_WAREHOUSE):
@@ -36,6 +36,10 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
     if not is_utf8(given):
         raise LoopmeterError(f"{source} {shown}: the path is not valid UTF-8; rename it")
     root = Path(given).expanduser().resolve()
+    if "?" in str(root):  # DuckDB reads what follows a `?` in a database's path as options, not as the path
+        where = "" if "?" in given else f" (it is {shown_path(root)})"
+        raise LoopmeterError(f"{source} {shown}{where}: the warehouse's database, loopmeter.duckdb, cannot be at a path "
+                             "with a `?` in it (DuckDB takes what follows the `?` as options); rename the folder")
     blocking = file_in_the_way(root)
     if blocking is not None:
         what = "is a file, not a directory" if blocking == root else f": {blocking} is a file, not a directory"

@@ -1,9 +1,11 @@
 """Shared fixtures: the ForgeLoop corpus, the CLI as a user runs it, temporary warehouses."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +23,7 @@ sys.path.insert(0, str(ROOT / "bench"))  # the per-run port of ForgeLoop's aggre
 # finds $LOOPMETER_WAREHOUSE pointing at a place of this test process's own, which does not exist
 # until a command writes there. A test may still set the variable itself (`env=`).
 DEFAULT_WAREHOUSE = Path(tempfile.mkdtemp(prefix="loopmeter-tests-")) / "default-warehouse"
+atexit.register(shutil.rmtree, DEFAULT_WAREHOUSE.parent, ignore_errors=True)
 os.environ["LOOPMETER_WAREHOUSE"] = str(DEFAULT_WAREHOUSE)
 
 # pytest-xdist's workers set COLUMNS=80 and LINES=24: a command a test starts would take them for

@@ -240,16 +240,17 @@ def test_the_warehouses_have_partitioned_plain_and_empty_tables(expected, wareho
 def run_harness(python: Path | str, items: list[dict], *, cwd: Path | None = None, env: dict | None = None,
                 timeout: float = 600) -> dict:
     """Run the items in one process of `python`, from `cwd` (a fresh empty folder by default)."""
-    cwd = Path(cwd) if cwd is not None else Path(tempfile.mkdtemp(prefix="client-cwd-"))
-    scratch = Path(tempfile.mkdtemp(prefix="client-job-"))
-    (scratch / "job.json").write_text(json.dumps(items))
-    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOOPMETER_WAREHOUSE")}
-    environment.update(env or {})
-    done = subprocess.run([str(python), "-c", HARNESS, str(scratch / "job.json"), str(scratch / "result.json")],
-                          cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0 or not (scratch / "result.json").exists():
-        raise AssertionError(f"{python} exited {done.returncode}\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-5000:]}")
-    return json.loads((scratch / "result.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="client-job-") as job, tempfile.TemporaryDirectory(prefix="client-cwd-") as fresh:
+        scratch = Path(job)
+        (scratch / "job.json").write_text(json.dumps(items))
+        environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOOPMETER_WAREHOUSE")}
+        environment.update(env or {})
+        done = subprocess.run([str(python), "-c", HARNESS, str(scratch / "job.json"), str(scratch / "result.json")],
+                              cwd=fresh if cwd is None else cwd, env=environment, capture_output=True, text=True,
+                              timeout=timeout)
+        if done.returncode != 0 or not (scratch / "result.json").exists():
+            raise AssertionError(f"{python} exited {done.returncode}\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-5000:]}")
+        return json.loads((scratch / "result.json").read_text())
 
 
 def items_for(code: str, expected: dict, warehouses: dict, *, select=lambda table: True, example: str = "runs",
@@ -373,8 +374,9 @@ def test_duckdb_cli_opens_the_database_read_only(expected, warehouses, duckdb1):
         line = command.replace(EXAMPLE_DATABASE, str(warehouse / "loopmeter.duckdb"))
         for table in sorted(expected[scenario]):
             typed = f'.mode json\nSELECT count(*) AS n FROM "{table}";\nDESCRIBE "{table}";\n'
-            done = subprocess.run(["bash", "-c", line], input=typed, capture_output=True, text=True, env=env,
-                                  cwd=tempfile.mkdtemp(prefix="client-cwd-"), timeout=120)
+            with tempfile.TemporaryDirectory(prefix="client-cwd-") as fresh:
+                done = subprocess.run(["bash", "-c", line], input=typed, capture_output=True, text=True, env=env,
+                                      cwd=fresh, timeout=120)
             outputs, text, position = [], done.stdout, 0
             while position < len(text.rstrip()):
                 value, position = json.JSONDecoder().raw_decode(text, position)

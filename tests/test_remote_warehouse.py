@@ -95,7 +95,8 @@ def test_a_read_publishes_nothing_and_a_killed_publish_leaves_the_state_before_i
     run_cli("sql", "select 1", "--warehouse", url)
     assert head(client, name) == before
     for point in ("remote:objects-put", "remote:manifest-written"):
-        killed = run_cli("aggregate", "--warehouse", url, env={"LOOPMETER_CRASH_AT": point}, check=None)
+        killed = run_cli("aggregate", "--warehouse", url, env={"LOOPMETER_CRASH_AT": point, "TMPDIR": str(tmp_path)},
+                         check=None)  # the killed command's scratch mirror is left in tmp_path
         assert killed.returncode == -9, killed.stderr
         assert head(client, name) == before
         # the old state reads whole: runs, and no aggregate yet

@@ -20,7 +20,7 @@ from .. import progress
 from ..engines import Engine, run
 from ..sql.queries import query_text
 from ..storage import Warehouse, duck
-from ..storage.names import quote_identifier, quote_literal
+from ..storage.names import quote_identifier
 from ..storage.registry import polars_type, sql_type
 from . import tables as t
 
@@ -219,15 +219,11 @@ def _part_sql(table: str, query: str, offset: int) -> str:
 
 def _part_source(warehouse: Warehouse, name: str) -> str:
     """The SELECT of input `name` as this process reads it (`Warehouse.select_sql`: its files named one
-    by one, a version written in this `publishing()` block included), the files by absolute path, so
-    a worker started elsewhere reads the very same files."""
+    by one by absolute path, a version written in this `publishing()` block included), so a worker
+    started elsewhere reads the very same files."""
     if not warehouse.has_table(name):
         return _empty_select(name)
-    source = warehouse.select_sql(name)
-    if not warehouse.root.is_absolute():
-        for file in warehouse.table_file_list(name):
-            source = source.replace(quote_literal(file), quote_literal(os.path.abspath(file)), 1)
-    return source
+    return warehouse.select_sql(name)
 
 
 def compute_part(root: str, table: str, sql: str, sources: dict[str, str], runs: list[str | None],

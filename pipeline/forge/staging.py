@@ -30,7 +30,7 @@ from ..lifetime import usable_cores
 from ..sql.queries import query_text
 from ..storage import Warehouse, duck
 from ..storage.files import remove_tree
-from ..storage.names import quote_literal
+from ..storage.names import quote_literal, quote_path
 from . import tables as t
 from .derive import typed_sql
 from .store import SourceBatch
@@ -377,10 +377,10 @@ class Stage:
         table in memory however many rows it has."""
         path = self.directory / f"{name}.parquet"
         self.connection.execute(f"COPY ({query}) TO {quote_literal(str(path))} (FORMAT parquet)")
-        self.connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet({quote_literal(str(path))})")
+        self.connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet({quote_path(path)})")
 
     def _read(self, name: str) -> str:
-        return "read_parquet([" + ", ".join(f"{quote_literal(str(self._file(name, n)))}" for n in self.batches) + "])"
+        return "read_parquet([" + ", ".join(quote_path(self._file(name, n)) for n in self.batches) + "])"
 
     def classify(self, warehouse: Warehouse) -> None:
         """verdicts(position, line, rid, kind, verdict, was_stored, other_line) of the staged events that
@@ -390,7 +390,7 @@ class Stage:
         if not self.batches:  # nothing was read: empty staging files of the right shape
             self.add(SourceBatch("sqlite", pl.DataFrame(schema=_EMPTY_SQLITE_BATCH)), {})
         if self.direct is not None:
-            files = ", ".join(f"{quote_literal(str(path))}" for path in self.direct.event_files())
+            files = ", ".join(quote_path(path) for path in self.direct.event_files())
             c.execute("CREATE OR REPLACE TEMP VIEW forge_staged AS " + (
                 f"SELECT rid, kind FROM read_parquet([{files}], hive_partitioning = false)" if files
                 else "SELECT CAST(NULL AS VARCHAR) AS rid, CAST(NULL AS VARCHAR) AS kind WHERE false"))

@@ -14,7 +14,7 @@ import polars as pl
 
 from .. import progress
 from ..storage import Warehouse
-from ..storage.names import quote_literal
+from ..storage.names import quote_path
 from . import tables as t
 from ..engines import Engine
 from .derive import PART_ROWS, SUMMARIES, copy_summaries, store_query, typed_frame, typed_sql
@@ -93,7 +93,7 @@ def _add_new_events(stage: Stage, warehouse: Warehouse, source: str, now: dateti
             query = typed_sql(t.EVENTS, fresh)
             previous = warehouse.partitions(t.EVENTS, "month").get(month)
             if previous is not None:
-                listed = ", ".join(quote_literal(file) for file in warehouse.partition_files(t.EVENTS, "month", [month]))
+                listed = ", ".join(quote_path(file) for file in warehouse.partition_files(t.EVENTS, "month", [month]))
                 # the month is the folder's name, not a column of the files
                 stored = f"SELECT *, $month AS month FROM read_parquet([{listed}], hive_partitioning = false)"
                 query = f"{typed_sql(t.EVENTS, stored)} UNION ALL {query}"

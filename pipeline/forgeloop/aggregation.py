@@ -216,7 +216,7 @@ def _held(warehouse: Warehouse, name: str) -> list[tuple[str, set[str]]]:
     files = warehouse.table_file_list(name)
     found: dict[str, set[str]] = {file: set() for file in files}
     if files:
-        pairs = pl.scan_parquet(files, include_file_paths="file", hive_partitioning=False).select(
+        pairs = pl.scan_parquet(files, include_file_paths="file", hive_partitioning=False, glob=False).select(
             "file", "run_set_id").unique().collect()
         for file, run_set in pairs.iter_rows():
             found[file].add(run_set)  # a path not given here would be a KeyError, never a file passed over

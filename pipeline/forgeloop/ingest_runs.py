@@ -450,7 +450,7 @@ def _stored(warehouse: Warehouse, run_sets: list[str]) -> pl.DataFrame:
     files = warehouse.partition_files(RUNS, "run_set_id", run_sets)
     if not files:
         return pl.DataFrame(schema=STORED)
-    frame = pl.read_parquet(files, columns=[*STORED_COLUMNS, "file"], hive_partitioning=True, hive_schema={"run_set_id": pl.String},
+    frame = pl.read_parquet(files, columns=[*STORED_COLUMNS, "file"], hive_partitioning=True, hive_schema={"run_set_id": pl.String}, glob=False,
                             include_file_paths="file")
     return frame.select(*STORED_COLUMNS, "file", pl.int_range(pl.len()).over("file").alias("row")).cast(STORED)
 

@@ -21,6 +21,7 @@ import polars as pl
 
 from ..frames import empty_frame
 from ..storage import Warehouse, duck
+from ..storage.names import file_pattern
 from .tables import MANIFEST
 from .tables import MANIFEST_COLUMNS
 
@@ -46,7 +47,7 @@ class ManifestSpool:
             self.connection.execute(
                 f"CREATE TEMP TABLE previous AS SELECT {COLUMNS} FROM read_parquet(?, hive_partitioning = false) "
                 "WHERE kind = 'run' AND source_root = ?",
-                [warehouse.table_file_list(MANIFEST), source_root],
+                [[file_pattern(file) for file in warehouse.table_file_list(MANIFEST)], source_root],
             )
             self.previous_count = self.connection.execute("SELECT count(*) FROM previous").fetchall()[0][0]
         else:
@@ -123,7 +124,7 @@ class ManifestSpool:
         new = self.scratch / "manifest-sorted.parquet"
         if self.files:
             self.connection.execute(f"COPY (SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true) ORDER BY "
-                                    f"{', '.join(ORDER)}) TO $out (FORMAT parquet)", {"new": self.files, "out": str(new)})
+                                    f"{', '.join(ORDER)}) TO $out (FORMAT parquet)", {"new": [file_pattern(file) for file in self.files], "out": str(new)})
         rows = _SortedRows(_batches(new) if self.files else iter(()))
         files: list[_File] = []
         used: dict = {}
@@ -157,7 +158,7 @@ class ManifestSpool:
             return
         query = (f"SELECT {COLUMNS} FROM read_parquet($current, hive_partitioning = false) "
                  f"WHERE NOT coalesce({replaced}, false)")
-        with self.connection.sql(query, params=dict(params, current=files)).to_arrow_reader(batch_size=MERGE_ROWS) as kept:
+        with self.connection.sql(query, params=dict(params, current=[file_pattern(file) for file in files])).to_arrow_reader(batch_size=MERGE_ROWS) as kept:
             for chunk in merged(kept, new_rows):
                 builder.write_part(chunk)
 
@@ -181,7 +182,7 @@ def _current_files(connection: "duckdb.DuckDBPyConnection", paths: list[str], re
         + ", ".join(f"arg_{end}_null({column}, file_row_number) AS {end}_{column}"
                     for end in ("min", "max") for column in ORDER)
         + " FROM read_parquet($current, hive_partitioning = false, filename = true, file_row_number = true) "
-          "GROUP BY filename", params=params).pl()
+          "GROUP BY filename", params=dict(params, current=[file_pattern(path) for path in paths])).pl()
     stats = stats.with_columns(
         low=pl.concat_str([f"min_{column}" for column in ORDER], separator="\0"),
         high=pl.concat_str([f"max_{column}" for column in ORDER], separator="\0"))

@@ -25,7 +25,7 @@ from .. import SCHEMA_VERSION, __version__
 from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
 from .. import faults
 from . import duck, lock, registry
-from .names import quote_identifier, quote_literal
+from .names import file_pattern, quote_identifier, quote_literal
 from .warehouse import DATABASE, Warehouse
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def view_sql(warehouse: Warehouse, name: str) -> str:
     """The SELECT the view of table `name` is: its columns in their declared order, the partition
     column read from the folder names (as text), the files read through the table's link."""
     table = registry.table(name)
-    location = quote_literal(str(real_root(warehouse) / name / "**" / "*.parquet"))
+    location = quote_literal(f"{file_pattern(real_root(warehouse) / name)}/**/*.parquet")
     hive = "hive_partitioning = true, hive_types_autocast = false" if table.partition else "hive_partitioning = false"
     columns = ", ".join(quote_identifier(column) for column in table.column_names)
     return f"SELECT {columns} FROM read_parquet({location}, {hive})"

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from .names import quote_literal
+from .names import file_pattern, quote_literal
 
 if TYPE_CHECKING:
     import duckdb
@@ -49,8 +49,12 @@ def confine(connection: "duckdb.DuckDBPyConnection", root: Path, *, also: Iterab
     """Limit `connection` to the files inside `root` (and `also`), then (`lock`) lock its settings."""
     real = os.path.realpath(root)
     folders = [real + "/", *(() if os.path.realpath(root) == os.fspath(root) else (os.fspath(root).rstrip("/") + "/",))]
+    # DuckDB checks a file pattern as written: a folder named with `[`, `?` or `*` is allowed as the
+    # pattern that matches it too (`names.file_pattern`), which reaches only that folder
+    folders = list(dict.fromkeys([*folders, *map(file_pattern, folders)]))
     connection.execute(f"SET allowed_directories = [{', '.join(quote_literal(folder) for folder in folders)}]")
     paths = [os.path.realpath(path) for path in also] + [os.path.abspath(path) for path in also]
+    paths = list(dict.fromkeys([*paths, *map(file_pattern, paths)]))
     if paths:
         connection.execute(f"SET allowed_paths = [{', '.join(quote_literal(path) for path in paths)}]")
     if memory_limit is not None:

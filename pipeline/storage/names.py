@@ -4,7 +4,9 @@ A name read from a file, a table or a folder (a table or column name, a partitio
 set, a scenario) may have been written by anyone: a folder link named `x" AS SELECT 1; COPY ...`
 or a scenario id `../../victim` are names too. Every such name is checked against its kind's
 rule where it is read (`problem`, `checked`), and enters SQL only through `quote_identifier` or
-`quote_literal`, and a path only through `child`: never pasted.
+`quote_literal`, and a path only through `child`: never pasted. A path DuckDB reads enters SQL
+through `file_pattern` (or `quote_path`): DuckDB expands `*`, `?` and `[...]` in every path it
+reads, a list of files included, so a warehouse at `/data/w[1]` must be named `/data/w[[]1]`.
 
 Every rule is within one identifier rule: an ASCII letter or digit, then letters, digits, `_`
 and `-`, at most 128 characters (no dot, slash, quote, space or control character). Each kind
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from ..errors import LoopmeterError, one_line
 
+GLOB_CHARACTER = re.compile(r"[*?[]")
 IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 RULES = {
     "table": re.compile(r"[a-z][a-z0-9_]{0,62}"),
@@ -63,6 +66,17 @@ def quote_literal(text: str) -> str:
     if "\0" in text:
         raise UnsafeName(f"text {one_line(repr(text))[:80]} holds a NUL character")
     return "'" + text.replace("'", "''") + "'"
+
+
+def file_pattern(path: str | os.PathLike) -> str:
+    """`path` as a DuckDB file pattern that matches that one path: each `*`, `?` and `[` in a
+    bracket of its own (a `]` alone is plain text to DuckDB's glob)."""
+    return GLOB_CHARACTER.sub(r"[\g<0>]", os.fspath(path))
+
+
+def quote_path(path: str | os.PathLike) -> str:
+    """`path` as a quoted SQL string literal that DuckDB reads as that one path (`file_pattern`)."""
+    return quote_literal(file_pattern(path))
 
 
 def child(root: Path, kind: str, name: str, suffix: str = "", where: str = "") -> Path:

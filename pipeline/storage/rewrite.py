@@ -36,7 +36,7 @@ def rewrite(warehouse, name: str, bad: list[tuple[Path, str]]) -> None:
     try:
         with warehouse.build_table(name, column if partitions else None) as builder:
             for value, files in groups.items():
-                frame = pl.concat([pl.read_parquet(file, hive_partitioning=False) for file in files], how="diagonal_relaxed")
+                frame = pl.concat([pl.read_parquet(file, hive_partitioning=False, glob=False) for file in files], how="diagonal_relaxed")
                 frame = _with_added(frame, name)
                 if value is not None:
                     if column in frame.columns and frame.height and frame[column].n_unique() == 1 and frame[column][0] != value:

@@ -202,9 +202,10 @@ class Warehouse:
 
     def select_sql(self, name: str) -> str:
         """The SELECT of table `name` as loopmeter's own DuckDB sessions read it: its columns in their
-        declared order, from its verified files named one by one (no glob that could meet what was not
-        verified), the partition column from the folder names (as text)."""
-        from .names import quote_identifier, quote_literal
+        declared order, from its verified files named one by one by absolute path (no glob that could
+        meet what was not verified; a worker started in another folder reads the same files), the
+        partition column from the folder names (as text)."""
+        from .names import quote_identifier, quote_path
 
         declared = registry.table(name)
         files = self.table_file_list(name)
@@ -215,7 +216,7 @@ class Warehouse:
             return f"SELECT {nulls} WHERE false"
         hive = declared.partition is not None and any(Path(file).parent.name.startswith(declared.partition + "=") for file in files)
         options = "hive_partitioning = true, hive_types_autocast = false" if hive else "hive_partitioning = false"
-        listed = ", ".join(quote_literal(file) for file in files)
+        listed = ", ".join(quote_path(os.path.abspath(file)) for file in files)
         return f"SELECT {columns} FROM read_parquet([{listed}], {options})"
 
     def mismatches(self, name: str, files: Iterable[str | Path] | None = None) -> list[tuple[Path, str]]:
@@ -257,8 +258,8 @@ class Warehouse:
         wanted = [column for column in declared.column_names if columns is None or column in columns]
         column = declared.partition
         if column is None or not any(Path(file).parent.name.startswith(column + "=") for file in files):
-            return pl.read_parquet(files, columns=wanted, hive_partitioning=False).select(wanted)
-        frame = pl.read_parquet(files, columns=wanted, hive_partitioning=True, hive_schema={column: pl.String})
+            return pl.read_parquet(files, columns=wanted, hive_partitioning=False, glob=False).select(wanted)
+        frame = pl.read_parquet(files, columns=wanted, hive_partitioning=True, hive_schema={column: pl.String}, glob=False)
         return frame.select(wanted)
 
     def read(self, name: str, columns: list[str] | None = None) -> "pl.DataFrame | None":
