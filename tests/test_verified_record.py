@@ -110,3 +110,49 @@ def test_a_record_that_is_not_this_user_s_own_vouches_for_nothing(demo_warehouse
     counted = run_cli("sql", COUNT, "--format", "json", warehouse=warehouse)
     assert counted.stderr == ""  # costs time only: nothing to say
     assert {path.resolve() for path in (warehouse / "runs").rglob("*.parquet")} <= {p.resolve() for p in opened}
+
+
+def test_the_runs_digests_are_recorded_kept_through_a_writer_and_taken_from_a_file_only_when_it_changed(
+        demo_warehouse, tmp_path, monkeypatch):
+    """The aggregate's plan knows which run sets changed by the digests of the runs' files: taken
+    from the record while a file is the one recorded, read again for a copied file, kept when an
+    ingest links the unchanged partitions into a new version, and a digest the record holds is the
+    one used (so a wrong one makes its run set computed again: the record is trusted as a cache)."""
+    from loopmeter.forgeloop.samples import RunSetPlan, write_results
+    from loopmeter.storage import verified
+
+    warehouse = _copy(demo_warehouse, tmp_path)
+    read: list[Path] = []
+    opening = verified.open_regular
+    monkeypatch.setattr(verified, "open_regular", lambda path, *rest: read.append(Path(path).resolve()) or opening(path, *rest))
+
+    def runs(run_set: str = "") -> set[Path]:
+        return {path.resolve() for path in (warehouse / "runs").glob(f"run_set_id={run_set or '*'}/*.parquet")}
+
+    def aggregate() -> dict[str, bool]:
+        done = run_cli("aggregate", "--json", "--quiet", warehouse=warehouse)
+        return {entry["runSetId"]: entry["recomputed"] for entry in json.loads(done.stdout)["runSets"]}
+
+    stored = {"sample-evidence-5": False, "sample-legacy-5": False, "sample-tail-30": False}
+    assert aggregate() == stored  # a copy: every file read again, to the same identities
+    assert sorted(read) == sorted(runs())
+    read.clear()
+    assert aggregate() == stored and read == []
+
+    write_results(tmp_path / "more", [RunSetPlan("more-1", 2, scenarios=("small-bug-fix",))], seed=3)
+    run_cli("ingest", "forgeloop", str(tmp_path / "more"), "--quiet", warehouse=warehouse)
+    assert aggregate() == {**stored, "more-1": True}
+    assert sorted(read) == sorted(runs("more-1"))  # the others' digests came through the ingest
+
+    record_path = warehouse / ".state" / "verified.json"
+    record = json.loads(record_path.read_bytes())
+    with_digest = [entry for entry in record["files"] if entry[0] == "runs" and len(entry) == 8]
+    assert len(with_digest) == len(runs())
+    legacy = next(path for path in runs("sample-legacy-5"))
+    status = os.lstat(legacy)
+    entry = next(entry for entry in with_digest if entry[3] == status.st_ino)
+    entry[7] = "0" * 32
+    record_path.write_text(json.dumps(record))
+    read.clear()
+    assert aggregate() == {**stored, "more-1": False, "sample-legacy-5": True}
+    assert read == []

@@ -26,7 +26,6 @@ from stat import S_ISREG
 
 from .. import SCHEMA_VERSION, __version__
 from ..storage import Warehouse
-from ..storage.files import open_regular
 from .tables import RUNS
 
 STATE = "forgeloop-aggregate.json"
@@ -57,10 +56,11 @@ def recorded(warehouse: Warehouse) -> dict | None:
 
 
 def run_set_identities(warehouse: Warehouse, run_sets: list[str] | None = None) -> dict[str, str]:
-    """Run set -> the identity of its runs (of every run set, or of `run_sets`): a digest of the bytes
-    of its partition's files, in name order, what the analysis reads. A warehouse copied or restored
-    from a backup holds the same identities; a partition whose rows changed, whoever changed them,
-    another. Each file is read in pieces: memory holds none of it."""
+    """Run set -> the identity of its runs (of every run set, or of `run_sets`): a digest of its
+    partition's files' names and of their bytes' digests, in name order: what the analysis reads. A
+    warehouse copied or restored from a backup holds the same identities; a partition whose rows
+    changed, whoever changed them, another. A file's digest is read from the verified record while
+    the file is the same (`verified.py`), else the file is read, in pieces: memory holds none of it."""
     partitions = warehouse.partitions(RUNS, "run_set_id")
     wanted = sorted(partitions) if run_sets is None else [name for name in run_sets if name in partitions]
     by_run_set: dict[str, list[Path]] = {}
@@ -70,12 +70,7 @@ def run_set_identities(warehouse: Warehouse, run_sets: list[str] | None = None) 
     for name, files in sorted(by_run_set.items()):
         hashed = hashlib.blake2b(digest_size=12)
         for file in sorted(files, key=lambda path: path.name):
-            descriptor = open_regular(file)
-            with os.fdopen(descriptor, "rb") as source:
-                hashed.update(file.name.encode() + b"\0")
-                while chunk := source.read(1 << 20):
-                    hashed.update(chunk)
-            hashed.update(b"\0")
+            hashed.update(f"{file.name}\0{warehouse.verified.digest(RUNS, file)}\0".encode())
         identities[name] = hashed.hexdigest()
     return identities
 

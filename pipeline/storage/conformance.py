@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import first_line, shown_path
 from . import registry
-from .files import NotAFile, WHAT, kind_of, open_regular
+from .files import NotAFile, WHAT, entry_kind, kind_of, open_regular
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,38 +45,43 @@ def list_version(table: str, version: Path) -> Listing:
     listing = Listing()
     partition = registry.table(table).partition
     for entry in _entries(version, listing):
-        kind = kind_of(entry)
+        kind = entry_kind(entry)
         if kind == "file":
-            if entry.suffix == ".parquet":
-                listing.files.append(entry)
+            if _parquet(entry.name):
+                listing.files.append(Path(entry.path))
             continue  # another regular file: no reader takes it (they read *.parquet)
         if kind == "directory" and partition is not None:
             value = entry.name[len(partition) + 1:] if entry.name.startswith(partition + "=") else None
             problem = None if value is not None else f"not a partition folder of {table} ({partition}=<value>)"
             problem = problem or registry.partition_value_problem(partition, value)
             if problem is not None:
-                listing.problems.append((entry, problem))
+                listing.problems.append((Path(entry.path), problem))
                 continue
-            for inner in _entries(entry, listing):
-                inner_kind = kind_of(inner)
+            for inner in _entries(entry.path, listing):
+                inner_kind = entry_kind(inner)
                 if inner_kind == "file":
-                    if inner.suffix == ".parquet":
-                        listing.files.append(inner)
+                    if _parquet(inner.name):
+                        listing.files.append(Path(inner.path))
                 elif inner_kind is not None:
-                    listing.problems.append((inner, f"is {WHAT[inner_kind]}, not a table file"))
+                    listing.problems.append((Path(inner.path), f"is {WHAT[inner_kind]}, not a table file"))
             continue
         if kind is not None:
-            listing.problems.append((entry, f"is {WHAT[kind]}, not a table file"))
+            listing.problems.append((Path(entry.path), f"is {WHAT[kind]}, not a table file"))
     return listing
 
 
-def _entries(folder: Path, listing: Listing) -> list[Path]:
+def _entries(folder: str | Path, listing: Listing) -> list[os.DirEntry]:
+    """The entries of `folder` by name (the order of their paths: they share the folder)."""
     try:
         with os.scandir(folder) as entries:
-            return sorted(Path(entry.path) for entry in entries)
+            return sorted(entries, key=lambda entry: entry.name)
     except OSError as error:
-        listing.problems.append((folder, f"cannot be listed ({error.strerror or error})"))
+        listing.problems.append((Path(folder), f"cannot be listed ({error.strerror or error})"))
         return []
+
+
+def _parquet(name: str) -> bool:
+    return os.path.splitext(name)[1] == ".parquet"  # as Path.suffix: a file named `.parquet` has none
 
 
 def in_partition(table: str, path: Path) -> bool:

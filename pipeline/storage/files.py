@@ -42,6 +42,21 @@ def kind_of(path: str | os.PathLike) -> str | None:
     return _kind(mode)
 
 
+def entry_kind(entry: os.DirEntry) -> str | None:
+    """`kind_of` a folder's entry, from what listing the folder told where it told it (no call to the
+    system for a file, a link or a directory on most filesystems)."""
+    try:
+        if entry.is_symlink():
+            return "link"
+        if entry.is_file(follow_symlinks=False):
+            return "file"
+        if entry.is_dir(follow_symlinks=False):
+            return "directory"
+        return _kind(entry.stat(follow_symlinks=False).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISREG(mode):
         return "file"

@@ -1,4 +1,5 @@
-"""Which table files were verified, so that a command does not open them again (`.state/verified.json`).
+"""Which table files were verified, and the digests of their bytes, so that a command does not open
+them again (`.state/verified.json`).
 
 A table file is verified (`conformance.file_problem`: a regular file, its footer readable, not a
 decompression bomb, its table's schema) before anything reads it. That costs a footer parse a file,
@@ -21,22 +22,30 @@ place or given an old modification time has another one, so a record that came w
 Forging a record takes this user's own rights; what a record cannot stand against, someone changing
 the warehouse while loopmeter reads it, no verification made before a read can either.
 
+A file's digest (`digest`: what the aggregate's plan compares to know which run sets changed) is
+kept beside its identity in the same record, under the same rule: taken from the record only when
+the file's identity and change time are exactly those recorded, else read and digested again.
+
 The record saves time only: when it is missing, damaged or not what loopmeter writes, every file is
 verified again. `loopmeter check` never uses it: it reads every file to its end.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import shown_path, warn
 from . import conformance
+from .files import open_regular
 from .state import State
 
 RECORD = "verified.json"
 FORMAT = 1
+DIGEST = re.compile(r"[0-9a-f]{32}")
 
 
 def identity(table: str, path: Path, status: os.stat_result) -> tuple:
@@ -49,7 +58,8 @@ class Verified:
     def __init__(self, state: State):
         self.state = state
         self.here: set[tuple] = set()  # identities verified in this process
-        self._recorded: set[tuple] | None = None
+        self.digests: dict[tuple, str] = {}  # identity -> digest, taken in this process
+        self._recorded: dict[tuple, str | None] | None = None  # identity and change time -> digest
 
     def known(self, table: str, path: Path, status: os.stat_result) -> bool:
         """Whether the file `path` of `table`, as `status` says it is now, was verified."""
@@ -58,18 +68,37 @@ class Verified:
         found = identity(table, path, status)
         if found in self.here:
             return True
-        if (*found, status.st_ctime_ns) in self.recorded():
+        recorded = self.recorded()
+        key = (*found, status.st_ctime_ns)
+        if key in recorded:
             self.here.add(found)
+            if recorded[key] is not None:  # kept while the content is the same (a hard link changes the change time)
+                self.digests.setdefault(found, recorded[key])
             return True
         return False
 
     def add(self, table: str, path: Path, status: os.stat_result) -> None:
         self.here.add(identity(table, path, status))
 
-    def recorded(self) -> set[tuple]:
+    def recorded(self) -> dict[tuple, str | None]:
         if self._recorded is None:
             self._recorded = _read(self.state)
         return self._recorded
+
+    def digest(self, table: str, path: Path) -> str:
+        """A digest of the bytes of the file `path` of `table` (a regular file, opened without
+        following a link): from this process or the record while the file is the same, else read."""
+        status = os.lstat(path)
+        found = identity(table, path, status)
+        known = self.digests.get(found) or self.recorded().get((*found, status.st_ctime_ns))
+        if known is None:
+            hashed = hashlib.blake2b(digest_size=16)
+            with os.fdopen(open_regular(path), "rb") as source:
+                while chunk := source.read(1 << 20):
+                    hashed.update(chunk)
+            known = hashed.hexdigest()
+        self.digests[found] = known
+        return known
 
     def save(self, files: Iterable[tuple[str, Path]]) -> None:
         """Record the files of (table, file) verified in this process, as they are now (the caller
@@ -82,27 +111,30 @@ class Verified:
                 continue
             found = identity(table, path, status)
             if found in self.here:
-                entries.append([*found, status.st_ctime_ns])
+                entries.append([*found, status.st_ctime_ns, *([self.digests[found]] if found in self.digests else [])])
         try:
             self.state.write(RECORD, {"format": FORMAT, "files": entries}, private=True)
         except OSError as error:  # the work is done: without the record the next command verifies again
             warn(f"{shown_path(self.state.path(RECORD))} could not be written ({error.strerror or error}); "
                  "the next command verifies every table file again")
             return
-        self._recorded = {tuple(entry) for entry in entries}
+        self._recorded = {tuple(entry[:7]): (entry[7] if len(entry) == 8 else None) for entry in entries}
 
 
-def _read(state: State) -> set[tuple]:
+def _read(state: State) -> dict[tuple, str | None]:
     value = state.read(RECORD, private=True)
     if value is None:
-        return set()
+        return {}
     entries = value.get("files") if isinstance(value, dict) and value.get("format") == FORMAT else None
     if not isinstance(entries, list) or not all(_well_formed(entry) for entry in entries):
         warn(f"{shown_path(state.path(RECORD))} is not a record loopmeter writes; every table file is verified again")
-        return set()
-    return {tuple(entry) for entry in entries}
+        return {}
+    return {tuple(entry[:7]): (entry[7] if len(entry) == 8 else None) for entry in entries}
 
 
 def _well_formed(entry: object) -> bool:
-    return (isinstance(entry, list) and len(entry) == 7 and isinstance(entry[0], str) and isinstance(entry[1], bool)
-            and all(type(number) is int for number in entry[2:]))
+    """[table, in a partition, device, inode, size, modification time, change time] and, where taken,
+    the digest of the file's bytes (32 hexadecimal digits)."""
+    return (isinstance(entry, list) and len(entry) in (7, 8) and isinstance(entry[0], str) and isinstance(entry[1], bool)
+            and all(type(number) is int for number in entry[2:7])
+            and (len(entry) == 7 or (isinstance(entry[7], str) and DIGEST.fullmatch(entry[7]) is not None)))
