@@ -126,3 +126,51 @@ def test_a_damaged_object_or_manifest_is_refused_in_one_line(bucket, corpus):
     assert "file '../../outside.txt': not a plain relative path" in hostile.stderr
     refused = run_cli("sql", "select 1", "--warehouse", f"gs://{name}/team", check=1)
     assert "only s3:// is supported" in refused.stderr
+
+
+def test_an_object_cache_spares_the_fetches_of_the_objects_it_holds_whole_and_only_those(
+        bucket, corpus, tmp_path, monkeypatch):
+    """With LOOPMETER_OBJECT_CACHE, a command fetches only what the cache does not hold exactly (a
+    copy changed, or replaced by a link to the very bytes elsewhere, is fetched again), answers as
+    without it, and leaves the cache holding the objects of the state it ends with."""
+    from loopmeter.storage import remote as remote_module
+
+    client, name = bucket
+    url = f"s3://{name}/team"
+    fetched: list[str] = []
+    fetch = remote_module.Remote.fetch
+    monkeypatch.setattr(remote_module.Remote, "fetch",
+                        lambda self, digest, size, target: fetched.append(digest) or fetch(self, digest, size, target))
+    cache = tmp_path / "cache"
+    summary = ("report", "summary", "--json", "--warehouse", url)
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet",
+            "--warehouse", url, env={"LOOPMETER_OBJECT_CACHE": str(cache)})
+    assert fetched == []  # an empty warehouse: nothing to fetch; what was put is kept
+    run_cli("aggregate", "--quiet", "--warehouse", url, env={"LOOPMETER_OBJECT_CACHE": str(cache)})
+    assert fetched == []
+
+    def objects() -> dict[str, int]:
+        manifest = json.loads(client.get_object(Bucket=name, Key=f"team/{head(client, name)}")["Body"].read())
+        return {digest: size for digest, size in manifest["files"].values()}
+
+    (folder,) = cache.iterdir()
+    assert {path.name for path in folder.iterdir()} == set(objects())  # the superseded state's objects removed
+    uncached = run_cli(*summary).stdout
+    assert len(fetched) == len(objects())
+    fetched.clear()
+    assert run_cli(*summary, env={"LOOPMETER_OBJECT_CACHE": str(cache)}).stdout == uncached
+    assert fetched == []
+
+    changed, linked = sorted(objects(), key=lambda digest: -objects()[digest])[:2]
+    data = bytearray((folder / changed).read_bytes())
+    data[len(data) // 2] ^= 1
+    (folder / changed).write_bytes(data)
+    elsewhere = tmp_path / "elsewhere"
+    os.replace(folder / linked, elsewhere)
+    (folder / linked).symlink_to(elsewhere)  # the very bytes, but through a link: not taken
+    assert run_cli(*summary, env={"LOOPMETER_OBJECT_CACHE": str(cache)}).stdout == uncached
+    assert sorted(fetched) == sorted([changed, linked])
+    assert not (folder / linked).is_symlink() and (folder / changed).read_bytes() != bytes(data)
+    fetched.clear()
+    assert run_cli(*summary, env={"LOOPMETER_OBJECT_CACHE": str(cache)}).stdout == uncached
+    assert fetched == []

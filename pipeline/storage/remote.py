@@ -19,6 +19,8 @@ What object storage cannot promise: a lock. HEAD is read again just before it is
 state that moved on is not replaced (the command fails, exit 4), but two writers committing in the
 same instant can still both pass that check, and the later one wins. Run one writer at a time.
 The scratch mirror lives under the system's temporary folder and is removed when the command ends;
+with `LOOPMETER_OBJECT_CACHE` set, the objects are also kept in that folder of the user's, and the
+next command fetches only those it does not hold there (`object_cache.py`).
 `loopmeter.duckdb` is built there and not kept (BI tools read the objects through their own engine:
 docs/scale.md).
 """
@@ -38,7 +40,8 @@ from pathlib import Path
 
 from .. import faults
 from ..errors import LoopmeterError, WarehouseBusy, shown_path
-from . import registry, versions
+from . import object_cache, registry, versions
+from .object_cache import ObjectCache
 
 SCHEMES = ("s3",)
 HEAD = "HEAD.json"
@@ -195,16 +198,21 @@ def _digest(path: Path) -> str:
     return hashed.hexdigest()
 
 
-def pull(remote: Remote, root: Path) -> tuple[str | None, dict, dict[str, tuple[int, int, str]]]:
+def pull(remote: Remote, root: Path, cache: ObjectCache | None = None
+         ) -> tuple[str | None, dict, dict[str, tuple[int, int, str]]]:
     """The current state into the empty folder `root`: (its manifest key, the manifest, path -> the
-    (size, mtime_ns, digest) of each file as placed)."""
+    (size, mtime_ns, digest) of each file as placed). An object `cache` holds whole is copied from
+    there; the others are fetched (and kept there)."""
     key = remote.head()
     manifest = remote.manifest(key)
     placed = {}
     for path, (digest, size) in sorted(manifest["files"].items()):
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        remote.fetch(digest, size, target)
+        if cache is None or not cache.place(digest, size, target):
+            remote.fetch(digest, size, target)
+            if cache is not None:
+                cache.keep(target, digest)
         status = target.stat()
         placed[path] = (status.st_size, status.st_mtime_ns, digest)
     for name, target in sorted(manifest["tables"].items()):
@@ -249,11 +257,16 @@ def _files(root: Path, top: str) -> dict[str, Path]:
     return found
 
 
-def push(remote: Remote, started_from: str | None, manifest: dict, sources: dict[str, Path]) -> str:
+def push(remote: Remote, started_from: str | None, manifest: dict, sources: dict[str, Path],
+         cache: ObjectCache | None = None, placed: dict[str, tuple[int, int, str]] | None = None) -> str:
     """The objects `manifest` names, then the manifest, then HEAD (unless the state moved on since
-    `started_from`); returns the new manifest's key."""
+    `started_from`); returns the new manifest's key. The objects not `placed` by the pull are kept
+    in `cache` too."""
+    fetched = {entry[2] for entry in (placed or {}).values()}
     for path, (digest, _size) in manifest["files"].items():
         remote.put(digest, sources[path])
+        if cache is not None and digest not in fetched:
+            cache.keep(sources[path], digest)
     faults.checkpoint("remote:objects-put")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")
     key = f"manifests/{stamp}-{secrets.token_hex(4)}.json"
@@ -271,18 +284,21 @@ def mirrored(url: str) -> Iterator[Path]:
     """A scratch mirror of the warehouse at `url`, published back when the block ends without
     error and the warehouse changed; removed in any case."""
     remote = Remote(url)
+    cache = object_cache.from_environment(url)
     scratch = Path(tempfile.mkdtemp(prefix="loopmeter-mirror-"))
     try:
         root = scratch / "warehouse"
         root.mkdir()
         with _told(url, "reading it"):
-            started_from, manifest, placed = pull(remote, root)
+            started_from, manifest, placed = pull(remote, root, cache)
         manifest["files"] = {path: entry for path, entry in manifest["files"].items() if path not in KEPT_LOCAL}
         yield root
         now, sources = state_of(root, placed)
         if now != manifest:
             with _told(url, "publishing to it (the warehouse there is as it was)"):
-                push(remote, started_from, now, sources)
+                push(remote, started_from, now, sources, cache, placed)
+        if cache is not None:
+            cache.keep_only({digest for digest, _size in now["files"].values()})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
