@@ -17,7 +17,7 @@ DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
     """`--warehouse DIR`, else $LOOPMETER_WAREHOUSE, else data/warehouse (relative to the cwd).
 
-    A path that is not valid UTF-8 or holds a `?`, or a file (or a path under a file) where the
+    A path that is not valid UTF-8 or holds a `?` or a `\\`, or a file (or a path under a file) where the
     directory should be, is refused with a one-line error naming where the path came from."""
     if option:
         given, source = os.fspath(option), "--warehouse"
@@ -35,11 +35,16 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
             f"({supported}: docs/scale.md); give a local directory (./{scheme}:/{rest} for a folder of that name)")
     if not is_utf8(given):
         raise LoopmeterError(f"{source} {shown}: the path is not valid UTF-8; rename it")
-    root = Path(given).expanduser().resolve()
-    if "?" in str(root):  # DuckDB reads what follows a `?` in a database's path as options, not as the path
-        where = "" if "?" in given else f" (it is {shown_path(root)})"
-        raise LoopmeterError(f"{source} {shown}{where}: the warehouse's database, loopmeter.duckdb, cannot be at a path "
-                             "with a `?` in it (DuckDB takes what follows the `?` as options); rename the folder")
+    try:
+        root = Path(given).expanduser().resolve()
+    except RuntimeError as error:  # `~user/...` for a user this machine does not know
+        raise LoopmeterError(f"{source} {shown}: {error}") from None
+    for character, why in (("?", "DuckDB takes what follows a `?` in a database's path as options"),
+                           ("\\", "DuckDB takes a `\\` in a path it reads for a folder separator")):
+        if character in str(root):
+            where = "" if character in given else f" (it is {shown_path(root)})"
+            raise LoopmeterError(f"{source} {shown}{where}: the warehouse cannot be at a path with a `{character}` in "
+                                 f"it ({why}); rename the folder")
     blocking = file_in_the_way(root)
     if blocking is not None:
         what = "is a file, not a directory" if blocking == root else f": {blocking} is a file, not a directory"

@@ -3,8 +3,9 @@
 DuckDB expands `*`, `?` and `[...]` in every path it reads, and polars expands them by default:
 a warehouse at `/data/w[1]` read as a pattern finds no file, or another folder's. Every stage
 runs here on folders named with those characters and must give what it gives under a plain name.
-A `?` cannot be in the path of a DuckDB database (DuckDB takes what follows it as options), so a
-warehouse there is refused in one line before anything is made.
+A `?` cannot be in the path of a DuckDB database (DuckDB takes what follows it as options), nor a
+`\\` in a path DuckDB reads (a folder separator to it), so a warehouse there is refused in one line
+before anything is made.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from conftest import run_cli
 
@@ -60,14 +62,19 @@ def test_every_stage_works_in_folders_named_like_patterns(tmp_path, demo_warehou
     assert page.startswith("<!doctype html>") and "sample-tail-30" in page
 
 
-def test_a_warehouse_path_with_a_question_mark_is_refused_before_anything_is_made(tmp_path, corpus):
-    place = tmp_path / "is it?"
+@pytest.mark.parametrize("character", ["?", "\\"])
+def test_a_warehouse_path_with_a_question_mark_or_a_backslash_is_refused_before_anything_is_made(
+        tmp_path, corpus, character):
+    """DuckDB takes what follows a `?` in a database's path as options, and a `\\` in a path it reads
+    for a folder separator (`a\\b` would read the warehouse at `a/b`)."""
+    place = tmp_path / f"is{character}it"
+    (tmp_path / "is" / "it" / "w").mkdir(parents=True)  # what `is\it/w` would reach
     done = run_cli("ingest", "forgeloop", str(corpus / "results"), warehouse=place / "w", check=1)
-    assert done.stderr.count("\n") == 1 and "`?`" in done.stderr and "rename the folder" in done.stderr, done.stderr
-    assert list(tmp_path.iterdir()) == []
+    assert done.stderr.count("\n") == 1 and f"`{character}`" in done.stderr and "rename the folder" in done.stderr
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["is", "it", "w"]
     # through a link too: the path the warehouse really is at is the one DuckDB is given
     place.mkdir()
     (tmp_path / "plain").symlink_to(place)
     done = run_cli("sql", "SELECT 1", warehouse=tmp_path / "plain" / "w", check=1)
-    assert "`?`" in done.stderr and str(place / "w") in done.stderr, done.stderr
+    assert f"`{character}`" in done.stderr and str(place / "w") in done.stderr, done.stderr
     assert list(place.iterdir()) == []
