@@ -156,3 +156,35 @@ def test_the_runs_digests_are_recorded_kept_through_a_writer_and_taken_from_a_fi
     read.clear()
     assert aggregate() == {**stored, "more-1": False, "sample-legacy-5": True}
     assert read == []
+
+
+def test_a_runs_file_changed_while_an_aggregate_runs_is_read_again_by_the_next(demo_warehouse, tmp_path, monkeypatch):
+    """A runs file another program rewrites in place (its size and modification time given back)
+    while `aggregate` runs: the digest taken before the change is not recorded under the file's
+    new change time, so the next aggregate reads the file and computes its run set again."""
+    from loopmeter.storage import writing
+
+    warehouse = _copy(demo_warehouse, tmp_path)
+    run_cli("aggregate", "--quiet", warehouse=warehouse)  # the digests recorded
+    (victim,) = (warehouse / "runs" / "run_set_id=sample-legacy-5").glob("*.parquet")
+    write_file = writing.write_file
+    changed = []
+
+    def changing(*args, **kwargs):
+        if not changed:  # the first table file the aggregate writes: its plan has read the digests
+            status = os.stat(victim)
+            data = bytearray(victim.read_bytes())
+            data[len(data) // 2] ^= 1
+            with open(victim, "r+b") as out:  # in place: the same inode, every other link of it too
+                out.write(data)
+            os.utime(victim, ns=(status.st_atime_ns, status.st_mtime_ns))
+            changed.append(victim)
+        return write_file(*args, **kwargs)
+
+    monkeypatch.setattr(writing, "write_file", changing)
+    run_cli("aggregate", "--full", "--quiet", warehouse=warehouse)
+    assert changed
+    monkeypatch.setattr(writing, "write_file", write_file)
+    done = json.loads(run_cli("aggregate", "--json", "--quiet", warehouse=warehouse).stdout)
+    assert {entry["runSetId"]: entry["recomputed"] for entry in done["runSets"]} == {
+        "sample-evidence-5": False, "sample-legacy-5": True, "sample-tail-30": False}

@@ -24,7 +24,13 @@ the warehouse while loopmeter reads it, no verification made before a read can e
 
 A file's digest (`digest`: what the aggregate's plan compares to know which run sets changed) is
 kept beside its identity in the same record, under the same rule: taken from the record only when
-the file's identity and change time are exactly those recorded, else read and digested again.
+the file's identity and change time are exactly those recorded, else read and digested again. A
+digest is recorded only while the file's change time is the one it was taken at, or was changed
+since only by the writer's own hard links (a new version of the table linking the file, the old
+version's removal unlinking it): a change by another program while a command runs drops the
+digest, and the next command reads the file again. What a change time cannot show, a file written
+through a memory mapping after its times were set, or changed in the moment between the writer's
+link and its record, no record of times can.
 
 The record saves time only: when it is missing, damaged or not what loopmeter writes, every file is
 verified again. `loopmeter check` never uses it: it reads every file to its end.
@@ -58,7 +64,8 @@ class Verified:
     def __init__(self, state: State):
         self.state = state
         self.here: set[tuple] = set()  # identities verified in this process
-        self.digests: dict[tuple, str] = {}  # identity -> digest, taken in this process
+        self.digests: dict[tuple, tuple[str, int]] = {}  # identity -> digest, and the change time it holds at
+        self.relinked: dict[tuple[int, int], int] = {}  # (device, inode) -> change time before this process linked it
         self._recorded: dict[tuple, str | None] | None = None  # identity and change time -> digest
 
     def known(self, table: str, path: Path, status: os.stat_result) -> bool:
@@ -72,8 +79,8 @@ class Verified:
         key = (*found, status.st_ctime_ns)
         if key in recorded:
             self.here.add(found)
-            if recorded[key] is not None:  # kept while the content is the same (a hard link changes the change time)
-                self.digests.setdefault(found, recorded[key])
+            if recorded[key] is not None:
+                self.digests.setdefault(found, (recorded[key], status.st_ctime_ns))
             return True
         return False
 
@@ -85,20 +92,37 @@ class Verified:
             self._recorded = _read(self.state)
         return self._recorded
 
+    def linking(self, status: os.stat_result) -> None:
+        """This process is about to hard-link the file `status` describes (into a new version of its
+        table): the change time that link (and the old version's removal) changes was this one."""
+        self.relinked.setdefault((status.st_dev, status.st_ino), status.st_ctime_ns)
+
+    def _holds(self, taken: tuple[str, int] | None, status: os.stat_result) -> bool:
+        """Whether the digest `taken` still holds for the file as `status` says it is: its change time
+        is the one the digest was taken at, or changed only by this process's own links since."""
+        return taken is not None and taken[1] in (status.st_ctime_ns, self.relinked.get((status.st_dev, status.st_ino)))
+
     def digest(self, table: str, path: Path) -> str:
         """A digest of the bytes of the file `path` of `table` (a regular file, opened without
-        following a link): from this process or the record while the file is the same, else read."""
+        following a link): from this process or the record while the file is the same, else read.
+        A digest is kept only when the file did not change while it was read."""
         status = os.lstat(path)
         found = identity(table, path, status)
-        known = self.digests.get(found) or self.recorded().get((*found, status.st_ctime_ns))
-        if known is None:
-            hashed = hashlib.blake2b(digest_size=16)
-            with os.fdopen(open_regular(path), "rb") as source:
-                while chunk := source.read(1 << 20):
-                    hashed.update(chunk)
-            known = hashed.hexdigest()
-        self.digests[found] = known
-        return known
+        taken = self.digests.get(found)
+        if self._holds(taken, status):
+            return taken[0]
+        recorded = self.recorded().get((*found, status.st_ctime_ns))
+        if recorded is not None:
+            self.digests[found] = (recorded, status.st_ctime_ns)
+            return recorded
+        hashed = hashlib.blake2b(digest_size=16)
+        with os.fdopen(open_regular(path), "rb") as source:
+            while chunk := source.read(1 << 20):
+                hashed.update(chunk)
+            after = os.fstat(source.fileno())
+        if identity(table, path, after) == found and after.st_ctime_ns == status.st_ctime_ns:
+            self.digests[found] = (hashed.hexdigest(), status.st_ctime_ns)
+        return hashed.hexdigest()
 
     def save(self, files: Iterable[tuple[str, Path]]) -> None:
         """Record the files of (table, file) verified in this process, as they are now (the caller
@@ -111,7 +135,8 @@ class Verified:
                 continue
             found = identity(table, path, status)
             if found in self.here:
-                entries.append([*found, status.st_ctime_ns, *([self.digests[found]] if found in self.digests else [])])
+                taken = self.digests.get(found)
+                entries.append([*found, status.st_ctime_ns, *([taken[0]] if self._holds(taken, status) else [])])
         try:
             self.state.write(RECORD, {"format": FORMAT, "files": entries}, private=True)
         except OSError as error:  # the work is done: without the record the next command verifies again
