@@ -174,3 +174,33 @@ def test_an_object_cache_spares_the_fetches_of_the_objects_it_holds_whole_and_on
     fetched.clear()
     assert run_cli(*summary, env={"LOOPMETER_OBJECT_CACHE": str(cache)}).stdout == uncached
     assert fetched == []
+
+
+def test_an_object_cache_folder_that_is_a_link_or_open_to_others_is_not_used(bucket, corpus, tmp_path):
+    """The folder of a warehouse in a shared cache could be put there by someone else: a link to a
+    folder of theirs choosing, or a folder they may write. Neither is written to or emptied; the
+    command warns in one line, fetches without the cache and answers as without it."""
+    client, name = bucket
+    url = f"s3://{name}/team"
+    cache = tmp_path / "cache"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet",
+            "--warehouse", url, env={"LOOPMETER_OBJECT_CACHE": str(cache)})
+    (folder,) = cache.iterdir()
+    assert folder.stat().st_mode & 0o777 == 0o700
+    uncached = run_cli("sql", "select count(*) as n from runs", "--format", "json", "--warehouse", url).stdout
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / ("a" * 64)).write_text("theirs")
+    (elsewhere / ".notes.tmp").write_text("theirs")
+    os.rename(folder, tmp_path / "kept")
+    folder.symlink_to(elsewhere)
+    linked = run_cli("sql", "select count(*) as n from runs", "--format", "json", "--warehouse", url,
+                     env={"LOOPMETER_OBJECT_CACHE": str(cache)})
+    assert linked.stdout == uncached and "is a link; the objects are fetched without the cache" in linked.stderr
+    assert sorted(path.name for path in elsewhere.iterdir()) == [".notes.tmp", "a" * 64]
+    folder.unlink()
+    os.rename(tmp_path / "kept", folder)
+    folder.chmod(0o777)
+    opened = run_cli("sql", "select count(*) as n from runs", "--format", "json", "--warehouse", url,
+                     env={"LOOPMETER_OBJECT_CACHE": str(cache)})
+    assert opened.stdout == uncached and "is not this user's alone" in opened.stderr

@@ -5,54 +5,59 @@ Objects are named by the SHA-256 of their bytes (`remote.py`), so a kept copy is
 fetched one is: a command takes a cached object only when its bytes, read as they are copied into
 the mirror, have the size and digest the manifest names; anything else there (another file, a
 link, a FIFO, a copy that changed) is not used, and the object is fetched and kept again. Nothing
-in the folder is trusted, so it may be shared, copied or damaged without a wrong table coming of it.
+in the folder is trusted, so it may be copied or damaged without a wrong table coming of it.
 
     <cache>/<16 hex digits of the warehouse URL's SHA-256>/<sha256>
 
-One folder per warehouse URL: after each command, the objects its final state does not name are
-removed from that warehouse's folder (what the superseded states held), so the cache holds about
-one state of each warehouse it serves. Files are put there by a rename: two commands sharing the
-cache see whole copies or none.
+One folder per warehouse URL, made by this user for this user alone (mode 0700): a folder in its
+place that is a link, another user's or writable by others is not used (the command warns and runs
+without the cache), and the folder is worked on through a descriptor opened without following a
+link, so nothing is written or removed outside it. After each command, the objects its final state
+does not name are removed from that folder (what the superseded states held), so it holds about one
+state of each warehouse it serves. Files are put there by a rename: two commands sharing the cache
+see whole copies or none.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
 import secrets
+import stat
 from pathlib import Path
 
-from ..errors import LoopmeterError, shown_path
-from .files import NotAFile, open_regular
+from ..errors import LoopmeterError, shown_path, warn
 
 ENV = "LOOPMETER_OBJECT_CACHE"
 _OBJECT = re.compile(r"[0-9a-f]{64}")
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
 
 
 class ObjectCache:
-    def __init__(self, folder: str | os.PathLike, url: str):
-        self.folder = Path(folder) / hashlib.sha256(url.encode()).hexdigest()[:16]
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as error:
-            raise LoopmeterError(f"${ENV} {shown_path(folder)}: the cache folder cannot be made there "
-                                 f"({error.strerror or error})") from None
-        if not self.folder.is_dir():
-            raise LoopmeterError(f"${ENV} {shown_path(folder)}: {shown_path(self.folder)} is not a folder")
+    def __init__(self, descriptor: int, folder: Path):
+        self.descriptor, self.folder = descriptor, folder
 
     def place(self, digest: str, size: int, target: Path) -> bool:
         """Copy the kept object `digest` to the new file `target` when it holds exactly the bytes the
         manifest names (True); else leave no `target` and return False (fetch it)."""
         hashed, got = hashlib.sha256(), 0
         try:
-            with os.fdopen(open_regular(self.folder / digest), "rb") as source, open(target, "xb") as out:
-                while chunk := source.read(min(8 << 20, size - got + 1)):
-                    got += len(chunk)
-                    if got > size:
-                        break
-                    hashed.update(chunk)
-                    out.write(chunk)
-        except (OSError, NotAFile):
+            descriptor = os.open(digest, _READ, dir_fd=self.descriptor)
+        except OSError:
+            return False
+        try:
+            with os.fdopen(descriptor, "rb") as source:
+                if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+                    return False
+                with open(target, "xb") as out:
+                    while chunk := source.read(min(8 << 20, size - got + 1)):
+                        got += len(chunk)
+                        if got > size:
+                            break
+                        hashed.update(chunk)
+                        out.write(chunk)
+        except OSError:
             got = -1
         if got == size and hashed.hexdigest() == digest:
             return True
@@ -64,30 +69,60 @@ class ObjectCache:
         cannot take it only costs a fetch later."""
         if not _OBJECT.fullmatch(digest):
             return
-        temporary = self.folder / f".{digest}.{secrets.token_hex(4)}.tmp"
+        temporary = f".{digest}.{secrets.token_hex(4)}.tmp"
         try:
-            with open(source, "rb") as data, open(temporary, "xb") as out:
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                                 dir_fd=self.descriptor)
+            with os.fdopen(descriptor, "wb") as out, open(source, "rb") as data:
                 while chunk := data.read(8 << 20):
                     out.write(chunk)
-            os.replace(temporary, self.folder / digest)
+            os.replace(temporary, digest, src_dir_fd=self.descriptor, dst_dir_fd=self.descriptor)
         except OSError:
-            temporary.unlink(missing_ok=True)
+            try:
+                os.unlink(temporary, dir_fd=self.descriptor)
+            except OSError:
+                pass
 
     def keep_only(self, digests: set[str]) -> None:
         """Remove the kept objects not in `digests`, and copies left half written."""
         try:
-            entries = os.listdir(self.folder)
+            entries = os.listdir(self.descriptor)
         except OSError:
             return
         for name in entries:
             stray = name.startswith(".") and name.endswith(".tmp")
             if (stray or _OBJECT.fullmatch(name)) and name not in digests:
                 try:
-                    os.unlink(self.folder / name)
+                    os.unlink(name, dir_fd=self.descriptor)
                 except OSError:
                     pass
 
+    def close(self) -> None:
+        os.close(self.descriptor)
+
 
 def from_environment(url: str) -> ObjectCache | None:
-    folder = os.environ.get(ENV)
-    return ObjectCache(folder, url) if folder else None
+    """The cache `LOOPMETER_OBJECT_CACHE` names for the warehouse at `url` (None: none named, or its
+    folder for `url` is not one this user alone may write: said in a warning)."""
+    given = os.environ.get(ENV)
+    if not given:
+        return None
+    folder = Path(given).expanduser() / hashlib.sha256(url.encode()).hexdigest()[:16]
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as error:
+        raise LoopmeterError(f"${ENV} {shown_path(given)}: the cache folder cannot be made there "
+                             f"({error.strerror or error})") from None
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as error:  # a link in the folder's place (ELOOP, or ENOTDIR with O_DIRECTORY), or gone
+        what = "is a link" if error.errno in (errno.ELOOP, errno.ENOTDIR) else f"cannot be opened ({error.strerror})"
+        warn(f"${ENV}: {shown_path(folder)} {what}; the objects are fetched without the cache")
+        return None
+    status = os.fstat(descriptor)
+    if status.st_uid != os.geteuid() or status.st_mode & 0o022:
+        os.close(descriptor)
+        warn(f"${ENV}: {shown_path(folder)} is not this user's alone (another's, or writable by others); "
+             "the objects are fetched without the cache")
+        return None
+    return ObjectCache(descriptor, folder)

@@ -301,6 +301,8 @@ def mirrored(url: str) -> Iterator[Path]:
             cache.keep_only({digest for digest, _size in now["files"].values()})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if cache is not None:
+            cache.close()
 
 
 @contextmanager
