@@ -26,11 +26,12 @@ def _show(outcome, shown_steps: bool) -> None:
     from ..forgeloop.reports import render_tail
     from ..operations import forgeloop_report
     from ..operations.everything import SAMPLE_PLANS
+    from rich.markup import escape
 
     console = stdout_console(200)
     if not shown_steps:
         for step in outcome.steps:
-            console.print(f"[green]✓[/green] {step}")
+            console.print(f"[green]✓[/green] {escape(step)}")
     for line in outcome.notes:
         note(line)
     if outcome.forgeloop is not None:
@@ -41,11 +42,12 @@ def _show(outcome, shown_steps: bool) -> None:
     for text in outcome.texts:
         console.print(text, markup=False, highlight=False)
     if outcome.sample is not None:
-        console.print(f"\nsample data:  {outcome.sample}")
-    console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)")
+        console.print(f"\nsample data:  {outcome.sample}", markup=False, highlight=False)
+    console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)", markup=False,
+                  highlight=False)
     if outcome.forgeloop is not None:
-        console.print(f"aggregates:   {outcome.aggregate}")
-    console.print(f"HTML report:  {outcome.report}  (open it in a browser)")
+        console.print(f"aggregates:   {outcome.aggregate}", markup=False, highlight=False)
+    console.print(f"HTML report:  {outcome.report}  (open it in a browser)", markup=False, highlight=False)
     console.print("next: loopmeter report summary | outliers | tail | regression | confidence\n"
                   "      loopmeter report routing | srm | survival\n"
                   "      loopmeter compare RUN_SET RUN_SET   (each with --json for JSON)")
@@ -85,8 +87,10 @@ def _live_steps(quiet: bool):
     """Each stage's line printed as the stage ends (on stdout, as the rest of the summary), unless quiet."""
     if quiet:
         return _silent
+    from rich.markup import escape
+
     console = stdout_console(200)
-    return lambda line: console.print(f"[green]✓[/green] {line}")
+    return lambda line: console.print(f"[green]✓[/green] {escape(line)}")
 
 
 @app.command("run-all", **command_help(
