@@ -5,6 +5,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+from typing import Any
 
 
 class Exit(IntEnum):
@@ -57,12 +58,29 @@ def shown_path(path: str | os.PathLike) -> str:
     """A path as text for a message: bytes that are not UTF-8 as \\xNN escapes, a line break or
     other control character as its escape (`\\n`), so the message stays one line; a path inside a
     folder `shown_as` names, under the name it gives."""
-    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    return one_line(named(os.fsencode(path).decode("utf-8", "backslashreplace")))
+
+
+def named(text: str) -> str:
+    """`text`, a path inside a folder `shown_as` names, under the name it gives; else as it is."""
     for local, shown in SHOWN_AS.items():
         if text == local or text.startswith(local + "/"):
-            text = shown + text[len(local):]
-            break
-    return one_line(text)
+            return shown + text[len(local):]
+    return text
+
+
+def named_in(value: Any) -> Any:
+    """`value` (JSON: dicts, lists, text, numbers) with each text that is a path inside a folder
+    `shown_as` names under the name it gives (`named`)."""
+    if not SHOWN_AS:
+        return value
+    if isinstance(value, str):
+        return named(value)
+    if isinstance(value, dict):
+        return {key: named_in(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [named_in(item) for item in value]
+    return value
 
 
 SHOWN_AS: dict[str, str] = {}  # folder -> how messages name it (a warehouse's mirror: its URL)

@@ -76,6 +76,10 @@ def test_a_warehouse_on_object_storage_answers_as_a_local_one(bucket, corpus, tm
     # what it said names the warehouse by its URL, not the scratch mirror
     again = run_cli("aggregate", "--warehouse", url)
     assert f"unchanged since the last aggregate -> {url}/aggregate" in again.stdout
+    shown = json.dumps(json.loads(run_cli("aggregate", "--full", "--json", "--warehouse", url).stdout))
+    assert f'"{url}/aggregate/' in shown and "loopmeter-mirror-" not in shown
+    # whole: its tables, files and publish (no catalog is kept on object storage, none is missing)
+    assert run_cli("check", "--json", "--warehouse", url).returncode == 0
     # nothing of the local machine's catalog, and the objects are named by their digests
     manifest = json.loads(client.get_object(Bucket=name, Key=f"team/{head(client, name)}")["Body"].read())
     assert "loopmeter.duckdb" not in manifest["files"] and ".state/catalog.json" not in manifest["files"]

@@ -230,9 +230,10 @@ def _fail(error: BaseException) -> None:
 
 
 def print_json(value: Any, indent: int | None = None) -> None:
+    from ..errors import named_in
     from ..jsjson import dumps
 
-    write_stdout(dumps(value, indent) + "\n")
+    write_stdout(dumps(named_in(value), indent) + "\n")
 
 
 def write_stdout(text: str, chunk: int = 1 << 16) -> None:

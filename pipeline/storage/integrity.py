@@ -141,8 +141,10 @@ def journal_problems(warehouse: Warehouse) -> list[Problem]:
 def _catalog(warehouse: Warehouse, names: list[str]) -> list[Problem]:
     from .catalog import objects_problems
 
+    from .remote import is_mirror
+
     database = warehouse.root / DATABASE
-    if not names:
+    if not names or is_mirror(warehouse.root):  # on object storage: no catalog is kept (`remote.py`)
         return []
     if not os.path.lexists(database):
         return [Problem("catalog", database, "missing")]

@@ -52,6 +52,12 @@ _MANIFEST = re.compile(r"manifests/[0-9A-Za-z_-]{1,100}\.json")
 # never sent: the catalog and its record, and the record of the files verified, belong to the machine
 # that made them (the lock and loopmeter.duckdb are not in the places `path_problem` allows at all)
 KEPT_LOCAL = {".state/catalog.json", ".state/verified.json"}
+MIRRORS: set[str] = set()  # the mirrors commands of this process run on (`mirrored`)
+
+
+def is_mirror(root: str | os.PathLike) -> bool:
+    """Whether `root` is the mirror of a warehouse on object storage, which keeps no catalog."""
+    return os.fspath(root) in MIRRORS
 
 
 def remote_url(given: str | os.PathLike | None) -> str | None:
@@ -286,8 +292,9 @@ def mirrored(url: str) -> Iterator[Path]:
     remote = Remote(url)
     cache = object_cache.from_environment(url)
     scratch = Path(tempfile.mkdtemp(prefix="loopmeter-mirror-"))
+    root = scratch / "warehouse"
+    MIRRORS.add(os.fspath(root))
     try:
-        root = scratch / "warehouse"
         root.mkdir()
         with _told(url, "reading it"):
             started_from, manifest, placed = pull(remote, root, cache)
@@ -300,6 +307,7 @@ def mirrored(url: str) -> Iterator[Path]:
         if cache is not None:
             cache.keep_only({digest for digest, _size in now["files"].values()})
     finally:
+        MIRRORS.discard(os.fspath(root))
         shutil.rmtree(scratch, ignore_errors=True)
         if cache is not None:
             cache.close()
