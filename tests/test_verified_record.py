@@ -112,12 +112,13 @@ def test_a_record_that_is_not_this_user_s_own_vouches_for_nothing(demo_warehouse
     assert {path.resolve() for path in (warehouse / "runs").rglob("*.parquet")} <= {p.resolve() for p in opened}
 
 
-def test_the_runs_digests_are_recorded_kept_through_a_writer_and_taken_from_a_file_only_when_it_changed(
+def test_the_runs_digests_are_recorded_and_taken_again_from_a_file_only_when_its_change_time_changed(
         demo_warehouse, tmp_path, monkeypatch):
     """The aggregate's plan knows which run sets changed by the digests of the runs' files: taken
-    from the record while a file is the one recorded, read again for a copied file, kept when an
-    ingest links the unchanged partitions into a new version, and a digest the record holds is the
-    one used (so a wrong one makes its run set computed again: the record is trusted as a cache)."""
+    from the record while a file is the one recorded, read again for a copied file and for the files
+    an ingest linked into a new version of `runs` (a link changes the change time), and a digest the
+    record holds is the one used (so a wrong one makes its run set computed again: the record is
+    trusted as a cache)."""
     from loopmeter.forgeloop.samples import RunSetPlan, write_results
     from loopmeter.storage import verified
 
@@ -142,7 +143,9 @@ def test_the_runs_digests_are_recorded_kept_through_a_writer_and_taken_from_a_fi
     write_results(tmp_path / "more", [RunSetPlan("more-1", 2, scenarios=("small-bug-fix",))], seed=3)
     run_cli("ingest", "forgeloop", str(tmp_path / "more"), "--quiet", warehouse=warehouse)
     assert aggregate() == {**stored, "more-1": True}
-    assert sorted(read) == sorted(runs("more-1"))  # the others' digests came through the ingest
+    assert sorted(read) == sorted(runs())  # every file: the kept ones were linked into the new version
+    read.clear()
+    assert aggregate() == {**stored, "more-1": False} and read == []
 
     record_path = warehouse / ".state" / "verified.json"
     record = json.loads(record_path.read_bytes())
@@ -188,3 +191,38 @@ def test_a_runs_file_changed_while_an_aggregate_runs_is_read_again_by_the_next(d
     done = json.loads(run_cli("aggregate", "--json", "--quiet", warehouse=warehouse).stdout)
     assert {entry["runSetId"]: entry["recomputed"] for entry in done["runSets"]} == {
         "sample-evidence-5": False, "sample-legacy-5": True, "sample-tail-30": False}
+
+
+def test_a_runs_file_changed_after_an_ingest_linked_it_is_read_again_by_the_next_aggregate(
+        demo_warehouse, tmp_path, monkeypatch):
+    """The ingest of a new run set links every other run set's file into the new version of `runs`
+    (a change of the file's change time loopmeter made itself). A file another program rewrites in
+    place just after that link keeps no recorded digest: the next aggregate reads it again."""
+    from loopmeter.forgeloop.samples import RunSetPlan, write_results
+
+    warehouse = _copy(demo_warehouse, tmp_path)
+    run_cli("aggregate", "--quiet", warehouse=warehouse)  # the digests recorded
+    (victim,) = (warehouse / "runs" / "run_set_id=sample-legacy-5").glob("*.parquet")
+    victim = victim.resolve()
+    link = os.link
+    changed = []
+
+    def linking(source, target, *args, **kwargs):
+        link(source, target, *args, **kwargs)
+        if not changed and Path(source).resolve() == victim:
+            status = os.stat(victim)
+            data = bytearray(victim.read_bytes())
+            data[len(data) // 2] ^= 1
+            with open(victim, "r+b") as out:
+                out.write(data)
+            os.utime(victim, ns=(status.st_atime_ns, status.st_mtime_ns))
+            changed.append(victim)
+
+    write_results(tmp_path / "more", [RunSetPlan("more-1", 2, scenarios=("small-bug-fix",))], seed=3)
+    monkeypatch.setattr(os, "link", linking)
+    run_cli("ingest", "forgeloop", str(tmp_path / "more"), "--quiet", warehouse=warehouse)
+    monkeypatch.setattr(os, "link", link)
+    assert changed
+    done = json.loads(run_cli("aggregate", "--json", "--quiet", warehouse=warehouse).stdout)
+    assert {entry["runSetId"]: entry["recomputed"] for entry in done["runSets"]} == {
+        "more-1": True, "sample-evidence-5": False, "sample-legacy-5": True, "sample-tail-30": False}

@@ -25,12 +25,11 @@ the warehouse while loopmeter reads it, no verification made before a read can e
 A file's digest (`digest`: what the aggregate's plan compares to know which run sets changed) is
 kept beside its identity in the same record, under the same rule: taken from the record only when
 the file's identity and change time are exactly those recorded, else read and digested again. A
-digest is recorded only while the file's change time is the one it was taken at, or was changed
-since only by the writer's own hard links (a new version of the table linking the file, the old
-version's removal unlinking it): a change by another program while a command runs drops the
-digest, and the next command reads the file again. What a change time cannot show, a file written
-through a memory mapping after its times were set, or changed in the moment between the writer's
-link and its record, no record of times can.
+digest is recorded only while the file's change time is the one it was taken at: a change by
+another program while a command runs drops it, and so does a new version of the table that
+hard-links the file (an ingest of another run set), so the next command reads the file again.
+What a change time cannot show, a file written through a memory mapping after its times were set,
+no record of times can.
 
 The record saves time only: when it is missing, damaged or not what loopmeter writes, every file is
 verified again. `loopmeter check` never uses it: it reads every file to its end.
@@ -65,7 +64,6 @@ class Verified:
         self.state = state
         self.here: set[tuple] = set()  # identities verified in this process
         self.digests: dict[tuple, tuple[str, int]] = {}  # identity -> digest, and the change time it holds at
-        self.relinked: dict[tuple[int, int], int] = {}  # (device, inode) -> change time before this process linked it
         self._recorded: dict[tuple, str | None] | None = None  # identity and change time -> digest
 
     def known(self, table: str, path: Path, status: os.stat_result) -> bool:
@@ -92,15 +90,11 @@ class Verified:
             self._recorded = _read(self.state)
         return self._recorded
 
-    def linking(self, status: os.stat_result) -> None:
-        """This process is about to hard-link the file `status` describes (into a new version of its
-        table): the change time that link (and the old version's removal) changes was this one."""
-        self.relinked.setdefault((status.st_dev, status.st_ino), status.st_ctime_ns)
-
-    def _holds(self, taken: tuple[str, int] | None, status: os.stat_result) -> bool:
+    @staticmethod
+    def _holds(taken: tuple[str, int] | None, status: os.stat_result) -> bool:
         """Whether the digest `taken` still holds for the file as `status` says it is: its change time
-        is the one the digest was taken at, or changed only by this process's own links since."""
-        return taken is not None and taken[1] in (status.st_ctime_ns, self.relinked.get((status.st_dev, status.st_ino)))
+        is the one the digest was taken at (any change to the file, its times or its links sets another)."""
+        return taken is not None and taken[1] == status.st_ctime_ns
 
     def digest(self, table: str, path: Path) -> str:
         """A digest of the bytes of the file `path` of `table` (a regular file, opened without

@@ -349,8 +349,7 @@ class Warehouse:
 
         registry.table(name)
         self._mark()  # a warehouse written through the library, without the lock, is one too
-        builder = TableBuilder(self.root, name, partition_by, lambda: self._partition_files(name, partition_by),
-                               self.verified.linking)
+        builder = TableBuilder(self.root, name, partition_by, lambda: self._partition_files(name, partition_by))
         try:
             yield builder
             if not builder.cancelled:

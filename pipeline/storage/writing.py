@@ -123,14 +123,12 @@ class TableBuilder:
     """One version of a table being written; see `Warehouse.build_table`."""
 
     def __init__(self, root: Path, name: str, partition_by: str | None,
-                 current: Callable[[], dict[str, list[Path]]] = dict,
-                 linking: Callable[[os.stat_result], None] = lambda status: None):
+                 current: Callable[[], dict[str, list[Path]]] = dict):
         """A new version of table `name` in the warehouse at `root`; `current` gives the current version's
-        partitions (value -> its files), which `keep_others` keeps; `linking` is told of each file of
-        the current version before it is hard-linked into the new one."""
+        partitions (value -> its files), which `keep_others` keeps."""
         from . import versions
 
-        self.name, self.partition_by, self.current, self.linking = name, partition_by, current, linking
+        self.name, self.partition_by, self.current = name, partition_by, current
         self.version = versions.new(root, name)
         self.written: set[str] = set()
         self.files: set[tuple[str, str]] = set()  # (partition key, file name) written by copy
@@ -185,7 +183,6 @@ class TableBuilder:
         directory = self._directory(key)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"part-{number:05d}.parquet"
-        self.linking(os.lstat(file))
         os.link(file, path, follow_symlinks=False)
         self.parts[key] = number + 1
         self.written.add(key)
@@ -241,7 +238,6 @@ class TableBuilder:
                 target = self.version / f"{self.partition_by}={value}"
                 target.mkdir()
                 for file in files:
-                    self.linking(os.lstat(file))
                     os.link(file, target / file.name)
                 self.written.add(value)
         if not self.written:  # an empty table still has its columns
