@@ -80,6 +80,10 @@ def test_a_warehouse_on_object_storage_answers_as_a_local_one(bucket, corpus, tm
     assert f'"{url}/aggregate/' in shown and "loopmeter-mirror-" not in shown
     # whole: its tables, files and publish (no catalog is kept on object storage, none is missing)
     assert run_cli("check", "--json", "--warehouse", url).returncode == 0
+    checked = run_cli("check", "--warehouse", url).stderr
+    assert checked.startswith(f"{url}: ") and "journal: all whole" in checked, checked
+    refused = run_cli("catalog", "--warehouse", url, check=1).stderr
+    assert f"{url}: a warehouse on object storage keeps no loopmeter.duckdb" in refused
     # nothing of the local machine's catalog, and the objects are named by their digests
     manifest = json.loads(client.get_object(Bucket=name, Key=f"team/{head(client, name)}")["Body"].read())
     assert "loopmeter.duckdb" not in manifest["files"] and ".state/catalog.json" not in manifest["files"]
@@ -200,8 +204,13 @@ def test_an_object_cache_folder_that_is_a_link_or_open_to_others_is_not_used(buc
     folder.symlink_to(elsewhere)
     linked = run_cli("sql", "select count(*) as n from runs", "--format", "json", "--warehouse", url,
                      env={"LOOPMETER_OBJECT_CACHE": str(cache)})
-    assert linked.stdout == uncached and "is a link; the objects are fetched without the cache" in linked.stderr
+    assert linked.stdout == uncached and "is not a folder; the objects are fetched without the cache" in linked.stderr
     assert sorted(path.name for path in elsewhere.iterdir()) == [".notes.tmp", "a" * 64]
+    folder.unlink()
+    os.mkfifo(folder)  # nor a FIFO (never opened for reading: nothing hangs)
+    fifo = run_cli("sql", "select count(*) as n from runs", "--format", "json", "--warehouse", url,
+                   env={"LOOPMETER_OBJECT_CACHE": str(cache)})
+    assert fifo.stdout == uncached and "is not a folder; the objects are fetched without the cache" in fifo.stderr
     folder.unlink()
     os.rename(tmp_path / "kept", folder)
     folder.chmod(0o777)

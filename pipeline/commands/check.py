@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .apps import app
-from ..errors import Exit, one_line
+from ..errors import Exit, one_line, shown_path
 from .common import JsonOption, QuietOption, WarehouseOption, command, note, print_json, set_quiet
 from .helptext import command_help
 
@@ -44,7 +44,10 @@ def check_command(
         for line in report.not_repaired:
             print(f"loopmeter: not repaired: {one_line(line)}", file=sys.stderr)
         if not found:
-            note(f"{report.root}: {report.tables} tables, {report.files} files, journal and catalog: all whole")
+            from ..storage.remote import is_mirror
+
+            parts = "journal" if is_mirror(report.root) else "journal and catalog"  # none kept on object storage
+            note(f"{shown_path(report.root)}: {report.tables} tables, {report.files} files, {parts}: all whole")
         elif repair and not report.problems:
-            note(f"{report.root}: repaired; checked again: all whole")
+            note(f"{shown_path(report.root)}: repaired; checked again: all whole")
     return int(Exit.FATAL) if report.problems else 0

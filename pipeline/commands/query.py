@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import Exit
+from ..errors import Exit, shown_path
 from .apps import app
 from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet, \
     stdout_console, write_stdout
@@ -154,6 +154,6 @@ def catalog_command(
     if json:
         print_json(built, 2)
         return Exit.OK
-    print(f"{built['database']}: {built['views']} view{'' if built['views'] == 1 else 's'} reading the tables under "
-          f"{built['root']} (DuckDB storage {built['storageVersion']}: read by DuckDB 1.4 and later)")
+    print(f"{shown_path(built['database'])}: {built['views']} view{'' if built['views'] == 1 else 's'} reading the "
+          f"tables under {shown_path(str(built['root']))} (DuckDB storage {built['storageVersion']}: read by DuckDB 1.4 and later)")
     return Exit.OK

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LoopmeterError, usage_error
+from ..errors import LoopmeterError, shown_path, usage_error
 from ..storage import Warehouse
 from .checks import check_utf8_path, refuse_inside_warehouse
 from .common import open_warehouse, watch, writing
@@ -66,9 +66,13 @@ def catalog(*, warehouse: str | os.PathLike | Warehouse | None = None, wait: boo
     """Rebuild loopmeter.duckdb now, under the writer lock: what was built."""
     from ..config import warehouse_dir
     from ..storage.catalog import STATE, STORAGE_VERSION, viewable
+    from ..storage.remote import is_mirror
 
     store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse_dir(warehouse))
     watch(store.root)
+    if is_mirror(store.root):
+        raise LoopmeterError(f"{shown_path(store.root)}: a warehouse on object storage keeps no loopmeter.duckdb (BI "
+                             "tools read its objects through their own engine: docs/scale.md); `loopmeter sql` reads it")
     if not store.table_names():
         raise LoopmeterError(f"no tables in {store.root}; ingest something first (or run `loopmeter demo`)")
     with writing(store, wait=wait, command="catalog"):

@@ -109,14 +109,17 @@ def from_environment(url: str) -> ObjectCache | None:
         return None
     folder = Path(given).expanduser() / hashlib.sha256(url.encode()).hexdigest()[:16]
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass  # made before (or something else is there: the open below tells)
     except OSError as error:
         raise LoopmeterError(f"${ENV} {shown_path(given)}: the cache folder cannot be made there "
                              f"({error.strerror or error})") from None
     try:
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as error:  # a link in the folder's place (ELOOP, or ENOTDIR with O_DIRECTORY), or gone
-        what = "is a link" if error.errno in (errno.ELOOP, errno.ENOTDIR) else f"cannot be opened ({error.strerror})"
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:  # a link (ELOOP, or ENOTDIR with O_DIRECTORY), a file or a FIFO in its place
+        what = "is not a folder" if error.errno in (errno.ELOOP, errno.ENOTDIR) else f"cannot be opened ({error.strerror})"
         warn(f"${ENV}: {shown_path(folder)} {what}; the objects are fetched without the cache")
         return None
     status = os.fstat(descriptor)
