@@ -124,7 +124,8 @@ class ManifestSpool:
         new = self.scratch / "manifest-sorted.parquet"
         if self.files:
             self.connection.execute(f"COPY (SELECT {COLUMNS} FROM read_parquet($new, union_by_name = true) ORDER BY "
-                                    f"{', '.join(ORDER)}) TO $out (FORMAT parquet)", {"new": [file_pattern(file) for file in self.files], "out": str(new)})
+                                    f"{', '.join(ORDER)}) TO $out (FORMAT parquet)",
+                                    {"new": [file_pattern(file) for file in self.files], "out": str(new)})
         rows = _SortedRows(_batches(new) if self.files else iter(()))
         files: list[_File] = []
         used: dict = {}
@@ -158,7 +159,8 @@ class ManifestSpool:
             return
         query = (f"SELECT {COLUMNS} FROM read_parquet($current, hive_partitioning = false) "
                  f"WHERE NOT coalesce({replaced}, false)")
-        with self.connection.sql(query, params=dict(params, current=[file_pattern(file) for file in files])).to_arrow_reader(batch_size=MERGE_ROWS) as kept:
+        read = self.connection.sql(query, params=dict(params, current=[file_pattern(file) for file in files]))
+        with read.to_arrow_reader(batch_size=MERGE_ROWS) as kept:
             for chunk in merged(kept, new_rows):
                 builder.write_part(chunk)
 

@@ -110,6 +110,10 @@ def from_environment(url: str) -> ObjectCache | None:
     folder = Path(given).expanduser() / hashlib.sha256(url.encode()).hexdigest()[:16]
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # the folder named is a file, under one, or may not be made
+        raise LoopmeterError(f"${ENV} {shown_path(given)}: the cache folder cannot be made there "
+                             f"({error.strerror or error})") from None
+    try:
         os.mkdir(folder, 0o700)
     except FileExistsError:
         pass  # made before (or something else is there: the open below tells)
