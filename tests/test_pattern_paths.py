@@ -30,9 +30,11 @@ def reports(warehouse: Path) -> dict[str, object]:
     return found
 
 
-def test_every_stage_works_in_folders_named_like_patterns(tmp_path, demo_warehouse):
+def test_every_stage_works_in_folders_named_like_patterns(tmp_path, demo_warehouse, corpus_warehouse):
     base = tmp_path / "a[1]*b"
-    (base / "x[1]*b").mkdir(parents=True)  # what the pattern `a[1]*b/*` would also find
+    base.mkdir()
+    (tmp_path / "a1b").mkdir()  # what `a[1]*b/w[h]` matches as a pattern: another warehouse (the corpus')
+    (tmp_path / "a1b" / "wh").symlink_to(corpus_warehouse)
     warehouse, data = base / "w[h]", base / "data[0]"
     run_cli("demo", "--data", str(data), "--quiet", warehouse=warehouse)
     assert reports(warehouse) == reports(demo_warehouse)
