@@ -24,6 +24,7 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import stat
 from pathlib import Path
 
@@ -34,6 +35,21 @@ _OBJECT = re.compile(r"[0-9a-f]{64}")
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
 
 
+def copy_checked(source, target: Path, size: int) -> tuple[int, str]:
+    """Copy the stream `source` into the new file `target`, reading at most one byte more than the
+    `size` expected: (the bytes read, the SHA-256 of those copied). Read more than `size` means the
+    object is not the one named; what was copied is then the first `size` bytes."""
+    hashed, got = hashlib.sha256(), 0
+    with open(target, "xb") as out:
+        while chunk := source.read(min(8 << 20, size - got + 1)):
+            got += len(chunk)
+            if got > size:
+                break
+            hashed.update(chunk)
+            out.write(chunk)
+    return got, hashed.hexdigest()
+
+
 class ObjectCache:
     def __init__(self, descriptor: int, folder: Path):
         self.descriptor, self.folder = descriptor, folder
@@ -41,7 +57,6 @@ class ObjectCache:
     def place(self, digest: str, size: int, target: Path) -> bool:
         """Copy the kept object `digest` to the new file `target` when it holds exactly the bytes the
         manifest names (True); else leave no `target` and return False (fetch it)."""
-        hashed, got = hashlib.sha256(), 0
         try:
             descriptor = os.open(digest, _READ, dir_fd=self.descriptor)
         except OSError:
@@ -50,16 +65,10 @@ class ObjectCache:
             with os.fdopen(descriptor, "rb") as source:
                 if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
                     return False
-                with open(target, "xb") as out:
-                    while chunk := source.read(min(8 << 20, size - got + 1)):
-                        got += len(chunk)
-                        if got > size:
-                            break
-                        hashed.update(chunk)
-                        out.write(chunk)
+                got, hexdigest = copy_checked(source, target, size)
         except OSError:
-            got = -1
-        if got == size and hashed.hexdigest() == digest:
+            got, hexdigest = -1, ""
+        if got == size and hexdigest == digest:
             return True
         target.unlink(missing_ok=True)
         return False
@@ -74,8 +83,7 @@ class ObjectCache:
             descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
                                  dir_fd=self.descriptor)
             with os.fdopen(descriptor, "wb") as out, open(source, "rb") as data:
-                while chunk := data.read(8 << 20):
-                    out.write(chunk)
+                shutil.copyfileobj(data, out, 8 << 20)
             os.replace(temporary, digest, src_dir_fd=self.descriptor, dst_dir_fd=self.descriptor)
         except OSError:
             try:

@@ -41,7 +41,7 @@ from pathlib import Path
 from .. import faults
 from ..errors import LoopmeterError, WarehouseBusy, shown_path
 from . import object_cache, registry, versions
-from .object_cache import ObjectCache
+from .object_cache import ObjectCache, copy_checked
 
 SCHEMES = ("s3",)
 HEAD = "HEAD.json"
@@ -134,18 +134,12 @@ class Remote:
     def fetch(self, digest: str, size: int, target: Path) -> None:
         """Object `digest` into `target`, checked against its size and digest as it is read."""
         key = f"{self.base}/objects/{digest}"
-        hashed, got = hashlib.sha256(), 0
         try:
-            with self.fs.open_input_stream(key) as stream, open(target, "xb") as out:
-                while chunk := stream.read(min(8 << 20, size - got + 1)):
-                    got += len(chunk)
-                    if got > size:
-                        break
-                    hashed.update(chunk)
-                    out.write(chunk)
+            with self.fs.open_input_stream(key) as stream:
+                got, hexdigest = copy_checked(stream, target, size)
         except FileNotFoundError:
             raise LoopmeterError(f"{self.url}/objects/{digest}: missing (the manifest names it)") from None
-        if got != size or hashed.hexdigest() != digest:
+        if got != size or hexdigest != digest:
             raise LoopmeterError(f"{self.url}/objects/{digest}: its bytes are not those the manifest names "
                                  f"({got} bytes read, {size} expected)")
 
