@@ -230,9 +230,15 @@ def _fail(error: BaseException) -> None:
 
 
 def print_json(value: Any, indent: int | None = None) -> None:
+    """`value` as JSON on stdout; a `Streamed` document as it is made, one item held at a time."""
     from ..errors import named_in
     from ..jsjson import dumps
+    from ..streamed import Streamed
 
+    if isinstance(value, Streamed):
+        value.write_json(write_stdout, indent, named_in)
+        write_stdout("\n")
+        return
     write_stdout(dumps(named_in(value), indent) + "\n")
 
 

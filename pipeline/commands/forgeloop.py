@@ -157,7 +157,7 @@ def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: 
         note(line)
     _, render, indent = REPORTS[name]
     if json:
-        print_json(shown.document, indent)
+        print_json(shown.body, indent)
     else:
         render(shown.document, stdout_console(250))
     return Exit.OK

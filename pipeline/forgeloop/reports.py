@@ -1,16 +1,19 @@
 """The four ForgeLoop reports users know: outliers, tail, summary, regression.
 
 Each `*_report` returns the exact JSON document ForgeLoop's script prints (keys in its
-order); each `render_*` prints it for people. Reports cover the scenarios that have a
+order), made as it is printed (`streamed.Streamed`: a report of every run set holds one run
+set's part at a time); each `render_*` prints it for people. Reports cover the scenarios that have a
 scenario file (given at ingest), in file-name order; runs of other scenarios are left out.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..streamed import Streamed
 from .contract import MODES, OUTLIER_POLICY
 
 if TYPE_CHECKING:
+    import polars as pl
     from rich.console import Console
 
     from .aggregation import Aggregated
@@ -33,43 +36,62 @@ def _run_count(docs: RunSetDocuments) -> int:
     return docs.summary["runCount"]
 
 
-def outliers_report(result: Aggregated, scenario_ids: list[str]) -> dict:
-    rows_by_key: dict[tuple, list[dict]] = {}
-    for row in result.analysis.outliers.iter_rows(named=True):
-        rows_by_key.setdefault((row["run_set_id"], row["scenario_id"], row["mode"]), []).append(row)
-    reports = []
-    for docs, scenarios in _with_file(result, scenario_ids):
-        for scenario in scenarios:
-            rows = [
-                {
-                    "scenarioId": scenario,
-                    "mode": mode,
-                    "runId": row["run_id"],
-                    "totalTokens": row["total_tokens"],
-                    "scenarioMedianTokens": row["scenario_median_tokens"],
-                    "ratioToMedian": row["ratio_to_median"],
-                    "reasons": list(row["reasons"]),
-                    "diagnosticSignals": list(row["diagnostic_signals"]),
-                    "verificationCycles": row["verification_cycles"],
-                    "modelTurns": row["model_turns"],
-                    "toolCalls": row["tool_calls"],
-                    "retries": row["retries"],
-                    "correctionCycles": row["correction_cycles"],
-                }
-                for mode in MODES
-                for row in rows_by_key.get((docs.run_set_id, scenario, mode), [])
-            ]
-            if rows:
-                reports.append({"runSetId": docs.run_set_id, "scenarioId": scenario, "outliers": rows})
-    return {
+def outliers_report(result: Aggregated, scenario_ids: list[str]) -> Streamed:
+    by_run_set = _by_run_set(result.analysis.outliers)
+    counted = {"outliers": 0}
+
+    def reports():
+        for docs, scenarios in _with_file(result, scenario_ids):
+            rows_by_key: dict[tuple, list[dict]] = {}
+            for row in _rows(by_run_set, docs.run_set_id):
+                rows_by_key.setdefault((row["scenario_id"], row["mode"]), []).append(row)
+            for scenario in scenarios:
+                rows = _outlier_rows(rows_by_key, scenario)
+                if rows:
+                    counted["outliers"] += len(rows)
+                    yield {"runSetId": docs.run_set_id, "scenarioId": scenario, "outliers": rows}
+
+    return Streamed("reports", reports(), lambda: {
         "schemaVersion": 1,
         "benchmarkVersion": "2",
         "policy": OUTLIER_POLICY,
         "runSetCount": len(result.documents),
-        "outlierCount": sum(len(report["outliers"]) for report in reports),
-        "reports": reports,
+        "outlierCount": counted["outliers"],
+        "reports": None,
         "note": OUTLIER_NOTE,
+    })
+
+
+def _by_run_set(frame: pl.DataFrame) -> dict[tuple, pl.DataFrame]:
+    """The frame's rows per run set: made into Python rows one run set at a time (`_rows`)."""
+    return frame.partition_by("run_set_id", as_dict=True, maintain_order=True)
+
+
+def _rows(by_run_set: dict[tuple, pl.DataFrame], run_set: str) -> list[dict]:
+    part = by_run_set.get((run_set,))
+    return [] if part is None else part.to_dicts()
+
+
+def _outlier_rows(rows_by_key: dict[tuple, list[dict]], scenario: str) -> list[dict]:
+    return [
+    {
+        "scenarioId": scenario,
+        "mode": mode,
+        "runId": row["run_id"],
+        "totalTokens": row["total_tokens"],
+        "scenarioMedianTokens": row["scenario_median_tokens"],
+        "ratioToMedian": row["ratio_to_median"],
+        "reasons": list(row["reasons"]),
+        "diagnosticSignals": list(row["diagnostic_signals"]),
+        "verificationCycles": row["verification_cycles"],
+        "modelTurns": row["model_turns"],
+        "toolCalls": row["tool_calls"],
+        "retries": row["retries"],
+        "correctionCycles": row["correction_cycles"],
     }
+    for mode in MODES
+    for row in rows_by_key.get((scenario, mode), [])
+    ]
 
 
 def _tail_scenario(document: dict, comparison_row: dict | None) -> dict:
@@ -111,39 +133,44 @@ def _tail_scenario(document: dict, comparison_row: dict | None) -> dict:
     }
 
 
-def tail_report(result: Aggregated, scenario_ids: list[str]) -> dict:
-    comparison_rows = {
-        (row["run_set_id"], row["scenario_id"]): row
-        for row in result.analysis.comparisons.filter(mode="forgeloopAdaptive").iter_rows(named=True)
-    }
-    run_sets = [
-        {
-            "runSetId": docs.run_set_id,
-            "runCount": _run_count(docs),
-            "scenarios": [
-                _tail_scenario(docs.scenarios[s], comparison_rows.get((docs.run_set_id, s))) for s in scenarios
-            ],
-        }
-        for docs, scenarios in _with_file(result, scenario_ids)
-    ]
-    return {
+def tail_report(result: Aggregated, scenario_ids: list[str]) -> Streamed:
+    by_run_set = _by_run_set(result.analysis.comparisons.filter(mode="forgeloopAdaptive"))
+    counted = {"run sets": 0}
+
+    def run_sets():
+        for docs, scenarios in _with_file(result, scenario_ids):
+            comparison_rows = {row["scenario_id"]: row for row in _rows(by_run_set, docs.run_set_id)}
+            counted["run sets"] += 1
+            yield {
+                "runSetId": docs.run_set_id,
+                "runCount": _run_count(docs),
+                "scenarios": [
+                    _tail_scenario(docs.scenarios[s], comparison_rows.get(s)) for s in scenarios
+                ],
+            }
+
+    return Streamed("runSets", run_sets(), lambda: {
         "schemaVersion": 1,
         "benchmarkVersion": "2",
-        "status": "MEASURED" if run_sets else "NOT_MEASURED",
-        "runSets": run_sets,
-    }
+        "status": "MEASURED" if counted["run sets"] else "NOT_MEASURED",
+        "runSets": None,
+    })
 
 
-def summary_report(result: Aggregated, scenario_ids: list[str]) -> dict:
-    run_sets = []
-    for docs, scenarios in _with_file(result, scenario_ids):
-        documents = [docs.scenarios[s] for s in scenarios]
-        run_sets.append(
-            {
+def summary_report(result: Aggregated, scenario_ids: list[str]) -> Streamed:
+    counted = {"run sets": 0, "claims allowed": False}
+
+    def run_sets():
+        for docs, scenarios in _with_file(result, scenario_ids):
+            documents = [docs.scenarios[s] for s in scenarios]
+            claims = any(doc["claimsAllowed"] for doc in documents)
+            counted["run sets"] += 1
+            counted["claims allowed"] |= claims
+            yield {
                 "runSetId": docs.run_set_id,
                 "runCount": _run_count(docs),
                 "scenarioCount": len(documents),
-                "claimsAllowed": any(doc["claimsAllowed"] for doc in documents),
+                "claimsAllowed": claims,
                 "scenarios": [
                     {
                         "scenarioId": doc["scenarioId"],
@@ -157,66 +184,73 @@ def summary_report(result: Aggregated, scenario_ids: list[str]) -> dict:
                     for doc in documents
                 ],
             }
-        )
-    return {
+
+    return Streamed("runSets", run_sets(), lambda: {
         "schemaVersion": 1,
         "benchmarkVersion": "2",
-        "status": "MEASURED" if run_sets else "NOT_MEASURED",
-        "claimsAllowed": any(run_set["claimsAllowed"] for run_set in run_sets),
+        "status": "MEASURED" if counted["run sets"] else "NOT_MEASURED",
+        "claimsAllowed": counted["claims allowed"],
         "scenarioCount": len(scenario_ids),
-        "runSets": run_sets,
+        "runSets": None,
         "claimPolicy": CLAIM_POLICY,
-    }
+    })
 
 
-def regression_report(result: Aggregated, scenario_ids: list[str]) -> dict:
+def regression_report(result: Aggregated, scenario_ids: list[str]) -> Streamed:
     measured = {}
     for row in result.analysis.mode_runs.iter_rows(named=True):
         key = (row["run_set_id"], row["scenario_id"])
         measured[key] = measured.get(key, 0) + row["measured_usage_runs"]
-    reports = []
-    for docs in result.documents:
-        for scenario in scenario_ids:
-            document = docs.scenarios.get(scenario)
-            if document is None:
-                reports.append({"runSetId": docs.run_set_id, "scenarioId": scenario, "status": "NOT_COMPARABLE"})
-                continue
-            objectives = document["lightObjectives"]
-            if not measured.get((docs.run_set_id, scenario)):
-                status = "NOT_MEASURED"
-            elif not document["claimsAllowed"]:
-                status = "NOT_COMPARABLE"
-            elif objectives and (objectives["p50Pass"] is False or objectives["p95Pass"] is False):
-                status = "EFFICIENCY_REGRESSION"
-            else:
-                status = "OK"
-            inflation = document.get("contextInflation")
-            reports.append(
-                {
-                    "runSetId": docs.run_set_id,
-                    "scenarioId": scenario,
-                    "expectedProfile": document["expectedProfile"],
-                    "status": status,
-                    "claimsAllowed": document["claimsAllowed"],
-                    "contextInflation": inflation["status"] if inflation else None,
-                }
-            )
-    statuses = [report["status"] for report in reports]
-    if "EFFICIENCY_REGRESSION" in statuses:
-        overall = "EFFICIENCY_REGRESSION"
-    elif "NOT_COMPARABLE" in statuses:
-        overall = "NOT_COMPARABLE"
-    elif not statuses or all(status == "NOT_MEASURED" for status in statuses):
-        overall = "NOT_MEASURED"
+    statuses: set[str] = set()
+
+    def reports():
+        for docs in result.documents:
+            for scenario in scenario_ids:
+                entry = _regression_entry(docs.run_set_id, scenario, docs.scenarios.get(scenario), measured)
+                statuses.add(entry["status"])
+                yield entry
+
+    def fields() -> dict:
+        if "EFFICIENCY_REGRESSION" in statuses:
+            overall = "EFFICIENCY_REGRESSION"
+        elif "NOT_COMPARABLE" in statuses:
+            overall = "NOT_COMPARABLE"
+        elif statuses <= {"NOT_MEASURED"}:
+            overall = "NOT_MEASURED"
+        else:
+            overall = "OK"
+        return {
+            "status": overall,
+            "blocking": False,
+            "runSetCount": len(result.documents),
+            "scenarioCount": len(scenario_ids),
+            "reports": None,
+            "policy": REGRESSION_POLICY,
+        }
+
+    return Streamed("reports", reports(), fields)
+
+
+def _regression_entry(run_set: str, scenario: str, document: dict | None, measured: dict) -> dict:
+    if document is None:
+        return {"runSetId": run_set, "scenarioId": scenario, "status": "NOT_COMPARABLE"}
+    objectives = document["lightObjectives"]
+    if not measured.get((run_set, scenario)):
+        status = "NOT_MEASURED"
+    elif not document["claimsAllowed"]:
+        status = "NOT_COMPARABLE"
+    elif objectives and (objectives["p50Pass"] is False or objectives["p95Pass"] is False):
+        status = "EFFICIENCY_REGRESSION"
     else:
-        overall = "OK"
+        status = "OK"
+    inflation = document.get("contextInflation")
     return {
-        "status": overall,
-        "blocking": False,
-        "runSetCount": len(result.documents),
-        "scenarioCount": len(scenario_ids),
-        "reports": reports,
-        "policy": REGRESSION_POLICY,
+        "runSetId": run_set,
+        "scenarioId": scenario,
+        "expectedProfile": document["expectedProfile"],
+        "status": status,
+        "claimsAllowed": document["claimsAllowed"],
+        "contextInflation": inflation["status"] if inflation else None,
     }
 
 

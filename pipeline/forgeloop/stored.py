@@ -9,6 +9,8 @@ This module imports no DuckDB; polars only for the tables a report reads.
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -49,7 +51,7 @@ class StoredAnalysis:
 class StoredResult:
     """What a report needs of an aggregate: the documents and some of the analysis frames."""
     analysis: StoredAnalysis
-    documents: list[RunSetDocuments]
+    documents: "StoredDocuments"
 
 
 def expected_profiles(warehouse: "Warehouse") -> dict[str, str]:
@@ -58,10 +60,11 @@ def expected_profiles(warehouse: "Warehouse") -> dict[str, str]:
     return {} if frame is None else dict(frame.iter_rows())
 
 
-def check_current(warehouse: "Warehouse", run_set: str | None = None) -> None:
+def check_current(warehouse: "Warehouse", run_set: str | None = None) -> list[str]:
     """Refuse, in one line saying what to run, when the stored aggregate is missing or older than the
     runs (of `run_set`, or of every run set): each run set's documents carry the digest of the runs
-    they were computed from (`incremental.run_set_identities`), compared with the runs stored now."""
+    they were computed from (`incremental.run_set_identities`), compared with the runs stored now.
+    Returns the run sets that have documents, in id order."""
     import polars as pl
 
     where = shown_path(warehouse.root)
@@ -89,31 +92,58 @@ def check_current(warehouse: "Warehouse", run_set: str | None = None) -> None:
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise LoopmeterError(f"the stored aggregate is older than the runs in {where} (run set{'s' if len(names) > 1 else ''} "
                              f"{shown}); run `loopmeter aggregate` (it computes only what changed)")
+    return sorted(set(stored["run_set_id"].to_list()))
+
+
+class StoredDocuments:
+    """The documents of run sets `names` (in that order) as the last aggregate stored them, read
+    `BATCH` run sets at a time as they are iterated: a report of every run set holds one batch."""
+
+    BATCH = 64
+
+    def __init__(self, warehouse: "Warehouse", names: list[str], profiles: dict[str, str]):
+        self.warehouse, self.names, self.profiles = warehouse, names, profiles
+        self.version = warehouse.table_version(DOCUMENTS)
+        self.files: dict[str, list[str]] = {}
+        for file in warehouse.partition_files(DOCUMENTS, "run_set_id", names):  # checked here, once
+            self.files.setdefault(os.path.basename(os.path.dirname(file)).partition("=")[2], []).append(file)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self) -> Iterator[RunSetDocuments]:
+        for start in range(0, len(self.names), self.BATCH):
+            batch = self.names[start:start + self.BATCH]
+            try:
+                texts = self.warehouse.read_files(DOCUMENTS, [file for name in batch for file in self.files.get(name, [])])
+            except FileNotFoundError:
+                if self.warehouse.table_version(DOCUMENTS) == self.version:
+                    raise
+                # a writer published new documents and removed these: nothing of the report is printed yet
+                raise LoopmeterError(f"{shown_path(self.warehouse.root)}: another loopmeter command replaced the stored "
+                                     "aggregate while this report read it; run the report again") from None
+            for (name,), rows in texts.partition_by("run_set_id", as_dict=True, maintain_order=True).items():
+                docs = RunSetDocuments(name)
+                for file, text in rows.select("file", "document").iter_rows():
+                    if file == "summary.json":
+                        docs.summary = orjson.loads(text)
+                    else:
+                        docs.scenarios[file.removesuffix(".json")] = orjson.loads(text)
+                docs.unknown_scenarios = sorted(scenario for scenario in docs.scenarios if scenario not in self.profiles)
+                yield docs
 
 
 def stored_result(warehouse: "Warehouse", run_set: str | None, frames: tuple[str, ...],
                   profiles: dict[str, str]) -> StoredResult:
-    """The documents of `run_set` (or of all run sets, in id order) and the analysis `frames` (names
-    in `TABLE_OF`) as the last aggregate stored them; refused (`check_current`) when not current."""
+    """The documents of `run_set` (or of all run sets, in id order: read as they are iterated) and
+    the analysis `frames` (names in `TABLE_OF`) as the last aggregate stored them; refused
+    (`check_current`) when not current."""
     import polars as pl
 
-    check_current(warehouse, run_set)
-    wanted = sorted(warehouse.partitions(DOCUMENTS, "run_set_id")) if run_set is None else [run_set]
-    files = warehouse.partition_files(DOCUMENTS, "run_set_id", wanted)
-    texts = warehouse.read_files(DOCUMENTS, files) if files else None
-    documents = []
-    if texts is not None:
-        for (name,), rows in texts.partition_by("run_set_id", as_dict=True, maintain_order=True).items():
-            docs = RunSetDocuments(name)
-            for file, text in rows.select("file", "document").iter_rows():
-                if file == "summary.json":
-                    docs.summary = orjson.loads(text)
-                else:
-                    docs.scenarios[file.removesuffix(".json")] = orjson.loads(text)
-            docs.unknown_scenarios = sorted(scenario for scenario in docs.scenarios if scenario not in profiles)
-            documents.append(docs)
+    stored = check_current(warehouse, run_set)
+    documents = StoredDocuments(warehouse, [name for name in stored if run_set is None or name == run_set], profiles)
     tables = {}
     for name in frames:
         frame = warehouse.read(TABLE_OF[name])
         tables[name] = frame if run_set is None else frame.filter(pl.col("run_set_id") == run_set)
-    return StoredResult(StoredAnalysis(tables), sorted(documents, key=lambda docs: docs.run_set_id))
+    return StoredResult(StoredAnalysis(tables), documents)

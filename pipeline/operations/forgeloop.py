@@ -9,6 +9,7 @@ from typing import Any, Callable
 from ..config import DEFAULT_MAX_FILE_BYTES
 from ..errors import LoopmeterError, shown_path
 from ..storage import Warehouse
+from ..streamed import Streamed
 from .checks import (
     AGGREGATE_HINT, check_choice, check_number, check_utf8_path, inside_aggregate, refuse_inside_warehouse,
 )
@@ -32,11 +33,19 @@ class Ingested:
         return document
 
 
-@dataclass
 class Shown:
-    """What a report shows: its document (what `--json` prints), and notes for people."""
-    document: Any
-    notes: list[str] = field(default_factory=list)
+    """What a report shows: its document (what `--json` prints), and notes for people. `body` is the
+    document, or a `Streamed` one (ForgeLoop's reports) that `print_json` prints as it is made,
+    holding one run set's part at a time; reading `document` makes it whole."""
+
+    def __init__(self, body: Any, notes: list[str] | None = None):
+        self.body, self.notes = body, notes or []
+
+    @property
+    def document(self) -> Any:
+        if isinstance(self.body, Streamed):
+            self.body = self.body.document()
+        return self.body
 
 
 def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | None = None, *,
