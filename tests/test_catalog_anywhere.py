@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import run_cli
 from loopmeter.storage import Warehouse
 
 # A DuckDB client as a notebook or BI tool is one: the file opened with the options given, every
@@ -389,3 +390,33 @@ def test_a_missing_catalog_is_rebuilt_by_the_next_command(settled, tmp_path):
     assert json.loads(result.stdout) and result.stderr == ""
     assert client(warehouse / "loopmeter.duckdb", tmp_path / "elsewhere")["counts"] == rows
     assert (warehouse / ".lock").read_text() == ""  # let go as a writer leaves it
+
+
+def test_a_writer_keeps_the_catalog_it_built_and_builds_anew_one_changed_or_not_its_own(settled, tmp_path):
+    """A table's new version changes nothing in its view (it reads through the table's link): a writer
+    keeps the catalog its record says it built, as the file is. Changed in place (its size and
+    modification time set back), or its record writable by others, the catalog is built anew."""
+    source, rows = settled
+    warehouse = copy_of(source, tmp_path / "warehouse")
+    database, record = warehouse / "loopmeter.duckdb", warehouse / ".state" / "catalog.json"
+    run_cli("catalog", "--quiet", warehouse=warehouse)
+    built = database.stat()
+    run_cli("aggregate", "--full", "--quiet", warehouse=warehouse)  # every forgeloop table a new version
+    assert (database.stat().st_ino, database.stat().st_ctime_ns) == (built.st_ino, built.st_ctime_ns)
+    assert client(database, tmp_path / "elsewhere")["counts"] == table_rows(warehouse) == rows
+
+    with open(database, "r+b") as handle:  # another program writes in it, and sets its time back
+        handle.seek(built.st_size // 2)
+        handle.write(b"\xff" * 4096)
+    os.utime(database, ns=(built.st_atime_ns, built.st_mtime_ns))
+    assert (database.stat().st_size, database.stat().st_mtime_ns) == (built.st_size, built.st_mtime_ns)
+    run_cli("aggregate", "--quiet", warehouse=warehouse)
+    assert database.stat().st_ino != built.st_ino
+    assert client(database, tmp_path / "elsewhere")["counts"] == rows
+    assert run_cli("check", "--quiet", warehouse=warehouse).stderr == ""
+
+    rebuilt = database.stat()
+    record.chmod(0o666)  # anybody may have written what it says
+    run_cli("aggregate", "--quiet", warehouse=warehouse)
+    assert database.stat().st_ino != rebuilt.st_ino
+    assert record.stat().st_mode & 0o777 == 0o644

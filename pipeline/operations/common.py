@@ -43,12 +43,14 @@ def open_warehouse(warehouse: str | os.PathLike | Warehouse | None = None, *, wr
 
 @contextmanager
 def writing(store: Warehouse, *, wait: bool = False, command: str = "loopmeter") -> Iterator[Warehouse]:
-    """The writer's block: the warehouse's lock held, and its catalog built anew as the block ends."""
-    from ..storage.catalog import refresh_catalog
+    """The writer's block: the warehouse's lock held, and its catalog built anew as the block ends
+    unless it is the one built for these tables (`catalog_needs_rebuild`)."""
+    from ..storage.catalog import catalog_needs_rebuild, refresh_catalog
 
     with store.lock(wait=wait, command=command):
         yield store
-        refresh_catalog(store)
+        if catalog_needs_rebuild(store, private=True):
+            refresh_catalog(store)
 
 
 def watch(root: Path) -> None:

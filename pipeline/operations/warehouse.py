@@ -65,7 +65,7 @@ def sql(text: str | None = None, *, file: str | os.PathLike | None = None, query
 def catalog(*, warehouse: str | os.PathLike | Warehouse | None = None, wait: bool = False) -> dict:
     """Rebuild loopmeter.duckdb now, under the writer lock: what was built."""
     from ..config import warehouse_dir
-    from ..storage.catalog import STATE, STORAGE_VERSION, viewable
+    from ..storage.catalog import STATE, STORAGE_VERSION, refresh_catalog, viewable
     from ..storage.remote import is_mirror
 
     store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse_dir(warehouse))
@@ -76,7 +76,7 @@ def catalog(*, warehouse: str | os.PathLike | Warehouse | None = None, wait: boo
     if not store.table_names():
         raise LoopmeterError(f"no tables in {store.root}; ingest something first (or run `loopmeter demo`)")
     with writing(store, wait=wait, command="catalog"):
-        pass  # the catalog is built as the writer's block ends
+        refresh_catalog(store)  # built anew even when it is the one built: `catalog` is how a user asks for that
     built = store.state.read(STATE) or {}
     return {"database": str(store.root / "loopmeter.duckdb"), "views": len(built.get("tables", viewable(store))),
             "root": built.get("root"), "storageVersion": STORAGE_VERSION}

@@ -7,8 +7,11 @@ column carries a `COMMENT ON` from the table registry. The file is written in Du
 storage format (STORAGE_VERSION), which DuckDB 1.4, 1.5 and 2.x all read.
 
 The file is always built from nothing, in a confined session (`duck.py`), with every name quoted
-(`names.py`), aside and renamed into place: a view loopmeter did not write is never kept. Writers
-build it as they end. A reader rebuilds it when `.state/catalog.json` says it was built for another
+(`names.py`), aside and renamed into place: a view loopmeter did not write is never kept. A
+view reads through the table's link, so a new version of a table changes nothing in it: a writer
+builds it as it ends unless the record of its build (this user's own) says it was built for these
+tables, this place and this loopmeter, and the file is exactly the one built (size, times, inode,
+device: replaced or changed in any way, it is built again). A reader rebuilds it when `.state/catalog.json` says it was built for another
 place (a copied or moved warehouse), other tables or another loopmeter, or the file is not the one
 built (its size and time), and no writer holds the lock. loopmeter's own commands never run the
 file's views: `sql` builds the same views in memory, and `check` compares the file's view
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,24 +99,31 @@ def built_for(warehouse: Warehouse, names: list[str] | None = None) -> dict:
     }
 
 
-def _file_identity(path: Path) -> list[int] | None:
+def _file_identity(path: Path, private: bool = False) -> list[int] | None:
+    """The catalog file as it is: a file put in its place (another inode) or changed in any way (its
+    change time, which no one can set back) is another. `private`: None unless it is this user's
+    own file and nobody else may write it."""
     try:
         status = os.lstat(path)
     except OSError:
         return None
-    return [status.st_size, status.st_mtime_ns] if os.path.isfile(path) and not os.path.islink(path) else None
+    if not stat.S_ISREG(status.st_mode) or private and (status.st_uid != os.geteuid() or status.st_mode & 0o022):
+        return None
+    return [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev]
 
 
-def catalog_needs_rebuild(warehouse: Warehouse) -> bool:
+def catalog_needs_rebuild(warehouse: Warehouse, *, private: bool = False) -> bool:
     """Whether loopmeter.duckdb must be rebuilt before it shows this warehouse's tables, as far as
-    `.state/catalog.json` tells: a hint for readers, read without importing DuckDB."""
+    `.state/catalog.json` tells, read without importing DuckDB: a hint for readers; `private` (a
+    writer, which would otherwise build it anew) trusts only a record of this user's own that
+    nobody else may write, of the file exactly as it is now (`_file_identity`)."""
     current = built_for(warehouse)
     if not current["tables"]:
         return False
-    recorded = warehouse.state.read(STATE)
+    recorded = warehouse.state.read(STATE, private=private)
     if not isinstance(recorded, dict) or warehouse.catalog_stale:
         return True
-    if recorded.get("file") != _file_identity(warehouse.root / DATABASE):
+    if recorded.get("file") != _file_identity(warehouse.root / DATABASE, private) or recorded.get("file") is None:
         return True
     return any(recorded.get(key) != value for key, value in current.items())
 
@@ -224,14 +235,3 @@ def objects_problems(warehouse: Warehouse) -> list[str]:
             problems.append(f"its view {name} is not the one loopmeter writes")
     problems += [f"holds a view {name!r} of no table" for name in sorted(set(have) - set(names))]
     return problems
-
-
-def rebuild_catalog(warehouse: Warehouse, *, wait: bool = False) -> dict:
-    """`loopmeter catalog`: rebuild loopmeter.duckdb now, under the writer lock."""
-    if not warehouse.table_names():
-        raise LoopmeterError(f"no tables in {shown_path(warehouse.root)}; ingest something first (or run `loopmeter demo`)")
-    with warehouse.lock(wait=wait, command="catalog"):
-        database = refresh_catalog(warehouse)
-        built = warehouse.state.read(STATE) or {}
-    return {"database": str(database), "views": len(built.get("tables", [])), "root": built.get("root"),
-            "storageVersion": STORAGE_VERSION}
