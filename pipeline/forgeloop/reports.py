@@ -74,23 +74,23 @@ def _rows(by_run_set: dict[tuple, pl.DataFrame], run_set: str) -> list[dict]:
 
 def _outlier_rows(rows_by_key: dict[tuple, list[dict]], scenario: str) -> list[dict]:
     return [
-    {
-        "scenarioId": scenario,
-        "mode": mode,
-        "runId": row["run_id"],
-        "totalTokens": row["total_tokens"],
-        "scenarioMedianTokens": row["scenario_median_tokens"],
-        "ratioToMedian": row["ratio_to_median"],
-        "reasons": list(row["reasons"]),
-        "diagnosticSignals": list(row["diagnostic_signals"]),
-        "verificationCycles": row["verification_cycles"],
-        "modelTurns": row["model_turns"],
-        "toolCalls": row["tool_calls"],
-        "retries": row["retries"],
-        "correctionCycles": row["correction_cycles"],
-    }
-    for mode in MODES
-    for row in rows_by_key.get((scenario, mode), [])
+        {
+            "scenarioId": scenario,
+            "mode": mode,
+            "runId": row["run_id"],
+            "totalTokens": row["total_tokens"],
+            "scenarioMedianTokens": row["scenario_median_tokens"],
+            "ratioToMedian": row["ratio_to_median"],
+            "reasons": list(row["reasons"]),
+            "diagnosticSignals": list(row["diagnostic_signals"]),
+            "verificationCycles": row["verification_cycles"],
+            "modelTurns": row["model_turns"],
+            "toolCalls": row["tool_calls"],
+            "retries": row["retries"],
+            "correctionCycles": row["correction_cycles"],
+        }
+        for mode in MODES
+        for row in rows_by_key.get((scenario, mode), [])
     ]
 
 

@@ -9,11 +9,12 @@ storage format (STORAGE_VERSION), which DuckDB 1.4, 1.5 and 2.x all read.
 The file is always built from nothing, in a confined session (`duck.py`), with every name quoted
 (`names.py`), aside and renamed into place: a view loopmeter did not write is never kept. A
 view reads through the table's link, so a new version of a table changes nothing in it: a writer
-builds it as it ends unless the record of its build (this user's own) says it was built for these
-tables, this place and this loopmeter, and the file is exactly the one built (size, times, inode,
-device: replaced or changed in any way, it is built again). A reader rebuilds it when `.state/catalog.json` says it was built for another
-place (a copied or moved warehouse), other tables or another loopmeter, or the file is not the one
-built (its size and time), and no writer holds the lock. loopmeter's own commands never run the
+builds the file as it ends unless the record of its build (`.state/catalog.json`, this user's
+own, writable by nobody else) says it was built for these tables, this place and this loopmeter,
+and the file is exactly the one built (size, times, inode, device: replaced or changed in any
+way, it is built again). A reader rebuilds it when the record says it was built for another
+place (a copied or moved warehouse), other tables or another loopmeter, or the file is not the
+one built, and no writer holds the lock. loopmeter's own commands never run the
 file's views: `sql` builds the same views in memory, and `check` compares the file's view
 definitions with what loopmeter writes, without running them.
 """
