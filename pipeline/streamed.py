@@ -35,6 +35,14 @@ class Streamed:
         self._used = True
         return self._items
 
+    def items(self) -> Iterator[Any]:
+        """The list's items as they are made (once); `fields()` after the last."""
+        return self._take()
+
+    def fields(self) -> dict:
+        """The fields around the list (its own value None), once the items are made."""
+        return self._fields()
+
     def document(self) -> dict:
         """The whole document, held at once."""
         items = list(self._take())
@@ -67,3 +75,11 @@ class Streamed:
                     write(decoder.decode(piece))
                 write(decoder.decode(b"", final=True) + ("\n" + " " * indent if indent else ""))
             write((b"]" + after).decode())
+
+
+def parts(report: dict | Streamed, key: str) -> tuple[Iterator[Any], Callable[[], dict]]:
+    """The list at `key` of a document, whole or streamed, as its items one at a time, and the fields
+    around it (to be read after the last item)."""
+    if isinstance(report, Streamed):
+        return report.items(), report.fields
+    return iter(report[key]), lambda: report

@@ -25,6 +25,10 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .errors import printable
@@ -391,3 +395,22 @@ def print_fitted(text: str) -> None:
     """Print a summary line on stdout, wrapped at spaces when it is wider than stdout's width
     (`fit_line`): a path or a number is never split."""
     print(fit_line(printable(text), stdout_width()))
+
+
+@contextmanager
+def aside(console: Console) -> Iterator[tuple[Console, Callable[[], None]]]:
+    """A console printing as `console` does (its width, on a terminal or not, its colours) into an
+    unnamed scratch file, and a function that copies what it printed to `console`'s file: tables
+    printed one at a time before a line above them that counts them."""
+    from rich.console import Console as RichConsole
+
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as scratch:
+        spare = RichConsole(file=scratch, width=console.width, force_terminal=console.is_terminal,
+                            color_system=console.color_system)
+
+        def copy() -> None:
+            scratch.flush()
+            scratch.seek(0)
+            shutil.copyfileobj(scratch, console.file)
+
+        yield spare, copy

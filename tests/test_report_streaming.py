@@ -10,11 +10,13 @@ from contextlib import redirect_stdout
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 
 from conftest import run_cli
 from loopmeter.commands.common import print_json
 from loopmeter.errors import named_in
 from loopmeter.forgeloop import stored
+from loopmeter.forgeloop.reports import REPORTS
 from loopmeter.jsjson import dumps
 from loopmeter.operations import forgeloop_report
 from loopmeter.streamed import Streamed
@@ -77,20 +79,26 @@ def many_run_sets(tmp_path_factory):
     return warehouses
 
 
-def _printed(name: str, warehouse, into, whole: bool = False) -> tuple[str, int]:
-    """`report NAME --json` as the command prints it (into the file `into`), and the most memory
-    Python's allocator took while it was printed, beyond what it held before (the run sets'
-    documents are read then); `whole`: the document made whole first, as if not streamed."""
+def _printed(name: str, warehouse, into, whole: bool = False, text: bool = False, measure: bool = True) -> tuple[str, int]:
+    """`report NAME --json` (`text`: the report for people, 100 columns wide) as the command prints it
+    (into the file `into`), and the most memory Python's allocator took while it was printed, beyond
+    what it held before (the run sets' documents are read then); `whole`: the document made whole
+    first, as if not streamed; not `measure`: none measured (0)."""
     with open(into, "w", encoding="utf-8") as out, redirect_stdout(out):
-        tracemalloc.start()
+        if measure:
+            tracemalloc.start()
         try:
             shown = forgeloop_report(name, warehouse=warehouse)
             tracemalloc.reset_peak()
             held = tracemalloc.get_traced_memory()[0]
-            print_json(shown.document if whole else shown.body, 2 if name == "tail" else None)
+            body = shown.document if whole else shown.body
+            if text:
+                REPORTS[name][1](body, Console(file=out, width=100))
+            else:
+                print_json(body, 2 if name == "tail" else None)
             peak = tracemalloc.get_traced_memory()[1] - held
         finally:
-            tracemalloc.stop()
+            tracemalloc.stop()  # nothing when it was not started
     return into.read_text(encoding="utf-8"), peak
 
 
@@ -102,12 +110,20 @@ def test_every_report_prints_its_whole_document_s_text(many_run_sets, tmp_path, 
     assert len(document["runSets" if name in ("tail", "summary") else "reports"]) >= RUN_SETS
 
 
-@pytest.mark.parametrize("name", ["tail", "summary"])
-def test_four_times_the_run_sets_take_little_more_memory_to_print(many_run_sets, tmp_path, name):
+@pytest.mark.parametrize("name", ["outliers", "tail", "summary", "regression"])
+def test_the_report_for_people_is_the_same_made_whole_or_as_it_comes(many_run_sets, tmp_path, name):
+    streamed, _ = _printed(name, many_run_sets[60], tmp_path / "streamed.txt", text=True, measure=False)
+    whole, _ = _printed(name, many_run_sets[60], tmp_path / "whole.txt", whole=True, text=True, measure=False)
+    assert streamed == whole and "rs-0059" in streamed
+
+
+@pytest.mark.parametrize("name, text", [("tail", False), ("summary", False), ("summary", True)],
+                         ids=["tail", "summary", "summary for people"])
+def test_four_times_the_run_sets_take_little_more_memory_to_print(many_run_sets, tmp_path, name, text):
     """From 60 to 240 run sets, printing the report holds a small part of what the whole document
     grows by (only one batch of run sets' documents is read at a time, one run set's part made)."""
-    _printed(name, many_run_sets[60], tmp_path / "warm.json")  # what the first print imports is not counted
-    peaks = {(count, whole): _printed(name, many_run_sets[count], tmp_path / "out.json", whole)[1]
+    _printed(name, many_run_sets[60], tmp_path / "warm.json", text=text)  # what the first print imports is not counted
+    peaks = {(count, whole): _printed(name, many_run_sets[count], tmp_path / "out.json", whole, text)[1]
              for count in (60, RUN_SETS) for whole in (False, True)}
     streamed, whole = (peaks[(RUN_SETS, kind)] - peaks[(60, kind)] for kind in (False, True))
     assert streamed < 0.2 * whole, peaks

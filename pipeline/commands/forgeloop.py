@@ -159,7 +159,7 @@ def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: 
     if json:
         print_json(shown.body, indent)
     else:
-        render(shown.document, stdout_console(250))
+        render(shown.body, stdout_console(250))
     return Exit.OK
 
 

@@ -7,9 +7,10 @@ scenario file (given at ingest), in file-name order; runs of other scenarios are
 """
 from __future__ import annotations
 
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
-from ..streamed import Streamed
+from ..streamed import Streamed, parts
 from .contract import MODES, OUTLIER_POLICY
 
 if TYPE_CHECKING:
@@ -291,32 +292,33 @@ def _percent(value: Any) -> str:
     return ("+" if value > 0 else "") + _text(value) + "%"
 
 
-def render_outliers(report: dict, console: Console) -> None:
-    if report["outlierCount"] == 0:
+def render_outliers(report: dict | Streamed, console: Console) -> None:
+    entries, fields = parts(report, "reports")
+    headers = ("Scenario", "Mode", "Run ID", "Tokens", "Median", "Ratio", "VerCycles", "Turns", "ToolCalls", "Retries", "Corrections", "Signals")
+    shown = False
+    for run_set, same_run_set in groupby(entries, key=lambda entry: entry["runSetId"]):  # a run set's entries come together
+        table = new_table(headers, f"Token outliers in {run_set} ({OUTLIER_POLICY})", right=headers[3:11])
+        for entry in same_run_set:
+            for row in entry["outliers"]:
+                add_row(table, (
+                    row["scenarioId"], row["mode"], row["runId"],
+                    *(_text(row[k]) for k in ("totalTokens", "scenarioMedianTokens", "ratioToMedian", "verificationCycles", "modelTurns", "toolCalls", "retries", "correctionCycles")),
+                    ",".join(row["diagnosticSignals"]) or "-",
+                ))
+        print_table(console, table, key=(2,))  # the run id names the row
+        shown = True
+    if not shown:
         console.print("No token outliers detected under the TOKEN_IQR_1_5 policy.")
         return
-    headers = ("Scenario", "Mode", "Run ID", "Tokens", "Median", "Ratio", "VerCycles", "Turns", "ToolCalls", "Retries", "Corrections", "Signals")
-    by_run_set: dict[str, list] = {}
-    for entry in report["reports"]:
-        by_run_set.setdefault(entry["runSetId"], []).extend(entry["outliers"])
-    for run_set, rows in by_run_set.items():
-        table = new_table(headers, f"Token outliers in {run_set} ({report['policy']})", right=headers[3:11])
-        for row in rows:
-            add_row(table, (
-                row["scenarioId"], row["mode"], row["runId"],
-                *(_text(row[k]) for k in ("totalTokens", "scenarioMedianTokens", "ratioToMedian", "verificationCycles", "modelTurns", "toolCalls", "retries", "correctionCycles")),
-                ",".join(row["diagnosticSignals"]) or "-",
-            ))
-        print_table(console, table, key=(2,))  # the run id names the row
-    console.print(report["note"], markup=False)
+    console.print(fields()["note"], markup=False)
 
 
-def render_tail(report: dict, console: Console) -> None:
-    if not report["runSets"]:
-        console.print("No run sets measured.")
+def render_tail(report: dict | Streamed, console: Console) -> None:
+    run_sets, _ = parts(report, "runSets")
     headers = ("Scenario", "Profile", "Direct P50", "Adaptive P50", "Dist P50 Δ", "Direct P95", "Adaptive P95", "Dist P95 Δ",
                "Paired P50", "Paired P95", "Low-base pairs", "Pairs", "Paired tail", "Distribution tail", "Combined")
-    for run_set in report["runSets"]:
+    shown = False
+    for run_set in run_sets:
         table = new_table(headers, f"Run set {run_set['runSetId']} ({run_set['runCount']} runs): adaptive vs direct tokens",
                           right=headers[2:12])
         for s in run_set["scenarios"]:
@@ -328,34 +330,47 @@ def render_tail(report: dict, console: Console) -> None:
                 s["pairedStatus"], s["distributionStatus"], s["combinedInterpretation"],
             ))
         print_table(console, table)
+        shown = True
+    if not shown:
+        console.print("No run sets measured.")
 
 
-def render_summary(report: dict, console: Console) -> None:
-    console.print(f"Benchmark status: {report['status']}   run sets: {len(report['runSets'])}   "
-                  f"claims allowed: {'yes (observational only)' if report['claimsAllowed'] else 'no'}", markup=False)
+def render_summary(report: dict | Streamed, console: Console) -> None:
+    from ..tables_text import aside
+
+    run_sets, fields = parts(report, "runSets")
     headers = ("Scenario", "Profile", "Claims", "Direct p50 tokens", "Balanced overhead p50/p95", "Adaptive overhead p50/p95", "Light objectives")
-    for run_set in report["runSets"]:
-        table = new_table(headers, f"Run set {run_set['runSetId']} ({run_set['runCount']} runs)", right=headers[3:4])
-        for s in run_set["scenarios"]:
-            direct = s["modeAggregates"]["direct"]["totalTokens"]["p50"]
-            overhead = {
-                mode: f"{_percent(s['comparisons'][mode]['tokenOverheadPercent']['p50'])} / {_percent(s['comparisons'][mode]['tokenOverheadPercent']['p95'])}"
-                for mode in ("forgeloopBalanced", "forgeloopAdaptive")
-            }
-            objectives = s["lightObjectives"]
-            light = "-" if objectives is None else f"{objectives['status']} p50 {_text(objectives['p50Pass'])}, p95 {_text(objectives['p95Pass'])}"
-            add_row(table, (s["scenarioId"], _text(s["expectedProfile"]), _text(s["claimsAllowed"]), _text(direct),
-                            overhead["forgeloopBalanced"], overhead["forgeloopAdaptive"], light))
-        print_table(console, table)
-    console.print(f"Claims policy: {report['claimPolicy']}", markup=False)
+    count = 0
+    with aside(console) as (tables, copy):  # the line above the tables counts them
+        for run_set in run_sets:
+            table = new_table(headers, f"Run set {run_set['runSetId']} ({run_set['runCount']} runs)", right=headers[3:4])
+            for s in run_set["scenarios"]:
+                direct = s["modeAggregates"]["direct"]["totalTokens"]["p50"]
+                overhead = {
+                    mode: f"{_percent(s['comparisons'][mode]['tokenOverheadPercent']['p50'])} / {_percent(s['comparisons'][mode]['tokenOverheadPercent']['p95'])}"
+                    for mode in ("forgeloopBalanced", "forgeloopAdaptive")
+                }
+                objectives = s["lightObjectives"]
+                light = "-" if objectives is None else f"{objectives['status']} p50 {_text(objectives['p50Pass'])}, p95 {_text(objectives['p95Pass'])}"
+                add_row(table, (s["scenarioId"], _text(s["expectedProfile"]), _text(s["claimsAllowed"]), _text(direct),
+                                overhead["forgeloopBalanced"], overhead["forgeloopAdaptive"], light))
+            print_table(tables, table)
+            count += 1
+        document = fields()
+        console.print(f"Benchmark status: {document['status']}   run sets: {count}   "
+                      f"claims allowed: {'yes (observational only)' if document['claimsAllowed'] else 'no'}", markup=False)
+        copy()
+    console.print(f"Claims policy: {document['claimPolicy']}", markup=False)
 
 
-def render_regression(report: dict, console: Console) -> None:
-    console.print(f"Efficiency regression status: {report['status']}   run sets: {report['runSetCount']}", markup=False)
-    table = new_table(("Run set", "Scenario", "Profile", "Status", "Claims", "Context inflation"))
-    for entry in report["reports"]:
+def render_regression(report: dict | Streamed, console: Console) -> None:
+    entries, fields = parts(report, "reports")
+    table = new_table(("Run set", "Scenario", "Profile", "Status", "Claims", "Context inflation"))  # one table: held whole
+    for entry in entries:
         add_row(table, (entry["runSetId"], entry["scenarioId"], _text(entry.get("expectedProfile")), entry["status"],
                         _text(entry.get("claimsAllowed")), _text(entry.get("contextInflation"))))
+    document = fields()
+    console.print(f"Efficiency regression status: {document['status']}   run sets: {document['runSetCount']}", markup=False)
     print_table(console, table, key=(0, 1))
     console.print("This report is observational and does not change lifecycle completion.")
 
