@@ -5,7 +5,8 @@ scenario, per item). `Streamed` makes that list's items one at a time; printed (
 each item is encoded and set aside in an unnamed scratch file as it comes, so only one item is
 held, and the fields around the list, which may count or sum over the items (a status over all
 run sets), are made once the last item has passed. The text is exactly `jsjson.dumps` of the
-whole document (`document()`), which the Python API and the reports for people use.
+whole document (`document()`, what the Python API gives). The reports for people take the items
+as they come too (`parts`).
 """
 from __future__ import annotations
 
