@@ -145,3 +145,20 @@ def test_a_state_or_versions_folder_that_is_a_link_is_refused_in_one_line(place,
         f"loopmeter: error: {warehouse / folder} is a symbolic link; loopmeter keeps its own files there and never "
         "follows a link out of the warehouse: remove the link (what it points to is not touched)"], result.stderr
     assert tree_fingerprint(outside) == beside
+
+
+@pytest.mark.parametrize("name", ["publishing.json", "verified.json", "catalog.json", "forgeloop-aggregate.json"])
+def test_a_state_file_nested_too_deep_to_parse_is_named_and_taken_as_absent(place, name):
+    """JSON nested 200,000 deep (Python's parser gives up on it with a RecursionError, not a
+    ValueError): named in a warning, what it would record done again, and the command answers."""
+    warehouse, _ = place
+    expected = run_cli("report", "summary", "--json", warehouse=warehouse).stdout
+    state = warehouse / ".state" / name
+    state.write_text("[" * 200_000 + "]" * 200_000)
+    state.chmod(0o600)  # as the verified record must be to be read at all
+    answered = run_cli("report", "summary", "--json", warehouse=warehouse)
+    assert answered.stdout == expected
+    aggregated = run_cli("aggregate", "--quiet", warehouse=warehouse)  # what reads the aggregate's record
+    told = answered.stderr + aggregated.stderr
+    assert f"{state}" in told and "RecursionError" not in told
+    assert run_cli("check", "--quiet", warehouse=warehouse).returncode == 0

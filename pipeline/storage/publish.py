@@ -124,7 +124,7 @@ def read_journal(state: State) -> tuple[object, str | None]:
         return None, f"it cannot be read ({error.strerror or error})"
     try:
         return json.loads(data), None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
         return None, "it is not JSON"
 
 

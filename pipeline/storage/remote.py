@@ -110,7 +110,7 @@ class Remote:
             return None
         try:
             key = json.loads(data)["manifest"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             key = None
         if not isinstance(key, str) or not _MANIFEST.fullmatch(key):
             raise LoopmeterError(f"{self.url}/{HEAD}: not a loopmeter warehouse's pointer")
@@ -124,7 +124,7 @@ class Remote:
             raise LoopmeterError(f"{self.url}/{key}: the manifest HEAD names is missing")
         try:
             manifest = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
             manifest = None
         problem = manifest_problem(manifest)
         if problem:

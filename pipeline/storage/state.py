@@ -51,7 +51,7 @@ class State:
             return None
         try:
             return json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
             warn(f"{shown_path(path)} is not JSON; what it would record is done again")
             return None
 
