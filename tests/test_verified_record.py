@@ -115,10 +115,10 @@ def test_a_record_that_is_not_this_user_s_own_vouches_for_nothing(demo_warehouse
 def test_the_runs_digests_are_recorded_and_taken_again_from_a_file_only_when_its_change_time_changed(
         demo_warehouse, tmp_path, monkeypatch):
     """The aggregate's plan knows which run sets changed by the digests of the runs' files: taken
-    from the record while a file is the one recorded, read again for a copied file and for the files
-    an ingest linked into a new version of `runs` (a link changes the change time), and a digest the
-    record holds is the one used (so a wrong one makes its run set computed again: the record is
-    trusted as a cache)."""
+    from the record while a file is the one recorded, read again for a copied file but not for the
+    files an ingest linked into a new version of `runs` (loopmeter's own links change the change
+    time: it is taken again just after each), and a digest the record holds is the one used (so a
+    wrong one makes its run set computed again: the record is trusted as a cache)."""
     from loopmeter.forgeloop.samples import RunSetPlan, write_results
     from loopmeter.storage import verified
 
@@ -143,7 +143,7 @@ def test_the_runs_digests_are_recorded_and_taken_again_from_a_file_only_when_its
     write_results(tmp_path / "more", [RunSetPlan("more-1", 2, scenarios=("small-bug-fix",))], seed=3)
     run_cli("ingest", "forgeloop", str(tmp_path / "more"), "--quiet", warehouse=warehouse)
     assert aggregate() == {**stored, "more-1": True}
-    assert sorted(read) == sorted(runs())  # every file: the kept ones were linked into the new version
+    assert sorted(read) == sorted(runs("more-1"))  # the kept ones, linked into the new version, keep their digests
     read.clear()
     assert aggregate() == {**stored, "more-1": False} and read == []
 
@@ -196,19 +196,21 @@ def test_a_runs_file_changed_while_an_aggregate_runs_is_read_again_by_the_next(d
 def test_a_runs_file_changed_after_an_ingest_linked_it_is_read_again_by_the_next_aggregate(
         demo_warehouse, tmp_path, monkeypatch):
     """The ingest of a new run set links every other run set's file into the new version of `runs`
-    (a change of the file's change time loopmeter made itself). A file another program rewrites in
-    place just after that link keeps no recorded digest: the next aggregate reads it again."""
+    (a change of the file's change time loopmeter made itself, and took again just after). A file
+    another program rewrites in place after that link keeps no recorded digest: the next aggregate
+    reads it again."""
     from loopmeter.forgeloop.samples import RunSetPlan, write_results
+    from loopmeter.storage.verified import Verified
 
     warehouse = _copy(demo_warehouse, tmp_path)
     run_cli("aggregate", "--quiet", warehouse=warehouse)  # the digests recorded
     (victim,) = (warehouse / "runs" / "run_set_id=sample-legacy-5").glob("*.parquet")
     victim = victim.resolve()
-    link = os.link
+    link = Verified.link
     changed = []
 
-    def linking(source, target, *args, **kwargs):
-        link(source, target, *args, **kwargs)
+    def linking(self, table, source, target):
+        link(self, table, source, target)
         if not changed and Path(source).resolve() == victim:
             status = os.stat(victim)
             data = bytearray(victim.read_bytes())
@@ -219,10 +221,60 @@ def test_a_runs_file_changed_after_an_ingest_linked_it_is_read_again_by_the_next
             changed.append(victim)
 
     write_results(tmp_path / "more", [RunSetPlan("more-1", 2, scenarios=("small-bug-fix",))], seed=3)
-    monkeypatch.setattr(os, "link", linking)
+    monkeypatch.setattr(Verified, "link", linking)
     run_cli("ingest", "forgeloop", str(tmp_path / "more"), "--quiet", warehouse=warehouse)
-    monkeypatch.setattr(os, "link", link)
+    monkeypatch.setattr(Verified, "link", link)
     assert changed
     done = json.loads(run_cli("aggregate", "--json", "--quiet", warehouse=warehouse).stdout)
     assert {entry["runSetId"]: entry["recomputed"] for entry in done["runSets"]} == {
         "more-1": True, "sample-evidence-5": False, "sample-legacy-5": True, "sample-tail-30": False}
+
+
+def test_a_file_changed_in_place_after_a_writer_verified_it_is_not_recorded_as_verified(
+        demo_warehouse, tmp_path, monkeypatch):
+    """A table file another program rewrites in place (its size and modification time given back)
+    after a writer verified it and before the writer records what it verified: the record does not
+    vouch for it (its change time is not the one it was verified at), so the next command verifies
+    it and names it."""
+    from loopmeter.storage.verified import Verified
+
+    warehouse = _copy(demo_warehouse, tmp_path)
+    (victim,) = sorted((warehouse / "runs").rglob("*.parquet"))[:1]
+    save = Verified.save
+
+    def changing_first(self, files):
+        status = os.stat(victim)
+        with open(victim, "r+b") as handle:
+            handle.seek(-4, os.SEEK_END)
+            handle.write(b"XXXX")
+        os.utime(victim, ns=(status.st_atime_ns, status.st_mtime_ns))
+        return save(self, files)
+
+    monkeypatch.setattr(Verified, "save", changing_first)
+    run_cli("catalog", warehouse=warehouse)  # a writer: every file verified as it takes the lock
+    monkeypatch.setattr(Verified, "save", save)
+    record = json.loads((warehouse / ".state" / "verified.json").read_bytes())
+    assert len(record["files"]) == len(_table_files(warehouse)) - 1
+    assert os.lstat(victim).st_ino not in {entry[3] for entry in record["files"]}
+
+    refused = run_cli("sql", COUNT, warehouse=warehouse, check=1)
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith(f"loopmeter: error: {victim}: cannot be read as Parquet (Parquet magic bytes not found")
+
+
+def test_after_an_ingest_and_an_aggregate_the_next_command_opens_no_table_file(demo_warehouse, tmp_path, opened):
+    """The files a writer linked into new versions, and whose old links it removed, stay recorded as
+    verified: the next command opens none of them."""
+    from loopmeter.forgeloop.samples import RunSetPlan, write_results
+
+    warehouse = _copy(demo_warehouse, tmp_path)
+    run_cli("catalog", warehouse=warehouse)
+    write_results(tmp_path / "more", [RunSetPlan("more-1", 2, scenarios=("small-bug-fix",))], seed=3)
+    for command in (("ingest", "forgeloop", str(tmp_path / "more"), "--quiet"), ("aggregate", "--quiet")):
+        run_cli(*command, warehouse=warehouse)
+        record = json.loads((warehouse / ".state" / "verified.json").read_bytes())
+        assert len(record["files"]) == len(_table_files(warehouse))
+        opened.clear()
+        counted = run_cli("sql", COUNT, "--format", "json", warehouse=warehouse)
+        assert json.loads(counted.stdout)[0]["n"] > 0
+        assert opened == []

@@ -20,19 +20,21 @@ import signal
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..errors import shown_path, warn
 from .. import faults
 from . import folders, registry, versions
+from .files import remove_tree
 from .state import State
 
 JOURNAL = "publishing.json"
 
 
-def commit(root: Path, pending: dict[str, Path], staged: list[folders.Staged] = ()) -> None:
+def commit(root: Path, pending: dict[str, Path], staged: list[folders.Staged] = (), *,
+           remove: Callable[[Path], None] = remove_tree) -> None:
     """Publish `pending` (table -> new version) and swap the `staged` folders in, as one: the
-    journal first, then the swaps (the caller holds the lock)."""
+    journal first, then the swaps (the caller holds the lock). `remove` removes a version left."""
     state = State(root)
     for version in pending.values():
         versions.fsync_directory(version)
@@ -55,17 +57,17 @@ def commit(root: Path, pending: dict[str, Path], staged: list[folders.Staged] = 
             state.remove(JOURNAL)
     finally:  # also when the Ctrl-C held above comes now: the versions left go with it
         for old, version in previous:
-            versions.remove_superseded(old, version)
+            versions.remove_superseded(old, version, remove)
         for entry in staged:
             folders.remove_old(entry)
 
 
-def publish_one(root: Path, name: str, version: Path) -> None:
+def publish_one(root: Path, name: str, version: Path, *, remove: Callable[[Path], None] = remove_tree) -> None:
     """Make `version` table `name`'s current version now (outside a multi-table publish)."""
     versions.fsync_directory(version)
     previous = versions.swap(root, name, version)
     versions.fsync_directory(root)
-    versions.remove_superseded(previous, version)
+    versions.remove_superseded(previous, version, remove)
 
 
 def finish(root: Path) -> tuple[bool, str | None]:

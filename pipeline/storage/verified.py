@@ -10,10 +10,14 @@ about half a millisecond: seconds for a warehouse of a million runs, paid by eve
   it (the unchanged partitions of a new version) is the same content.
 - Across processes, the writer records, as it lets the lock go, the files of the current versions
   verified in its process (the files it wrote are verified then), each with the identity above and
-  the file's change time. A later command takes a file as verified without opening it only when
-  the record holds exactly the identity the file has now, change time included, and the record is
-  this user's own file that nobody else may write (mode 0600): another user sharing the warehouse
-  cannot write one, and a command of theirs verifies every file.
+  the file's change time: the one it had when it was verified. A file whose change time is another
+  by then (changed since, by anyone) is left out, and verified again by the next command. The links
+  loopmeter itself makes and removes (`link`, `remove`: an unchanged partition kept in a new
+  version, the old version removed) change it too; the change time seen just after each is taken
+  as the one verified when the one seen just before was. A later command takes a file as verified
+  without opening it only when the record holds exactly the identity the file has now, change time
+  included, and the record is this user's own file that nobody else may write (mode 0600): another
+  user sharing the warehouse cannot write one, and a command of theirs verifies every file.
 
 The change time is set by the kernel alone, to the moment of any change to a file, to its times or
 to its links; nothing can set it back. A file copied, unpacked, restored from a backup, rewritten in
@@ -25,11 +29,11 @@ the warehouse while loopmeter reads it, no verification made before a read can e
 A file's digest (`digest`: what the aggregate's plan compares to know which run sets changed) is
 kept beside its identity in the same record, under the same rule: taken from the record only when
 the file's identity and change time are exactly those recorded, else read and digested again. A
-digest is recorded only while the file's change time is the one it was taken at: a change by
-another program while a command runs drops it, and so does a new version of the table that
-hard-links the file (an ingest of another run set), so the next command reads the file again.
-What a change time cannot show, a file written through a memory mapping after its times were set,
-no record of times can.
+digest is recorded only while the file's change time is the one it was taken at (carried
+across loopmeter's own links as above): a change by another program while a command runs drops it,
+so the next command reads the file again. What a change time cannot show, a change made in the
+microseconds between a link loopmeter makes and its look at the file just after, or a file written
+through a memory mapping after its times were set, no record of times can.
 
 The record saves time only: when it is missing, damaged or not what loopmeter writes, every file is
 verified again. `loopmeter check` never uses it: it reads every file to its end.
@@ -45,7 +49,7 @@ from pathlib import Path
 
 from ..errors import shown_path, warn
 from . import conformance
-from .files import open_regular
+from .files import open_regular, remove_tree
 from .state import State
 
 RECORD = "verified.json"
@@ -62,8 +66,9 @@ def identity(table: str, path: Path, status: os.stat_result) -> tuple:
 class Verified:
     def __init__(self, state: State):
         self.state = state
-        self.here: set[tuple] = set()  # identities verified in this process
+        self.here: dict[tuple, int] = {}  # identity verified in this process -> the change time it was verified at
         self.digests: dict[tuple, tuple[str, int]] = {}  # identity -> digest, and the change time it holds at
+        self.linked: dict[tuple[int, int], tuple[str, Path]] = {}  # (device, inode) -> table, the last link made
         self._recorded: dict[tuple, str | None] | None = None  # identity and change time -> digest
 
     def known(self, table: str, path: Path, status: os.stat_result) -> bool:
@@ -76,14 +81,55 @@ class Verified:
         recorded = self.recorded()
         key = (*found, status.st_ctime_ns)
         if key in recorded:
-            self.here.add(found)
+            self.here.setdefault(found, status.st_ctime_ns)
             if recorded[key] is not None:
                 self.digests.setdefault(found, (recorded[key], status.st_ctime_ns))
             return True
         return False
 
     def add(self, table: str, path: Path, status: os.stat_result) -> None:
-        self.here.add(identity(table, path, status))
+        """The file `path` of `table` was verified; `status` is what it was before it was opened."""
+        self.here[identity(table, path, status)] = status.st_ctime_ns
+
+    def link(self, table: str, source: Path, target: Path) -> None:
+        """Hard-link `source`, a file of `table`, as `target` (a link in its place linked as a link, never
+        followed), keeping its verification and digest across the change of its change time."""
+        before = os.lstat(source)
+        os.link(source, target, follow_symlinks=False)
+        after = os.lstat(target)
+        self._carry(table, source, before, target, after)
+        self.linked[(after.st_dev, after.st_ino)] = (table, Path(target))
+
+    def remove(self, version: Path) -> None:
+        """Remove the version folder `version` (no link followed). A file of it also linked elsewhere by
+        this process keeps, there, its verification and digest across the change of its change time."""
+        for path in _version_files(version):
+            try:
+                before = os.lstat(path)
+            except OSError:
+                continue
+            other = self.linked.get((before.st_dev, before.st_ino)) if before.st_nlink > 1 else None
+            if other is None or os.fspath(other[1]) == path:
+                continue
+            try:
+                os.unlink(path)
+                after = os.lstat(other[1])
+            except OSError:
+                continue
+            self._carry(other[0], path, before, other[1], after)
+        remove_tree(version)
+
+    def _carry(self, table: str, source: Path, before: os.stat_result, target: Path, after: os.stat_result) -> None:
+        """`target` is a link of the file `source` was (`before`, `after`: as seen just before and after
+        loopmeter changed its links): what held for it then holds now."""
+        if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(after.st_mode):
+            return
+        was, now = identity(table, source, before), identity(table, target, after)
+        if self.here.get(was) == before.st_ctime_ns:
+            self.here[now] = after.st_ctime_ns
+        taken = self.digests.get(was)
+        if self._holds(taken, before):
+            self.digests[now] = (taken[0], after.st_ctime_ns)
 
     def recorded(self) -> dict[tuple, str | None]:
         if self._recorded is None:
@@ -128,7 +174,7 @@ class Verified:
             except OSError:
                 continue
             found = identity(table, path, status)
-            if found in self.here:
+            if self.here.get(found) == status.st_ctime_ns:
                 taken = self.digests.get(found)
                 entries.append([*found, status.st_ctime_ns, *([taken[0]] if self._holds(taken, status) else [])])
         try:
@@ -138,6 +184,22 @@ class Verified:
                  "the next command verifies every table file again")
             return
         self._recorded = {tuple(entry[:7]): (entry[7] if len(entry) == 8 else None) for entry in entries}
+
+
+def _version_files(version: Path) -> list[str]:
+    """The regular files of a version folder: at its root and one partition folder down."""
+    found = []
+    try:
+        with os.scandir(version) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    found.append(entry.path)
+                elif entry.is_dir(follow_symlinks=False):
+                    with os.scandir(entry.path) as inner:
+                        found += [each.path for each in inner if each.is_file(follow_symlinks=False)]
+    except OSError:
+        pass
+    return found
 
 
 def _read(state: State) -> dict[tuple, str | None]:

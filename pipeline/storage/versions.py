@@ -16,6 +16,7 @@ import os
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from ..errors import LoopmeterError, shown_path
 from . import registry
@@ -105,11 +106,11 @@ def swap(root: Path, name: str, version: Path) -> Path | None:
     return previous
 
 
-def remove_superseded(previous: Path | None, version: Path) -> None:
-    """Remove the version a table's link left for `version` (none, or the same one: nothing);
-    `previous` is a real directory of the table's (`own`). no link inside is followed."""
+def remove_superseded(previous: Path | None, version: Path, remove: Callable[[Path], None] = remove_tree) -> None:
+    """Remove (with `remove`) the version a table's link left for `version` (none, or the same one:
+    nothing); `previous` is a real directory of the table's (`own`). No link inside is followed."""
     if previous is not None and os.path.realpath(previous) != os.path.realpath(version):
-        remove_tree(previous)
+        remove(previous)
 
 
 def fsync_directory(path: Path) -> None:

@@ -332,14 +332,14 @@ class Warehouse:
             pending, self._pending = self._pending, None
             staged, self._pending_folders = self._pending_folders, []
             for version in pending.values():
-                remove_tree(version)
+                self.verified.remove(version)
             for entry in staged:
                 folders.discard(entry)
             raise
         pending, self._pending = self._pending, None
         staged, self._pending_folders = self._pending_folders, []
         if pending or staged:
-            publish.commit(self.root, pending, staged)
+            publish.commit(self.root, pending, staged, remove=self.verified.remove)
 
     @contextmanager
     def build_table(self, name: str, partition_by: str | None = None) -> Iterator["TableBuilder"]:
@@ -349,7 +349,9 @@ class Warehouse:
 
         registry.table(name)
         self._mark()  # a warehouse written through the library, without the lock, is one too
-        builder = TableBuilder(self.root, name, partition_by, lambda: self._partition_files(name, partition_by))
+        builder = TableBuilder(self.root, name, partition_by, lambda: self._partition_files(name, partition_by),
+                               link=lambda source, target: self.verified.link(name, source, target),
+                               remove=self.verified.remove)
         try:
             yield builder
             if not builder.cancelled:
@@ -382,9 +384,9 @@ class Warehouse:
             superseded = self._pending.get(name)
             self._pending[name] = version
             if superseded is not None and superseded != version:
-                remove_tree(superseded)
+                self.verified.remove(superseded)
         else:
-            publish.publish_one(self.root, name, version)
+            publish.publish_one(self.root, name, version, remove=self.verified.remove)
         faults.checkpoint(f"after-publish:{name}")
 
     def publish_folder(self, entry: folders.Staged) -> None:

@@ -123,12 +123,17 @@ class TableBuilder:
     """One version of a table being written; see `Warehouse.build_table`."""
 
     def __init__(self, root: Path, name: str, partition_by: str | None,
-                 current: Callable[[], dict[str, list[Path]]] = dict):
+                 current: Callable[[], dict[str, list[Path]]] = dict, *,
+                 link: Callable[[Path, Path], None] = lambda source, target: os.link(source, target, follow_symlinks=False),
+                 remove: Callable[[Path], None] = remove_tree):
         """A new version of table `name` in the warehouse at `root`; `current` gives the current version's
-        partitions (value -> its files), which `keep_others` keeps."""
+        partitions (value -> its files), which `keep_others` keeps. `link` hard-links a file of the
+        current version into the new one, and `remove` removes the new one if it is discarded
+        (`Verified.link` and `Verified.remove`, which keep what was verified of the files)."""
         from . import versions
 
         self.name, self.partition_by, self.current = name, partition_by, current
+        self._link, self._remove = link, remove
         self.version = versions.new(root, name)
         self.written: set[str] = set()
         self.files: set[tuple[str, str]] = set()  # (partition key, file name) written by copy
@@ -183,7 +188,7 @@ class TableBuilder:
         directory = self._directory(key)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"part-{number:05d}.parquet"
-        os.link(file, path, follow_symlinks=False)
+        self._link(file, path)
         self.parts[key] = number + 1
         self.written.add(key)
         return path
@@ -238,7 +243,7 @@ class TableBuilder:
                 target = self.version / f"{self.partition_by}={value}"
                 target.mkdir()
                 for file in files:
-                    os.link(file, target / file.name)
+                    self._link(file, target / file.name)
                 self.written.add(value)
         if not self.written:  # an empty table still has its columns
             if self.schema_frame is None:
@@ -246,4 +251,4 @@ class TableBuilder:
             write_file(self.schema_frame, self.version / EMPTY_FILE, self.name)
 
     def discard(self) -> None:
-        remove_tree(self.version)
+        self._remove(self.version)
