@@ -5,8 +5,10 @@ for a partitioned table, in `<column>=<value>` folders whose value follows the p
 (and an empty table's one file at its root). Anything else in it (a symbolic link, a FIFO, a
 device, a folder of another name) is a problem named in one line: it is never opened, and the
 table is not read. Each file must hold its table's schema (the registry's Arrow types, in order)
-and may not expand beyond MAX_EXPANSION times its size (and FLOOR bytes) when read: its footer,
-read from a descriptor opened as a regular file, says so before any page is decompressed.
+and may not expand beyond MAX_EXPANSION times its size (and FLOOR bytes) when read: its footer and
+its page headers (`pages.py`: a footer can understate what a reader decompresses and decodes, a
+page header cannot), read from a descriptor opened as a regular file, say so before any page is
+decompressed.
 
 A command verifies every file it reads, unless this user's own record says it verified that
 very file, unchanged since (`verified.py`: a record anyone else could write is never trusted).
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import first_line, shown_path
-from . import registry
+from . import pages, registry
 from .files import NotAFile, WHAT, entry_kind, kind_of, open_regular
 
 if TYPE_CHECKING:
@@ -107,7 +109,8 @@ def file_problem(table: str, path: Path, *, whole: bool = False) -> str | None:
             size = os.fstat(handle.fileno()).st_size
             parquet = pq.ParquetFile(handle)
             metadata = parquet.metadata
-            expanded = sum(metadata.row_group(group).total_byte_size for group in range(metadata.num_row_groups))
+            expanded = max(sum(metadata.row_group(group).total_byte_size for group in range(metadata.num_row_groups)),
+                           pages.expanded_size(handle, metadata, size))
             if expanded > max(FLOOR, MAX_EXPANSION * size):
                 return (f"expands to {expanded:,} bytes when read, {expanded // max(size, 1):,} times its size: "
                         "not a file loopmeter wrote, and not read")
