@@ -237,11 +237,13 @@ def measured(report, tmp_path_factory) -> dict[int, dict]:
 
 
 @pytest.mark.slow
-def test_report_html_writes_the_warehouse_page_by_default_and_has_no_json(warehouse, tmp_path):
-    """No --out: the warehouse's report.html (where demo and run-all write it); --json is no option of it."""
-    assert (warehouse / "report.html").read_text().startswith("<!doctype html>")
-    refused = run_cli("report", "html", "--json", warehouse=warehouse, check=2, cwd=tmp_path)
-    assert "--json" in refused.stderr
+def test_report_html_writes_the_warehouse_page_by_default_and_says_where_in_json(warehouse, tmp_path):
+    """No --out: the warehouse's report.html (where demo and run-all write it); --json says where, and
+    how large."""
+    page = warehouse / "report.html"
+    assert page.read_text().startswith("<!doctype html>")
+    done = run_cli("report", "html", "--json", warehouse=warehouse, cwd=tmp_path)
+    assert json.loads(done.stdout) == {"written": str(page.resolve()), "bytes": page.stat().st_size}
     assert list(tmp_path.iterdir()) == []
     out = tmp_path / "mine.html"
     done = run_cli("report", "html", "--out", "mine.html", "--quiet", warehouse=warehouse, cwd=tmp_path)

@@ -253,7 +253,7 @@ def test_sql_schema_and_queries_take_quiet(demo_warehouse):
 
 def test_csv_writes_timestamps_as_json_does(demo_warehouse, tmp_path):
     """ISO 8601 with the offset's colon in every format: an instant with a fraction, one without, a
-    timestamp without a zone (UTC, as json tells it), and none."""
+    timestamp without a zone (without an offset, as Parquet keeps it), and none."""
     query = ("SELECT timestamptz '2026-01-02 03:04:05.5+02' AS half, timestamptz '2026-12-03 13:20:07.148104+00' AS micro, "
              "timestamptz '2026-01-02 03:04:05+00' AS whole, timestamp '2026-01-02 03:04:05' AS naive, "
              "NULL::timestamptz AS nothing")
@@ -263,7 +263,13 @@ def test_csv_writes_timestamps_as_json_does(demo_warehouse, tmp_path):
     (row,) = json.loads((tmp_path / "x.json").read_text())
     assert dict(zip(header.split(","), values.split(","))) == {name: value or "" for name, value in row.items()}
     assert row == {"half": "2026-01-02T01:04:05.500000+00:00", "micro": "2026-12-03T13:20:07.148104+00:00",
-                   "whole": "2026-01-02T03:04:05+00:00", "naive": "2026-01-02T03:04:05+00:00", "nothing": None}
+                   "whole": "2026-01-02T03:04:05+00:00", "naive": "2026-01-02T03:04:05", "nothing": None}
+    run_cli("sql", query, "--out", str(tmp_path / "x.parquet"), "--quiet", warehouse=demo_warehouse)
+    import pyarrow.parquet as pq
+
+    stored = pq.read_table(tmp_path / "x.parquet")
+    assert stored.schema.field("naive").type.tz is None and stored.schema.field("whole").type.tz is not None
+    assert stored.column("naive")[0].as_py().isoformat() == row["naive"]
 
 
 def test_a_table_the_warehouse_does_not_hold_yet_says_what_stores_it(corpus_warehouse):

@@ -9,7 +9,7 @@ import typer
 
 from .apps import app
 from ..errors import Exit, one_line, shown_path
-from .common import JsonOption, QuietOption, WarehouseOption, command, note, print_json, set_quiet
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet
 from .helptext import command_help
 
 
@@ -27,11 +27,12 @@ def check_command(
     warehouse: WarehouseOption = None,
     json: JsonOption = False,
     quiet: QuietOption = False,
+    wait: WaitOption = False,
 ) -> int:
     from ..operations import check
 
     set_quiet(quiet)
-    found, report = check(warehouse=warehouse, repair=repair)
+    found, report = check(warehouse=warehouse, repair=repair, wait=wait)
     if json:
         document = report.as_dict()
         document["found"] = [problem.as_dict() for problem in found]

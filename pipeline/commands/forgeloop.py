@@ -193,7 +193,8 @@ for _name, (_summary, _details) in REPORT_HELP.items():
 
 @report_app.command("html", **command_help(
     "Write one self-contained HTML page with charts.",
-    "No network is needed to view it: a section per run set, then the Forge charts.",
+    "No network is needed to view it: a section per run set, then the Forge charts. --json prints where it "
+    "was written and its size.",
     example="loopmeter report html\nloopmeter report html --out ~/report.html"))
 @command
 def report_html(
@@ -202,10 +203,13 @@ def report_html(
     run_set: RunSetOption = None,
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
+    json: JsonOption = False,
 ) -> int:
     from ..operations import report_html as write_page
 
     written = write_page(warehouse=warehouse, out=out, run_set=run_set)
-    if not quiet:
+    if json:
+        print_json({"written": str(written), "bytes": written.stat().st_size}, 2)
+    elif not quiet:
         print(f"wrote {written}")
     return Exit.OK

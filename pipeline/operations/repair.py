@@ -26,7 +26,7 @@ _FORGELOOP_AGGREGATES = (
 REPAIRING = "loopmeter check --repair"
 
 
-def repair(warehouse: Warehouse, report: Report) -> Report:
+def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Report:
     """Rebuild what `report` found wrong where the warehouse holds the inputs, holding the writer
     lock; the warehouse checked again after. The lock is taken as a reader's moment of writing is
     (`lock_if_free`), not as a writer's: a writer first rewrites every table file not in its
@@ -35,10 +35,11 @@ def repair(warehouse: Warehouse, report: Report) -> Report:
     from ..storage.catalog import refresh_catalog
 
     damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table and not _foreign(warehouse, p)}
-    with warehouse.lock_if_free(REPAIRING) as taken:
+    with warehouse.lock_if_free(REPAIRING, wait=wait) as taken:
         if not taken:
             raise WarehouseBusy(f"warehouse {shown_path(warehouse.root)} is locked by another process (or its lock "
-                                "file cannot be opened); run `loopmeter check --repair` again when it has ended")
+                                "file cannot be opened); run `loopmeter check --repair` again when it has ended, "
+                                "or pass --wait")
         report.repaired += _remove_foreign(warehouse, report)
         if any(p.kind == "journal" for p in report.problems):
             report.repaired += _repair_journal(warehouse)

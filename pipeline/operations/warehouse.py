@@ -89,10 +89,11 @@ def schema(*, warehouse: str | os.PathLike | Warehouse | None = None) -> list[di
     return schema_rows(open_warehouse(warehouse))
 
 
-def check(*, warehouse: str | os.PathLike | Warehouse | None = None, repair: bool = False):
+def check(*, warehouse: str | os.PathLike | Warehouse | None = None, repair: bool = False, wait: bool = False):
     """Everything wrong with the warehouse, found without changing anything (the warehouse as it is:
-    opened without being mended first); with `repair`, what can be rebuilt is, and the warehouse is
-    checked again. Returns (the problems found first, the report: what is left, what was repaired)."""
+    opened without being mended first); with `repair`, what can be rebuilt is (waiting for another
+    writer's lock with `wait`, else leaving with WarehouseBusy), and the warehouse is checked again.
+    Returns (the problems found first, the report: what is left, what was repaired)."""
     from ..config import warehouse_dir
     from ..storage.integrity import check as check_warehouse
     from .repair import repair as repair_warehouse
@@ -103,5 +104,5 @@ def check(*, warehouse: str | os.PathLike | Warehouse | None = None, repair: boo
     report = check_warehouse(store)
     found = list(report.problems)
     if repair and found:
-        repair_warehouse(store, report)
+        repair_warehouse(store, report, wait=wait)
     return found, report

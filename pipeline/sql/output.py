@@ -61,7 +61,7 @@ def _dumps(value: Any) -> str:
     import orjson
 
     return orjson.dumps(value, default=_json_default,
-                        option=orjson.OPT_NAIVE_UTC | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
+                        option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS).decode()
 
 
 def cell_text(value: Any) -> str:
@@ -91,11 +91,11 @@ def _flat(frame: "pl.DataFrame") -> "pl.DataFrame":
 
 def _iso_text(name: str, dtype) -> "pl.Expr":
     """A timestamp column as the text json and jsonl give it (ISO 8601: `2026-12-03T13:20:07.148104+00:00`,
-    the fraction left out when it is zero, the offset with its colon, a timestamp without a zone as
-    UTC), not polars' csv default (`+0000`, no offset for one without a zone)."""
+    the fraction left out when it is zero, the offset with its colon; a timestamp without a zone
+    (DuckDB's TIMESTAMP) without one, as `--format parquet` keeps it), not polars' csv default (`+0000`)."""
     import polars as pl
 
-    zone = "%:z" if dtype.time_zone is not None else "+00:00"
+    zone = "%:z" if dtype.time_zone is not None else ""
     column = pl.col(name)
     return (pl.when(column.dt.microsecond() == 0).then(column.dt.to_string(f"%Y-%m-%dT%H:%M:%S{zone}"))
             .otherwise(column.dt.to_string(f"%Y-%m-%dT%H:%M:%S%.6f{zone}")).alias(name))

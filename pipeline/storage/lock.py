@@ -63,13 +63,14 @@ def hold(root: Path, *, wait: bool = False, command: str = "") -> Iterator[None]
 
 
 @contextmanager
-def hold_if_free(root: Path, what: str, *, leave_name: bool = False) -> Iterator[bool]:
-    """The writer lock for a reader's moment of writing, taken only if no one holds it: True inside
-    when taken, False when another process holds it or the lock file cannot be opened (a read-only
-    warehouse, or a lock file that is not a regular file). The lock file names the holder with
-    `what` it does (FINISHING, REBUILDING: a writer starting meanwhile waits for those); the name
-    is emptied as the lock is let go, unless `leave_name`, or unless this process holds the lock
-    already (as a writer: its line stays for the rest of its work)."""
+def hold_if_free(root: Path, what: str, *, leave_name: bool = False, wait: bool = False) -> Iterator[bool]:
+    """The writer lock for a reader's moment of writing, taken only if no one holds it (or, with
+    `wait`, once the holder lets it go): True inside when taken, False when another process holds
+    it or the lock file cannot be opened (a read-only warehouse, or a lock file that is not a
+    regular file). The lock file names the holder with `what` it does (FINISHING, REBUILDING: a
+    writer starting meanwhile waits for those); the name is emptied as the lock is let go, unless
+    `leave_name`, or unless this process holds the lock already (as a writer: its line stays for
+    the rest of its work)."""
     try:
         handle = _open(root)
     except (OSError, NotAFile):
@@ -77,8 +78,13 @@ def hold_if_free(root: Path, what: str, *, leave_name: bool = False) -> Iterator
         return
     with handle:
         if not _try_lock(handle):
-            yield False
-            return
+            if not wait:
+                yield False
+                return
+            sys.stderr.write(f"waiting for the warehouse lock held by {_holder(handle)} ...\n")
+            sys.stderr.flush()
+            _interruptible()
+            fcntl.flock(handle, fcntl.LOCK_EX)
         ours = _holder(handle).startswith(f"pid {os.getpid()} ")
         if not ours:
             _name_holder(handle, _holder_line(what))

@@ -286,8 +286,8 @@ class Warehouse:
             self._record_verified()
 
     @contextmanager
-    def lock_if_free(self, what: str, *, leave_name: bool = False) -> Iterator[bool]:
-        with lock.hold_if_free(self.root, what, leave_name=leave_name) as taken:
+    def lock_if_free(self, what: str, *, leave_name: bool = False, wait: bool = False) -> Iterator[bool]:
+        with lock.hold_if_free(self.root, what, leave_name=leave_name, wait=wait) as taken:
             yield taken
 
     def finish_publishing(self) -> bool:
