@@ -420,3 +420,20 @@ def test_a_duckdb_query_stopped_by_ctrl_c_is_an_interruption_not_an_error():
     assert len(raised) == 1 and is_interruption(raised[0]), raised
     assert is_interruption(RuntimeError("Query interrupted"))
     assert not is_interruption(RuntimeError("Query failed")) and not is_interruption(ValueError("Interrupted!"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_later_stage_of_demo_leaves_the_catalog_of_the_stages_done(tmp_path):
+    """Ctrl-C in the Forge stage of `demo`, after the ForgeLoop stage published its tables: those
+    tables are in loopmeter.duckdb as the command leaves, and `check` finds the warehouse whole."""
+    import duckdb
+
+    warehouse = tmp_path / "w"
+    result = interrupted(tmp_path, "after-publish:forge_plans", "demo", "--data", str(tmp_path / "data"), "-q",
+                         "--warehouse", str(warehouse))
+    assert result.returncode == 130, result.stderr
+    with duckdb.connect(str(warehouse / "loopmeter.duckdb"), read_only=True) as connection:
+        views = {name for (name,) in connection.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        assert {"runs", "forgeloop_mode_stats"} <= views and "forge_plans" not in views
+        assert connection.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0
+    run_cli("check", warehouse=warehouse)

@@ -44,11 +44,21 @@ def open_warehouse(warehouse: str | os.PathLike | Warehouse | None = None, *, wr
 @contextmanager
 def writing(store: Warehouse, *, wait: bool = False, command: str = "loopmeter") -> Iterator[Warehouse]:
     """The writer's block: the warehouse's lock held, and its catalog built anew as the block ends
-    unless it is the one built for these tables (`catalog_needs_rebuild`)."""
+    unless it is the one built for these tables (`catalog_needs_rebuild`). A block that ends with an
+    error or Ctrl-C builds it too, for the tables its finished stages published (an error in that
+    build is left to the next command, which builds it: the block's own error is the one told)."""
     from ..storage.catalog import catalog_needs_rebuild, refresh_catalog
 
     with store.lock(wait=wait, command=command):
-        yield store
+        try:
+            yield store
+        except BaseException:
+            try:
+                if catalog_needs_rebuild(store, private=True):
+                    refresh_catalog(store)
+            except Exception:  # noqa: BLE001 - the next command builds it again
+                pass
+            raise
         if catalog_needs_rebuild(store, private=True):
             refresh_catalog(store)
 
