@@ -132,6 +132,14 @@ def test_a_damaged_object_or_manifest_is_refused_in_one_line(bucket, corpus):
     client.put_object(Bucket=name, Key=manifest_key, Body=json.dumps(manifest).encode())
     hostile = run_cli("sql", "select 1", "--warehouse", url, check=1)
     assert "file '../../outside.txt': not a plain relative path" in hostile.stderr
+    deep = b"[" * 200_000 + b"]" * 200_000  # beyond Python's JSON parser (a RecursionError, not a ValueError)
+    client.put_object(Bucket=name, Key=manifest_key, Body=deep)
+    nested = run_cli("sql", "select 1", "--warehouse", url, check=1)
+    (line,) = nested.stderr.splitlines()
+    assert line.startswith(f"loopmeter: error: {url}/{manifest_key.split('/', 1)[1]}: ") and "Recursion" not in line
+    client.put_object(Bucket=name, Key="team/HEAD.json", Body=b"[" * 2000 + b"]" * 2000)
+    nested = run_cli("sql", "select 1", "--warehouse", url, check=1)
+    assert nested.stderr == f"loopmeter: error: {url}/HEAD.json: not a loopmeter warehouse's pointer\n"
     refused = run_cli("sql", "select 1", "--warehouse", f"gs://{name}/team", check=1)
     assert "only s3:// is supported" in refused.stderr
 
