@@ -144,3 +144,20 @@ def test_any_bytes_parse_as_a_page_header_or_are_refused(header):
         return
     assert reader.position <= len(header)
     assert all(isinstance(value, int) for value in found.values())
+
+
+def test_a_page_header_larger_than_one_read_is_read_whole():
+    """A header whose statistics hold 300 KB (beyond the first read's 64 KiB): read again, larger."""
+    import io
+
+    def field(delta: int, kind: int) -> bytes:
+        return bytes([delta << 4 | kind])
+
+    def i32(value: int) -> bytes:
+        return _varint(value << 1 if value >= 0 else (-value << 1) - 1)
+
+    statistics = field(1, 8) + _varint(300_000) + b"m" * 300_000 + b"\x00"
+    data_page = field(1, 5) + i32(7) + field(4, 12) + statistics + b"\x00"
+    header = field(1, 5) + i32(0) + field(1, 5) + i32(5000) + field(1, 5) + i32(40) + field(2, 12) + data_page + b"\x00"
+    window = pages._Window(io.BytesIO(header + b"\x00" * 40), len(header) + 40)
+    assert window.page(0) == (len(header), 5000, 40, 7)

@@ -30,6 +30,10 @@ class Malformed(ValueError):
     pass
 
 
+class Short(Malformed):
+    """The bytes read end inside the header: more may make it whole."""
+
+
 class _Reader:
     def __init__(self, data: bytes, position: int = 0):
         self.data, self.position = data, position
@@ -38,7 +42,7 @@ class _Reader:
         try:
             value = self.data[self.position]
         except IndexError:
-            raise Malformed("page header ends early") from None
+            raise Short("page header ends early") from None
         self.position += 1
         return value
 
@@ -57,7 +61,7 @@ class _Reader:
                 if shift > 70:
                     raise Malformed("varint too long")
         except IndexError:
-            raise Malformed("page header ends early") from None
+            raise Short("page header ends early") from None
 
     def integer(self) -> int:
         value = self.varint()
@@ -99,7 +103,7 @@ class _Reader:
     def _within(self) -> None:
         """A count of elements or bytes may name more than there is: the parse ends where the data does."""
         if self.position > len(self.data):
-            raise Malformed("page header ends early")
+            raise Short("page header ends early")
 
     def struct(self, depth: int, wanted: dict[int, object]) -> dict[int, int]:
         """Read a struct; the integer fields named in `wanted` (a nested dict: that struct's wanted
@@ -147,7 +151,7 @@ class _Window:
             try:
                 fields = reader.struct(0, WANTED)
                 break
-            except Malformed:
+            except Short:
                 if self.start + len(self.data) >= self.size or wanted >= MAX_HEADER:
                     raise
                 wanted *= 16  # a header with large statistics
