@@ -278,3 +278,53 @@ def test_after_an_ingest_and_an_aggregate_the_next_command_opens_no_table_file(d
         counted = run_cli("sql", COUNT, "--format", "json", warehouse=warehouse)
         assert json.loads(counted.stdout)[0]["n"] > 0
         assert opened == []
+
+
+def test_in_one_process_a_file_rewritten_in_place_after_its_verification_is_verified_again(demo_warehouse, tmp_path):
+    """Within one command too: a file verified, then rewritten in place with its size and
+    modification time given back, is not taken as verified (its change time is another)."""
+    from loopmeter.storage.state import State
+    from loopmeter.storage.verified import Verified
+
+    warehouse = _copy(demo_warehouse, tmp_path)
+    (path,) = sorted((warehouse / "runs").rglob("*.parquet"))[:1]
+    verified = Verified(State(warehouse))
+    verified.add("runs", path, os.lstat(path))
+    assert verified.known("runs", path, os.lstat(path))
+    status = os.lstat(path)
+    with open(path, "r+b") as handle:
+        handle.seek(-4, os.SEEK_END)
+        handle.write(b"XXXX")
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert not verified.known("runs", path, os.lstat(path))
+
+
+def test_a_file_swapped_while_it_is_verified_is_not_taken_as_verified(demo_warehouse, tmp_path, monkeypatch):
+    """The file listed and the file opened for the verification must be one, unchanged: a good file
+    put in its place for the moment of the verification leaves the bad one unverified."""
+    from loopmeter.storage.warehouse import Warehouse
+
+    warehouse = _copy(demo_warehouse, tmp_path)
+    (path,) = sorted((warehouse / "runs").rglob("*.parquet"))[:1]
+    path = path.resolve()
+    good = path.read_bytes()
+    bad = bytearray(good)
+    bad[-5] ^= 0xFF  # the footer's length: no longer Parquet
+    path.write_bytes(bytes(bad))
+    verify = conformance.file_problem
+
+    def swapping(table, file, **options):
+        if Path(file).resolve() == path:
+            aside = path.with_name("aside")
+            os.rename(path, aside)
+            path.write_bytes(good)  # the good file, opened and verified in place of the bad one
+            try:
+                return verify(table, file, **options)
+            finally:
+                os.replace(aside, path)
+        return verify(table, file, **options)
+
+    monkeypatch.setattr(conformance, "file_problem", swapping)
+    store = Warehouse(warehouse)
+    assert store.mismatches("runs") == []  # the good one was verified ...
+    assert not store.verified.known("runs", path, os.lstat(path))  # ... the bad one is not taken as verified

@@ -92,10 +92,11 @@ def in_partition(table: str, path: Path) -> bool:
     return column is not None and os.path.basename(os.path.dirname(path)).startswith(column + "=")
 
 
-def file_problem(table: str, path: Path, *, whole: bool = False) -> str | None:
+def file_problem(table: str, path: Path, *, whole: bool = False, opened: list | None = None) -> str | None:
     """What is wrong with the table file `path` (None: nothing): not a regular file, unreadable as
     Parquet (its footer, or with `whole` every row group), larger than allowed once decompressed,
-    or holding another schema than its table's."""
+    or holding another schema than its table's. `opened` is given the status of the file verified
+    (of the descriptor, as the verification ends), when it was opened."""
     import pyarrow.parquet as pq
 
     try:
@@ -109,16 +110,20 @@ def file_problem(table: str, path: Path, *, whole: bool = False) -> str | None:
             size = os.fstat(handle.fileno()).st_size
             parquet = pq.ParquetFile(handle)
             metadata = parquet.metadata
+            limit = max(FLOOR, MAX_EXPANSION * size)
             expanded = max(sum(metadata.row_group(group).total_byte_size for group in range(metadata.num_row_groups)),
-                           pages.expanded_size(handle, metadata, size))
-            if expanded > max(FLOOR, MAX_EXPANSION * size):
-                return (f"expands to {expanded:,} bytes when read, {expanded // max(size, 1):,} times its size: "
+                           pages.expanded_size(handle, metadata, size, limit))
+            if expanded > limit:
+                return (f"expands to at least {expanded:,} bytes when read, {expanded // max(size, 1):,} times its size: "
                         "not a file loopmeter wrote, and not read")
             if whole:  # on this thread only: pyarrow's workers would call into the Python file object, and one
                 # still waiting for the interpreter when it exits (after a damaged page) aborts the process
                 for group in range(metadata.num_row_groups):
                     parquet.read_row_group(group, use_threads=False)
-            return schema_problem(table, parquet.schema_arrow, in_partition(table, path))
+            problem = schema_problem(table, parquet.schema_arrow, in_partition(table, path))
+            if opened is not None:
+                opened.append(os.fstat(handle.fileno()))
+            return problem
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, its IO errors OSErrors
         return f"{UNREADABLE} ({first_line(error)})"
 

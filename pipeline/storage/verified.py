@@ -5,9 +5,11 @@ A table file is verified (`conformance.file_problem`: a regular file, its footer
 decompression bomb, its table's schema) before anything reads it. That costs a footer parse a file,
 about half a millisecond: seconds for a warehouse of a million runs, paid by every command. So:
 
-- In one process, a file verified once is not opened again while its content is the same: the same
-  table, in a partition folder or not, device, inode, size and modification time. A hard link of
-  it (the unchanged partitions of a new version) is the same content.
+- In one process, a file verified once is not opened again while it is the same: the same table, in
+  a partition folder or not, device, inode, size, modification time and change time (carried
+  across loopmeter's own links, below). A hard link of it (the unchanged partitions of a new
+  version) is the same file. A file is taken as verified only when the descriptor verified is the
+  file listed, its change time unchanged from the listing to the verification's end.
 - Across processes, the writer records, as it lets the lock go, the files of the current versions
   verified in its process (the files it wrote are verified then), each with the identity above and
   the file's change time: the one it had when it was verified. A file whose change time is another
@@ -32,8 +34,10 @@ the file's identity and change time are exactly those recorded, else read and di
 digest is recorded only while the file's change time is the one it was taken at (carried
 across loopmeter's own links as above): a change by another program while a command runs drops it,
 so the next command reads the file again. What a change time cannot show, a change made in the
-microseconds between a link loopmeter makes and its look at the file just after, or a file written
-through a memory mapping after its times were set, no record of times can.
+microseconds between a link loopmeter makes and its look at the file just after, a file written
+through a memory mapping after its times were set, or a change in the same clock tick as a look at
+the file where change times move once a tick (Linux before 6.13, without multigrain timestamps), no
+record of times can.
 
 The record saves time only: when it is missing, damaged or not what loopmeter writes, every file is
 verified again. `loopmeter check` never uses it: it reads every file to its end.
@@ -72,16 +76,17 @@ class Verified:
         self._recorded: dict[tuple, str | None] | None = None  # identity and change time -> digest
 
     def known(self, table: str, path: Path, status: os.stat_result) -> bool:
-        """Whether the file `path` of `table`, as `status` says it is now, was verified."""
+        """Whether the file `path` of `table`, as `status` says it is now, was verified: by this process
+        with the change time it has now, or by the record."""
         if not stat.S_ISREG(status.st_mode):
             return False
         found = identity(table, path, status)
-        if found in self.here:
+        if self.here.get(found) == status.st_ctime_ns:
             return True
         recorded = self.recorded()
         key = (*found, status.st_ctime_ns)
         if key in recorded:
-            self.here.setdefault(found, status.st_ctime_ns)
+            self.here[found] = status.st_ctime_ns
             if recorded[key] is not None:
                 self.digests.setdefault(found, (recorded[key], status.st_ctime_ns))
             return True

@@ -48,6 +48,11 @@ OWN_ENTRIES = {MARKER, versions.FOLDER, lock.FILE, SCRATCH, ".state", DATABASE, 
                "report.html"}
 
 
+def _same(one: os.stat_result, other: os.stat_result) -> bool:
+    """The same file, unchanged between the two looks (its change time is set by any change)."""
+    return (one.st_dev, one.st_ino, one.st_ctime_ns) == (other.st_dev, other.st_ino, other.st_ctime_ns)
+
+
 class Warehouse:
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -230,9 +235,10 @@ class Warehouse:
                 status = None
             if status is not None and self.verified.known(name, path, status):
                 continue
-            problem = conformance.file_problem(name, path)
-            if problem is None and status is not None:
-                self.verified.add(name, path, status)
+            opened: list[os.stat_result] = []
+            problem = conformance.file_problem(name, path, opened=opened)
+            if problem is None and status is not None and opened and _same(opened[0], status):
+                self.verified.add(name, path, status)  # the file verified is the one listed, unchanged since
             elif problem is not None:
                 found.append((path, problem))
         return found
