@@ -10,7 +10,7 @@ W = Path(sys.argv[1])
 files = [(t, f) for t in sorted(os.listdir(W)) if (W / t).is_symlink() for f in sorted((W / t).rglob('*.parquet'))]
 real = pages.expanded_size
 for rep in range(2):
-    for label, walk in (("footer only", lambda h, m, s: 0), ("footer and page headers", real)):
+    for label, walk in (("footer only", lambda *_: 0), ("footer and page headers", real)):
         pages.expanded_size = walk
         t0 = time.perf_counter()
         for t, f in files:
