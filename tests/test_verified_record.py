@@ -76,9 +76,9 @@ def test_a_file_changed_in_place_with_its_size_and_times_given_back_is_verified_
 
     refused = run_cli("sql", COUNT, warehouse=warehouse, check=1)
     (line,) = refused.stderr.splitlines()
-    assert line == (f"loopmeter: error: {file}: cannot be read as Parquet (Parquet magic bytes not found in footer. "
-                    "Either the file is corrupted or this is not a parquet file.); move it out of the warehouse and "
-                    "run the stage that writes runs again")
+    assert line == (f"loopmeter: error: {file}: a file of table runs is damaged: cannot be read as Parquet (Parquet "
+                    "magic bytes not found in footer. Either the file is corrupted or this is not a parquet file.); run "
+                    f"`loopmeter check --repair --warehouse {warehouse}` to rebuild what can be rebuilt")
 
 
 @pytest.mark.parametrize("record", [b"[]", b'{"format": 1, "files": [["runs", false, 1, 2, 3]]}', b"\xff"])
@@ -259,7 +259,8 @@ def test_a_file_changed_in_place_after_a_writer_verified_it_is_not_recorded_as_v
 
     refused = run_cli("sql", COUNT, warehouse=warehouse, check=1)
     (line,) = refused.stderr.splitlines()
-    assert line.startswith(f"loopmeter: error: {victim}: cannot be read as Parquet (Parquet magic bytes not found")
+    assert line.startswith(f"loopmeter: error: {victim}: a file of table runs is damaged: cannot be read as Parquet "
+                           "(Parquet magic bytes not found")
 
 
 def test_after_an_ingest_and_an_aggregate_the_next_command_opens_no_table_file(demo_warehouse, tmp_path, opened):

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from ..errors import LoopmeterError
 from . import registry
-from .conformance import UNREADABLE
 from .writing import conform
 
 
@@ -20,9 +19,9 @@ def rewrite(warehouse, name: str, bad: list[tuple[Path, str]]) -> None:
 
     shown = {path: warehouse.shown(path) for path, _ in bad}  # as under the table's link, before it moves
     for path, problem in bad:
-        if problem.startswith((UNREADABLE, "is ", "expands", "cannot")):
-            raise LoopmeterError(f"{shown[path]}: {problem}; move it out of the warehouse and run the stage that "
-                                 f"writes {name} again")
+        refused = warehouse.unreadable_line(name, shown[path], problem)
+        if refused is not None:
+            raise LoopmeterError(refused)
     column = registry.table(name).partition
     partitions = warehouse.partitions(name, column) if column is not None else {}
     groups: dict[str | None, list[Path]] = {}

@@ -248,11 +248,22 @@ class Warehouse:
         if not registry.known(name):
             return
         for path, problem in self.mismatches(name, files):
-            if problem.startswith(conformance.UNREADABLE) or problem.startswith(("is ", "expands", "cannot")):
-                raise TableFileMismatch(f"{self.shown(path)}: {problem}; move it out of the warehouse and run the stage "
-                                        f"that writes {name} again")
+            refused = self.unreadable_line(name, self.shown(path), problem)
+            if refused is not None:
+                raise TableFileMismatch(refused)
             raise TableFileMismatch(f"{self.shown(path)}: {problem}; the next loopmeter command that writes to "
                                     f"{shown_path(self.root)} (an ingest, for example) rewrites it")
+
+    def unreadable_line(self, name: str, shown: str, problem: str) -> str | None:
+        """The line refusing a file of table `name` (shown as `shown`) that cannot be read at all: a
+        damaged one (as a read that meets a damaged page says it), or what is no file loopmeter
+        wrote; None for a file that can be read (in another schema: rewritten by the next writer)."""
+        if problem.startswith(conformance.UNREADABLE):
+            return (f"{shown}: a file of table {name} is damaged: {problem}; run `loopmeter check --repair "
+                    f"--warehouse {shown_path(self.root)}` to rebuild what can be rebuilt")
+        if problem.startswith(("is ", "expands", "cannot")):
+            return f"{shown}: {problem}; move it out of the warehouse and run the stage that writes {name} again"
+        return None
 
     # ---- reading -----------------------------------------------------------------------
     def read_files(self, name: str, files: list[str], columns: list[str] | None = None) -> "pl.DataFrame":
