@@ -15,7 +15,6 @@ reach LARGE_BYTES (DuckDB's JSON functions take about ten times the text they pa
 from __future__ import annotations
 
 import codecs
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from ..errors import LoopmeterError
+from ..storage.files import parse_json
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EVENT_FIELDS = ("rid", "kind", "src", "ts", "run", "task", "repo", "mode", "data")
@@ -149,8 +149,8 @@ def _is_event_line(line: bytes) -> bool:
     if not (line.startswith(b"{") and line.endswith(b"}")):
         return False  # cheaply not an object (most lines of a pretty-printed document)
     try:
-        value = json.loads(line)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep to parse
+        value = parse_json(line)
+    except ValueError:
         return False
     return isinstance(value, dict) and isinstance(value.get("kind"), str)
 
@@ -181,8 +181,8 @@ def _not_json_lines(head: bytes, whole: bool) -> str | None:
     if whole:
         described = "no line of it is a JSON object with a kind"
         try:
-            value = json.loads(head)
-        except (ValueError, RecursionError):
+            value = parse_json(head)
+        except ValueError:
             return described
         if lines > 1:
             return f"{described} (it is one JSON document spread over {lines} lines)"

@@ -49,18 +49,20 @@ def writing(store: Warehouse, *, wait: bool = False, command: str = "loopmeter")
     build is left to the next command, which builds it: the block's own error is the one told)."""
     from ..storage.catalog import catalog_needs_rebuild, refresh_catalog
 
+    def build_if_stale() -> None:
+        if catalog_needs_rebuild(store, private=True):
+            refresh_catalog(store)
+
     with store.lock(wait=wait, command=command):
         try:
             yield store
         except BaseException:
             try:
-                if catalog_needs_rebuild(store, private=True):
-                    refresh_catalog(store)
+                build_if_stale()
             except Exception:  # noqa: BLE001 - the next command builds it again
                 pass
             raise
-        if catalog_needs_rebuild(store, private=True):
-            refresh_catalog(store)
+        build_if_stale()
 
 
 def watch(root: Path) -> None:

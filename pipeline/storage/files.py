@@ -120,6 +120,17 @@ def read_bounded(path: str | os.PathLike, limit: int = STATE_LIMIT, *, private: 
     return data
 
 
+def parse_json(data: bytes | str) -> object:
+    """`data` as JSON; ValueError when it is not JSON, not UTF-8, or nested deeper than Python's
+    parser goes (which raises RecursionError: one exception for every way input is not a document)."""
+    import json
+
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to parse") from None
+
+
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write `path` through a new temporary file beside it and a rename: a reader sees the old file
     or the new one, and a link at `path` is replaced, never written through."""

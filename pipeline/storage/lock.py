@@ -49,12 +49,7 @@ def hold(root: Path, *, wait: bool = False, command: str = "") -> Iterator[None]
             holder = _holder(handle)
             if not wait:
                 raise WarehouseBusy(f"warehouse {shown_path(root)} is locked by {holder}; try again later or pass --wait")
-            # one write, newline included: a Ctrl-C between print's two writes would leave the line open,
-            # and the interruption's own line would be glued to it
-            sys.stderr.write(f"waiting for the warehouse lock held by {holder} ...\n")
-            sys.stderr.flush()
-            _interruptible()
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            _wait_for(handle, holder)
         _name_holder(handle, _holder_line(command or "loopmeter"))
         try:
             yield
@@ -81,10 +76,7 @@ def hold_if_free(root: Path, what: str, *, leave_name: bool = False, wait: bool 
             if not wait:
                 yield False
                 return
-            sys.stderr.write(f"waiting for the warehouse lock held by {_holder(handle)} ...\n")
-            sys.stderr.flush()
-            _interruptible()
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            _wait_for(handle, _holder(handle))
         ours = _holder(handle).startswith(f"pid {os.getpid()} ")
         if not ours:
             _name_holder(handle, _holder_line(what))
@@ -93,6 +85,16 @@ def hold_if_free(root: Path, what: str, *, leave_name: bool = False, wait: bool 
         finally:
             if not ours and not leave_name:
                 _empty(handle)
+
+
+def _wait_for(handle, holder: str) -> None:
+    """Say who holds the lock, and wait until it is ours (Ctrl-C ends the wait)."""
+    # one write, newline included: a Ctrl-C between print's two writes would leave the line open,
+    # and the interruption's own line would be glued to it
+    sys.stderr.write(f"waiting for the warehouse lock held by {holder} ...\n")
+    sys.stderr.flush()
+    _interruptible()
+    fcntl.flock(handle, fcntl.LOCK_EX)
 
 
 def _interruptible() -> None:

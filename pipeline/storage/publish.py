@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 from ..errors import shown_path, warn
 from .. import faults
 from . import folders, registry, versions
-from .files import remove_tree
+from .files import parse_json, remove_tree
 from .state import State
 
 JOURNAL = "publishing.json"
@@ -125,8 +125,8 @@ def read_journal(state: State) -> tuple[object, str | None]:
     except OSError as error:
         return None, f"it cannot be read ({error.strerror or error})"
     try:
-        return json.loads(data), None
-    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
+        return parse_json(data), None
+    except ValueError:
         return None, "it is not JSON"
 
 

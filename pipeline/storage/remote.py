@@ -41,6 +41,7 @@ from pathlib import Path
 from .. import faults
 from ..errors import LoopmeterError, WarehouseBusy, shown_path
 from . import object_cache, registry, versions
+from .files import parse_json
 from .object_cache import ObjectCache, copy_checked
 
 SCHEMES = ("s3",)
@@ -109,8 +110,8 @@ class Remote:
         if data is None:
             return None
         try:
-            key = json.loads(data)["manifest"]
-        except (ValueError, KeyError, TypeError, RecursionError):
+            key = parse_json(data)["manifest"]
+        except (ValueError, KeyError, TypeError):
             key = None
         if not isinstance(key, str) or not _MANIFEST.fullmatch(key):
             raise LoopmeterError(f"{self.url}/{HEAD}: not a loopmeter warehouse's pointer")
@@ -123,8 +124,8 @@ class Remote:
         if data is None:
             raise LoopmeterError(f"{self.url}/{key}: the manifest HEAD names is missing")
         try:
-            manifest = json.loads(data)
-        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
+            manifest = parse_json(data)
+        except ValueError:
             manifest = None
         problem = manifest_problem(manifest)
         if problem:

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from ..errors import LoopmeterError, shown_path, warn
-from .files import NotAFile, NotPrivate, atomic_write, kind_of, read_bounded
+from .files import NotAFile, NotPrivate, atomic_write, kind_of, parse_json, read_bounded
 
 FOLDER = ".state"
 NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,120}\.json")
@@ -50,8 +50,8 @@ class State:
             warn(f"{shown_path(path)} cannot be read ({error.strerror or error}); what it would record is done again")
             return None
         try:
-            return json.loads(data)
-        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
+            return parse_json(data)
+        except ValueError:
             warn(f"{shown_path(path)} is not JSON; what it would record is done again")
             return None
 

@@ -108,7 +108,8 @@ class Verified:
     def remove(self, version: Path) -> None:
         """Remove the version folder `version` (no link followed). A file of it also linked elsewhere by
         this process keeps, there, its verification and digest across the change of its change time."""
-        for path in _version_files(version):
+        table = Path(version).parent.name  # .versions/<table>/<id>
+        for path in map(os.fspath, conformance.list_version(table, Path(version)).files):
             try:
                 before = os.lstat(path)
             except OSError:
@@ -189,22 +190,6 @@ class Verified:
                  "the next command verifies every table file again")
             return
         self._recorded = {tuple(entry[:7]): (entry[7] if len(entry) == 8 else None) for entry in entries}
-
-
-def _version_files(version: Path) -> list[str]:
-    """The regular files of a version folder: at its root and one partition folder down."""
-    found = []
-    try:
-        with os.scandir(version) as entries:
-            for entry in entries:
-                if entry.is_file(follow_symlinks=False):
-                    found.append(entry.path)
-                elif entry.is_dir(follow_symlinks=False):
-                    with os.scandir(entry.path) as inner:
-                        found += [each.path for each in inner if each.is_file(follow_symlinks=False)]
-    except OSError:
-        pass
-    return found
 
 
 def _read(state: State) -> dict[tuple, str | None]:
