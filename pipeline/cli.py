@@ -76,8 +76,8 @@ def run(args: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # between the command and its end
         code = 130
     code = code if isinstance(code, int) else 0
-    if code == 130 and not common.INTERRUPT_REPORTED:  # typer took the Ctrl-C, outside the command's own answer
-        print(f"loopmeter: {common.interrupted_message()}", file=sys.stderr)
+    if code == 130:  # told here when typer took the Ctrl-C, outside the command's own answer
+        common.tell_interruption()
     return code
 
 
@@ -93,6 +93,9 @@ def main(restore_interrupt: bool = False) -> None:
 
     try:
         if restore_interrupt:
+            from .errors import answer_swallowed_interrupts
+
+            answer_swallowed_interrupts()
             signal.signal(signal.SIGINT, signal.default_int_handler)
         code = run()
     except KeyboardInterrupt:  # between the handler's return and here

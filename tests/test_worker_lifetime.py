@@ -251,3 +251,39 @@ def test_ctrl_c_after_the_command_ended_changes_nothing():
     """The work is done: the command's own exit code, no traceback (it ended killed by SIGINT, silent)."""
     done = subprocess.run([sys.executable, "-c", AFTER_THE_END], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0 and done.stderr == "" and "forgeloop_pairs" in done.stdout, (done.returncode, done.stderr)
+
+
+SWALLOWED = """
+import sys
+import loopmeter.storage.catalog as catalog
+from loopmeter.cli import main
+
+warehouse, then = sys.argv[1:]
+
+class Callback:
+    def __del__(self):
+        raise KeyboardInterrupt  # a Ctrl-C landing inside a native library's call back into Python
+
+def native_call(store):
+    Callback()  # the library can only hand it to sys.unraisablehook, and goes on
+    if then == "fails":
+        raise TypeError("the library's own error, from the callback's failure")
+    for _ in range(10**9):  # the command's own work goes on, until the Ctrl-C comes again
+        pass
+
+catalog.repair_catalog = native_call
+sys.argv = ["loopmeter", "sql", "SELECT 1", "--warehouse", warehouse]
+main(restore_interrupt=True)
+"""
+
+
+@pytest.mark.parametrize("then", ["fails", "goes on"])
+def test_a_ctrl_c_a_native_library_swallowed_is_answered_as_a_ctrl_c(tmp_path, then):
+    """polars and pyarrow call back into Python (a dtype's conversion): a KeyboardInterrupt raised there
+    cannot pass through them. It is still the interruption, told in one line with exit 130: neither
+    Python's "Exception ignored" traceback nor the library's error that follows."""
+    (tmp_path / ".loopmeter").write_bytes(b'{"loopmeter": "warehouse", "format": 2}\n')
+    done = subprocess.run([sys.executable, "-c", SWALLOWED, str(tmp_path), then], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert (done.returncode, done.stderr, done.stdout) == (
+        130, "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n", ""), done

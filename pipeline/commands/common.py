@@ -152,6 +152,8 @@ def command(function: Callable) -> Callable:
             _silence_stdout()
             raise typer.Exit(int(Exit.BROKEN_PIPE)) from None
         except LoopmeterError as error:
+            if is_interruption(error):  # an error a Ctrl-C swallowed by a native library led to
+                _interrupted()
             global INTERRUPT_REPORTED
             INTERRUPT_REPORTED = INTERRUPT_REPORTED or error.exit_code == Exit.INTERRUPTED  # execute's own word for it
             if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
@@ -206,10 +208,25 @@ def with_common_options(function: Callable, kwargs: dict[str, Any], context: typ
 
 
 def _interrupted() -> None:
-    global INTERRUPT_REPORTED
-    INTERRUPT_REPORTED = True
-    print(f"loopmeter: {interrupted_message()}", file=sys.stderr)
+    tell_interruption()
     raise typer.Exit(int(Exit.INTERRUPTED)) from None
+
+
+def tell_interruption() -> None:
+    """Say once that the command was interrupted. A further Ctrl-C (or one delivered again,
+    `errors.answer_swallowed_interrupts`) is ignored while the line is written, not left to cut it short."""
+    import signal
+    import threading
+
+    global INTERRUPT_REPORTED
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+    try:
+        if not INTERRUPT_REPORTED:
+            INTERRUPT_REPORTED = True
+            sys.stderr.write(f"loopmeter: {interrupted_message()}\n")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _fail(error: BaseException) -> None:
