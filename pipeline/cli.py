@@ -93,9 +93,9 @@ def main(restore_interrupt: bool = False) -> None:
 
     try:
         if restore_interrupt:
-            from .errors import answer_swallowed_interrupts
+            from .interrupts import answer_swallowed
 
-            answer_swallowed_interrupts()
+            answer_swallowed()
             signal.signal(signal.SIGINT, signal.default_int_handler)
         code = run()
     except KeyboardInterrupt:  # between the handler's return and here

@@ -129,38 +129,12 @@ def flat_message(error: BaseException) -> str:
 def is_interruption(error: BaseException) -> bool:
     """Ctrl-C while DuckDB ran a query: DuckDB turns it into an error of its own (its
     InterruptException, or the RuntimeError its conversions raise). Or any error after a Ctrl-C
-    that a native library swallowed (`answer_swallowed_interrupts`): the error is its consequence."""
-    return (SWALLOWED_INTERRUPT
+    that a native library swallowed (`interrupts.answer_swallowed`): the error is its consequence."""
+    from . import interrupts
+
+    return (interrupts.SWALLOWED
             or type(error).__name__ == "InterruptException"
             or (isinstance(error, RuntimeError) and str(error) == "Query interrupted"))
-
-
-# A Ctrl-C whose KeyboardInterrupt was raised inside a native library's call back into Python
-# (polars converting a dtype, a finalizer) and could not pass through it: set by the hook below.
-SWALLOWED_INTERRUPT = False
-
-
-def answer_swallowed_interrupts() -> None:
-    """Make a Ctrl-C that a native library swallowed take effect all the same. The library can only
-    hand such an exception to `sys.unraisablehook` ("Exception ignored in ...", with a traceback) and
-    go on, often to fail with an error of its own. The hook says nothing, records the Ctrl-C (an
-    error that follows is told as the interruption) and delivers it again from a thread of its own:
-    delivered from the hook itself, it would be raised in the hook, and swallowed again. For the
-    process that answers Ctrl-C (`cli.main`)."""
-    import _thread
-    import sys
-
-    previous = sys.unraisablehook
-
-    def hook(unraisable) -> None:
-        global SWALLOWED_INTERRUPT
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            SWALLOWED_INTERRUPT = True
-            _thread.start_new_thread(_thread.interrupt_main, ())
-            return
-        previous(unraisable)
-
-    sys.unraisablehook = hook
 
 
 _WARNED: set[str] = set()

@@ -115,3 +115,17 @@ def test_every_module_imports_alone():
     with ThreadPoolExecutor(2) as pool:
         failed = [result for result in pool.map(alone, names) if result[1] != 0]
     assert failed == []
+
+
+def test_duckdb_is_imported_in_one_place():
+    """`duckdb_module` imports DuckDB with Ctrl-C held back (its loader aborts the process on a
+    KeyboardInterrupt); every other module takes it from there (a type annotation's import aside)."""
+    direct = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text())
+        annotations_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                            and ast.unparse(block.test) == "TYPE_CHECKING" for node in ast.walk(block)}
+        direct += [name for node in ast.walk(tree) if id(node) not in annotations_only and (
+            (isinstance(node, ast.Import) and any(alias.name.split(".")[0] == "duckdb" for alias in node.names))
+            or (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "duckdb"))]
+    assert direct == ["loopmeter.duckdb_module"]

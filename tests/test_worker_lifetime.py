@@ -287,3 +287,29 @@ def test_a_ctrl_c_a_native_library_swallowed_is_answered_as_a_ctrl_c(tmp_path, t
                           cwd=ROOT, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (
         130, "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n", ""), done
+
+
+WHILE_DUCKDB_LOADS = """
+import enum, os, signal, sys
+create = enum.EnumType.__call__
+def create_with_a_ctrl_c(cls, *args, **kwargs):
+    if args and args[0] == "PythonUDFType":  # DuckDB's native module making one of its enums
+        os.kill(os.getpid(), signal.SIGINT)
+        print("ctrl-c sent", file=sys.stderr)
+    return create(cls, *args, **kwargs)
+enum.EnumType.__call__ = create_with_a_ctrl_c
+from loopmeter.entry import main
+sys.argv = ["loopmeter", "sql", "SELECT 42", "--warehouse", sys.argv[1]]
+main()
+"""
+
+
+def test_a_ctrl_c_while_duckdb_loads_is_answered_by_one_line(tmp_path):
+    """DuckDB's loader calls back into Python; a KeyboardInterrupt raised there would abort the process
+    ("Critical nanobind error" and a traceback). The Ctrl-C waits for the import, then ends the command."""
+    (tmp_path / ".loopmeter").write_bytes(b'{"loopmeter": "warehouse", "format": 2}\n')
+    done = subprocess.run([sys.executable, "-c", WHILE_DUCKDB_LOADS, str(tmp_path)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert (done.returncode, done.stderr, done.stdout) == (
+        130, "ctrl-c sent\nloopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n",
+        ""), done

@@ -214,7 +214,7 @@ def _interrupted() -> None:
 
 def tell_interruption() -> None:
     """Say once that the command was interrupted. A further Ctrl-C (or one delivered again,
-    `errors.answer_swallowed_interrupts`) is ignored while the line is written, not left to cut it short."""
+    `interrupts.answer_swallowed`) is ignored while the line is written, not left to cut it short."""
     import signal
     import threading
 

@@ -13,9 +13,9 @@ import os
 from contextlib import ExitStack
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
+from ..duckdb_module import duckdb
 from .. import progress
 from ..engines import Engine, run
 from ..sql.queries import query_text

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
+from ..duckdb_module import duckdb
 from .. import collector, progress
 from ..engines import Engine
 from ..lifetime import thread_pool

@@ -20,9 +20,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
 import polars as pl
 
+from ..duckdb_module import duckdb
 from ..sql.queries import query_text, run_query
 
 WINDOWS = (30, 60, 120)

@@ -23,9 +23,9 @@ import json
 import math
 from datetime import datetime, timezone
 
-import duckdb
 import polars as pl
 
+from ..duckdb_module import duckdb
 from ..sql.queries import query_text, run_query
 from ..storage import Warehouse
 from . import tables as t

@@ -23,9 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
-import duckdb
 import polars as pl
 
+from ..duckdb_module import duckdb
 from ..lifetime import usable_cores
 from ..sql.queries import query_text
 from ..storage import Warehouse, duck

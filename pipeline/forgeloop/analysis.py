@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
 import polars as pl
 
+from ..duckdb_module import duckdb
 from ..numbers import js_round4_expr
 from ..sql.queries import run_query
 from .contract import (

@@ -96,7 +96,7 @@ def check_statements(connection: Any, text: str) -> Any:
 
 
 def _parse(connection: Any, text: str) -> list:
-    import duckdb
+    from ..duckdb_module import duckdb
 
     try:
         return connection.extract_statements(text)
@@ -150,7 +150,7 @@ def statement_name(statement: Any, kind: str) -> str:
 def tokens(text: str) -> list[tuple[int, str, str]]:
     """(offset, DuckDB's token type, text) of every token of `text` but comments; a quoted
     identifier's text is its name."""
-    import duckdb
+    from ..duckdb_module import duckdb
 
     found = []
     for offset, kind in duckdb.tokenize(text):
@@ -217,7 +217,7 @@ def _check_pragma(text: str) -> None:
 def check_select(connection: Any, text: str) -> None:
     """Refuse a SELECT whose syntax tree holds a statement, a table function that is not a reading
     one, or a scalar function that changes state."""
-    import duckdb
+    from ..duckdb_module import duckdb
 
     cursor = connection.cursor()  # the connection itself keeps no result open
     try:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def open_read_only(warehouse: Warehouse) -> "duckdb.DuckDBPyConnection":
     """The warehouse's documented views, built in memory (loopmeter.duckdb is for other programs:
     its views are never run here), in a session confined to the warehouse folder."""
-    import duckdb
+    from ..duckdb_module import duckdb
 
     from ..storage.catalog import memory_catalog
 
@@ -54,7 +54,7 @@ def run_sql(
     temporary table (temporary objects live in memory; the database stays read-only).
     Every parameter given must be one the SQL or its prerequisites take, and every one they take
     must be given, except those in `optional` (a named query's documented defaults), which are NULL."""
-    import duckdb
+    from ..duckdb_module import duckdb
 
     from .queries import check_parameters, query_parameters, query_text
 
@@ -223,7 +223,7 @@ def _to_polars(relation: Any) -> "pl.DataFrame":
             expressions.append(f"#{position} AS {alias}")
     if changed:
         relation = relation.project(", ".join(expressions))
-    import duckdb
+    from ..duckdb_module import duckdb
 
     try:
         frame = relation.pl()

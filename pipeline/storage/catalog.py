@@ -203,7 +203,7 @@ def objects_problems(warehouse: Warehouse) -> list[str]:
     """What in loopmeter.duckdb loopmeter did not write, read without running anything: a view
     whose definition is not the one loopmeter writes, a view missing or of no table, a table,
     macro, sequence or type. Empty when the file holds exactly loopmeter's views."""
-    import duckdb
+    from ..duckdb_module import duckdb
 
     database = warehouse.root / DATABASE
     names = viewable(warehouse)

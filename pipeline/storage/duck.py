@@ -27,7 +27,7 @@ def connect(root: Path, *, also: Iterable[Path] = (), memory_limit: str | None =
     (None: the machine's), `keep_order`: results keep their input's order where SQL leaves it open;
     `lock`: no setting may change after (a session that runs only loopmeter's own SQL may leave its
     thread count free: file access, once limited, cannot be widened again in any case)."""
-    import duckdb
+    from ..duckdb_module import duckdb
 
     connection = duckdb.connect(database, read_only=read_only)
     try:

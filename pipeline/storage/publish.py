@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from ..errors import shown_path, warn
 from .. import faults
+from ..interrupts import deferred
 from . import folders, registry, versions
 from .files import parse_json, remove_tree
 from .state import State
@@ -40,7 +38,7 @@ def commit(root: Path, pending: dict[str, Path], staged: list[folders.Staged] = 
         versions.fsync_directory(version)
     previous: list[tuple[Path | None, Path]] = []
     try:
-        with _interruption_deferred():  # from the journal on, Ctrl-C waits for the last swap
+        with deferred():  # from the journal on, Ctrl-C waits for the last swap
             state.write(JOURNAL, {
                 "tables": {name: os.path.relpath(version, root) for name, version in pending.items()},
                 "folders": [entry.as_json() for entry in staged],
@@ -166,27 +164,3 @@ def _ours(staged: folders.Staged) -> bool:
         if (status.st_dev, status.st_ino) == staged.identity:
             return status.st_uid == os.geteuid()
     return True  # gone everywhere: nothing to move, the swap finds nothing to do
-
-
-@contextmanager
-def _interruption_deferred() -> Iterator[None]:
-    """Ctrl-C (SIGINT) during the block takes effect when it ends (only the main thread can catch
-    it; elsewhere the block runs as it is, the journal covering a kill)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
-    except ValueError:  # not the main interpreter
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if received and previous is not signal.SIG_IGN:
-        if callable(previous):
-            previous(signal.SIGINT, None)
-        else:
-            raise KeyboardInterrupt

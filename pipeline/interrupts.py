@@ -1,0 +1,64 @@
+"""Ctrl-C where native libraries run: held back where it would do harm, answered where one swallowed it.
+
+Python raises KeyboardInterrupt in whatever Python code runs when Ctrl-C comes, and native libraries
+call back into Python: polars converting a dtype, DuckDB's native module making its enums as it
+loads. Raised there, the exception cannot pass through the library. DuckDB's loader then ends the
+process ("Critical nanobind error", an abort); polars hands it to `sys.unraisablehook` and goes on.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+# A Ctrl-C whose KeyboardInterrupt was raised inside a native library's call back into Python and
+# could not pass through it: set by `answer_swallowed`'s hook.
+SWALLOWED = False
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Ctrl-C (SIGINT) during the block takes effect when it ends (only the main thread can catch
+    it; elsewhere the block runs as it is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
+    except ValueError:  # not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received and previous is not signal.SIG_IGN:
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        else:
+            raise KeyboardInterrupt
+
+
+def answer_swallowed() -> None:
+    """Make a Ctrl-C that a native library swallowed take effect all the same. The library can only
+    hand such an exception to `sys.unraisablehook` ("Exception ignored in ...", with a traceback) and
+    go on, often to fail with an error of its own. The hook says nothing, records the Ctrl-C (an
+    error that follows is told as the interruption: `errors.is_interruption`) and delivers it again
+    from a thread of its own: delivered from the hook itself, it would be raised in the hook, and
+    swallowed again. For the process that answers Ctrl-C (`cli.main`)."""
+    import _thread
+    import sys
+
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        global SWALLOWED
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            SWALLOWED = True
+            _thread.start_new_thread(_thread.interrupt_main, ())
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
