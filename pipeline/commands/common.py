@@ -219,14 +219,15 @@ def tell_interruption() -> None:
     import threading
 
     global INTERRUPT_REPORTED
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+    main = threading.current_thread() is threading.main_thread()  # the only thread that may set a handler
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         if not INTERRUPT_REPORTED:
             INTERRUPT_REPORTED = True
             sys.stderr.write(f"loopmeter: {interrupted_message()}\n")
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        if main:  # None: a handler set outside Python, which cannot be set again; Ctrl-C's default then
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
 
 def _fail(error: BaseException) -> None:
