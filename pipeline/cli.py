@@ -84,8 +84,8 @@ def run(args: list[str] | None = None) -> int:
 def main(restore_interrupt: bool = False) -> None:
     """The `loopmeter` program: `run`, then the process's end. Once the command has ended, Ctrl-C is
     ignored: its work is done, and the interpreter's exit would end killed by SIGINT, without a word.
-    `restore_interrupt`: give Ctrl-C back its default handler (KeyboardInterrupt) first (`entry.py`
-    answers it until then)."""
+    `restore_interrupt`: give Ctrl-C back a handler raising KeyboardInterrupt first (`interrupts.answer`;
+    `entry.py` answers it until then)."""
     import gc
     import os
     import signal
@@ -93,10 +93,9 @@ def main(restore_interrupt: bool = False) -> None:
 
     try:
         if restore_interrupt:
-            from .interrupts import answer_swallowed
+            from .interrupts import answer
 
-            answer_swallowed()
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            answer()
         code = run()
     except KeyboardInterrupt:  # between the handler's return and here
         code = 130

@@ -129,12 +129,15 @@ def flat_message(error: BaseException) -> str:
 def is_interruption(error: BaseException) -> bool:
     """Ctrl-C while DuckDB ran a query: DuckDB turns it into an error of its own (its
     InterruptException, or the RuntimeError its conversions raise). Or any error after a Ctrl-C
-    that a native library swallowed (`interrupts.answer_swallowed`): the error is its consequence."""
+    that a native library swallowed (`interrupts.answer_swallowed`): the error is its consequence.
+    Or, once a Ctrl-C came, an error naming KeyboardInterrupt: a library's own error wrapping the
+    interruption raised in its call back into Python (DuckDB reading an Arrow stream)."""
     from . import interrupts
 
     return (interrupts.SWALLOWED
             or type(error).__name__ == "InterruptException"
-            or (isinstance(error, RuntimeError) and str(error) == "Query interrupted"))
+            or (isinstance(error, RuntimeError) and str(error) == "Query interrupted")
+            or (interrupts.RECEIVED and "KeyboardInterrupt" in str(error)))
 
 
 _WARNED: set[str] = set()

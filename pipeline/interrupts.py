@@ -12,9 +12,25 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+# A Ctrl-C came to this process (`answer`'s handler).
+RECEIVED = False
 # A Ctrl-C whose KeyboardInterrupt was raised inside a native library's call back into Python and
 # could not pass through it: set by `answer_swallowed`'s hook.
 SWALLOWED = False
+
+
+def answer() -> None:
+    """Ctrl-C's answers in the process that answers it (`cli.main`): KeyboardInterrupt, as Python's own
+    handler raises it, remembering that one came (a library that caught it inside its call back into
+    Python may wrap it in an error of its own: `errors.is_interruption`), and `answer_swallowed`."""
+    answer_swallowed()
+    signal.signal(signal.SIGINT, _on_ctrl_c)
+
+
+def _on_ctrl_c(number, frame) -> None:
+    global RECEIVED
+    RECEIVED = True
+    raise KeyboardInterrupt
 
 
 @contextmanager

@@ -313,3 +313,38 @@ def test_a_ctrl_c_while_duckdb_loads_is_answered_by_one_line(tmp_path):
     assert (done.returncode, done.stderr, done.stdout) == (
         130, "ctrl-c sent\nloopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n",
         ""), done
+
+
+WHILE_DUCKDB_READS_ARROW = """
+import os, signal, sys
+import pyarrow as pa
+import loopmeter.operations as operations
+from loopmeter.duckdb_module import duckdb
+from loopmeter.cli import main
+
+def batches():
+    yield pa.record_batch([pa.array([1])], names=["a"])
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while DuckDB pulls the stream, in its call back into Python
+    for number in range(10**8):
+        pass
+    yield pa.record_batch([pa.array([2])], names=["a"])
+
+def sql(*args, **options):  # the command's operation, reading a stream
+    connection = duckdb.connect()
+    connection.register("runs", pa.RecordBatchReader.from_batches(pa.schema([("a", pa.int64())]), batches()))
+    return connection.execute("SELECT sum(a) FROM runs").pl()
+
+operations.sql = sql
+sys.argv = ["loopmeter", "sql", "SELECT 1", "--warehouse", sys.argv[1]]
+main(restore_interrupt=True)
+"""
+
+
+def test_a_ctrl_c_a_native_library_wrapped_in_its_own_error_is_answered_as_a_ctrl_c(tmp_path):
+    """DuckDB reading an Arrow stream calls back into Python for each batch: a KeyboardInterrupt raised there
+    comes back as DuckDB's InvalidInputException naming it. Once a Ctrl-C came, that error is the interruption."""
+    (tmp_path / ".loopmeter").write_bytes(b'{"loopmeter": "warehouse", "format": 2}\n')
+    done = subprocess.run([sys.executable, "-c", WHILE_DUCKDB_READS_ARROW, str(tmp_path)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+    assert (done.returncode, done.stderr, done.stdout) == (
+        130, "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n", ""), done
