@@ -34,27 +34,43 @@ def _on_ctrl_c(number, frame) -> None:
 
 
 @contextmanager
+def _handled_by(handler) -> Iterator[object]:
+    """SIGINT handled by `handler` during the block, then as before; yields the handler it had
+    (None where no handler can be set: outside the main thread, where the block runs as it is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main interpreter
+        yield None
+        return
+    try:
+        yield previous
+    finally:
+        # None: a handler set outside Python, which cannot be set again; Ctrl-C's default then
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+
+
+@contextmanager
 def deferred() -> Iterator[None]:
     """Ctrl-C (SIGINT) during the block takes effect when it ends (only the main thread can catch
     it; elsewhere the block runs as it is)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     received: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda number, frame: received.append(number))
-    except ValueError:  # not the main interpreter
+    with _handled_by(lambda number, frame: received.append(number)) as previous:
         yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
     if received and previous is not signal.SIG_IGN:
         if callable(previous):
             previous(signal.SIGINT, None)
         else:
             raise KeyboardInterrupt
+
+
+@contextmanager
+def ignored() -> Iterator[None]:
+    """Ctrl-C (SIGINT) during the block is dropped (a line being written is not cut short)."""
+    with _handled_by(signal.SIG_IGN):
+        yield
 
 
 def answer_swallowed() -> None:

@@ -20,6 +20,7 @@ from conftest import ROOT, run_cli
 from loopmeter.forgeloop.reader import BATCH
 from loopmeter.forgeloop.samples import scaled_plans, write_results
 from loopmeter.lifetime import usable_cores
+from loopmeter.storage.warehouse import MARKER, MARKER_TEXT
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not os.path.isdir("/proc/self/task") or usable_cores() < 2,
@@ -253,6 +254,17 @@ def test_ctrl_c_after_the_command_ended_changes_nothing():
     assert done.returncode == 0 and done.stderr == "" and "forgeloop_pairs" in done.stdout, (done.returncode, done.stderr)
 
 
+INTERRUPTED = "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n"
+
+
+def on_a_new_warehouse(script: str, tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """`script` run by Python with a new, empty warehouse (`tmp_path`) and `args`: exit code, stderr, stdout."""
+    (tmp_path / MARKER).write_bytes(MARKER_TEXT)
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path), *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    return done.returncode, done.stderr, done.stdout
+
+
 SWALLOWED = """
 import sys
 import loopmeter.storage.catalog as catalog
@@ -282,11 +294,7 @@ def test_a_ctrl_c_a_native_library_swallowed_is_answered_as_a_ctrl_c(tmp_path, t
     """polars and pyarrow call back into Python (a dtype's conversion): a KeyboardInterrupt raised there
     cannot pass through them. It is still the interruption, told in one line with exit 130: neither
     Python's "Exception ignored" traceback nor the library's error that follows."""
-    (tmp_path / ".loopmeter").write_bytes(b'{"loopmeter": "warehouse", "format": 2}\n')
-    done = subprocess.run([sys.executable, "-c", SWALLOWED, str(tmp_path), then], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
-    assert (done.returncode, done.stderr, done.stdout) == (
-        130, "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n", ""), done
+    assert on_a_new_warehouse(SWALLOWED, tmp_path, then) == (130, INTERRUPTED, "")
 
 
 WHILE_DUCKDB_LOADS = """
@@ -307,12 +315,7 @@ main()
 def test_a_ctrl_c_while_duckdb_loads_is_answered_by_one_line(tmp_path):
     """DuckDB's loader calls back into Python; a KeyboardInterrupt raised there would abort the process
     ("Critical nanobind error" and a traceback). The Ctrl-C waits for the import, then ends the command."""
-    (tmp_path / ".loopmeter").write_bytes(b'{"loopmeter": "warehouse", "format": 2}\n')
-    done = subprocess.run([sys.executable, "-c", WHILE_DUCKDB_LOADS, str(tmp_path)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
-    assert (done.returncode, done.stderr, done.stdout) == (
-        130, "ctrl-c sent\nloopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n",
-        ""), done
+    assert on_a_new_warehouse(WHILE_DUCKDB_LOADS, tmp_path) == (130, "ctrl-c sent\n" + INTERRUPTED, "")
 
 
 WHILE_DUCKDB_READS_ARROW = """
@@ -343,8 +346,4 @@ main(restore_interrupt=True)
 def test_a_ctrl_c_a_native_library_wrapped_in_its_own_error_is_answered_as_a_ctrl_c(tmp_path):
     """DuckDB reading an Arrow stream calls back into Python for each batch: a KeyboardInterrupt raised there
     comes back as DuckDB's InvalidInputException naming it. Once a Ctrl-C came, that error is the interruption."""
-    (tmp_path / ".loopmeter").write_bytes(b'{"loopmeter": "warehouse", "format": 2}\n')
-    done = subprocess.run([sys.executable, "-c", WHILE_DUCKDB_READS_ARROW, str(tmp_path)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
-    assert (done.returncode, done.stderr, done.stdout) == (
-        130, "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n", ""), done
+    assert on_a_new_warehouse(WHILE_DUCKDB_READS_ARROW, tmp_path) == (130, INTERRUPTED, "")

@@ -215,19 +215,13 @@ def _interrupted() -> None:
 def tell_interruption() -> None:
     """Say once that the command was interrupted. A further Ctrl-C (or one delivered again,
     `interrupts.answer_swallowed`) is ignored while the line is written, not left to cut it short."""
-    import signal
-    import threading
+    from ..interrupts import ignored
 
     global INTERRUPT_REPORTED
-    main = threading.current_thread() is threading.main_thread()  # the only thread that may set a handler
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-    try:
+    with ignored():
         if not INTERRUPT_REPORTED:
             INTERRUPT_REPORTED = True
             sys.stderr.write(f"loopmeter: {interrupted_message()}\n")
-    finally:
-        if main:  # None: a handler set outside Python, which cannot be set again; Ctrl-C's default then
-            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
 
 def _fail(error: BaseException) -> None:
