@@ -4,7 +4,9 @@ revisions between which a path did not change checked against git blame itself),
 --json, text and exit codes, and the report's rows per horizon."""
 from __future__ import annotations
 
+import gc
 import json
+import warnings
 from collections import defaultdict
 
 import pytest
@@ -85,6 +87,20 @@ def test_git_work_is_shared_between_horizons(busy, monkeypatch):
     assert len(blamed) < len(lone_blames)
     assert found.git_processes < 0.6 * sum(result.git_processes for result in alone)
     assert [o for r in found.results for o in r.outcomes] == [o for r in alone for o in r.outcomes]
+
+
+def test_a_blame_closes_its_pipes_as_it_returns(busy):
+    """A harvest runs thousands of blames: each one's pipes are closed when it returns, none left
+    open for the garbage collector to find."""
+    sample, _, _ = busy
+    git = Git(sample.repos[0][1])
+    tip = git.text("rev-parse", "main").strip()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        counts = git.blame_counts(tip, "src/module_0.py")
+        gc.collect()
+    assert sum(counts.values()) > 0
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_a_path_unchanged_between_revisions_has_the_same_blame_there(busy):

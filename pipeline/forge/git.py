@@ -287,11 +287,14 @@ class Git:
             code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()
             raise GitError(f"git blame {shown_path(path)} timed out") from None
         finally:
             timer.cancel()
             process.stdout.close()
             drain.join(timeout=5)
+            if not drain.is_alive():  # read to its end: closed here, not left to the garbage collector
+                process.stderr.close()
         if time.monotonic() >= deadline:
             raise GitError(f"git blame {shown_path(path)} timed out after {self.timeout:g} s")
         if code:
