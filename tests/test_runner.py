@@ -2,12 +2,14 @@
 command adapter (a real subprocess speaking JSON lines), against a real git repository."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
 import shutil
 import subprocess
 import sys
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -381,8 +383,12 @@ def test_command_adapter_errors_and_crashes_are_failures_and_the_process_restart
     marker = tmp_path / "cleanup.txt"
     env = {"CMD_TEST_FAIL": "small-bug-fix/direct/2", "CMD_TEST_CRASH": "small-bug-fix/forgeloopBalanced/1",
            "CMD_TEST_CLEANUP": str(marker)}
-    result = execute(tmp_path, scenarios, target, "--runs", "2", "--scenario", "small-bug-fix", "--run-set", "rs-crash",
-                     "--keep-going", "--json", adapter=f"{sys.executable} {COMMAND_SCRIPT}", env=env, check=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = execute(tmp_path, scenarios, target, "--runs", "2", "--scenario", "small-bug-fix", "--run-set", "rs-crash",
+                         "--keep-going", "--json", adapter=f"{sys.executable} {COMMAND_SCRIPT}", env=env, check=3)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []  # the dead process's pipes closed
     output = json.loads(result.stdout)
     assert [(f["mode"], f["runIndex"], f["error"]) for f in output["failures"]] == [
         ("direct", 2, "ValueError: host refused small-bug-fix/direct/2"),

@@ -110,6 +110,9 @@ class CommandAdapter:
             except subprocess.TimeoutExpired:
                 process.kill()
                 code = process.wait()
+            for pipe in (process.stdin, process.stdout):
+                with contextlib.suppress(OSError):
+                    pipe.close()
         last = _last_line(self.stderr_log)
         detail = f"; its last stderr line: {last}" if last else f"; its stderr is in {self.stderr_log}"
         return AdapterFailed(f"the adapter process exited (code {code}) without answering{detail}")
