@@ -82,7 +82,8 @@ def run_in_terminal(args: list[str], columns: int, timeout: float = 120) -> str:
             chunks.append(chunk)
     finally:
         os.close(master)
-    stderr = process.stderr.read().decode()
+    with process.stderr:
+        stderr = process.stderr.read().decode()
     assert process.wait(timeout=timeout) == 0, stderr
     text = b"".join(chunks).decode().replace("\r\n", "\n")
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
