@@ -150,6 +150,7 @@ def _interruptible(connection: "duckdb.DuckDBPyConnection", work, state: dict[st
         while not done.wait(SIGNAL_CHECK):  # a signal that reached another thread is answered here
             pass
     except KeyboardInterrupt:
+        state["running"] = True  # until seen to end: the connection is not closed under the query
         connection.interrupt()
         state["running"] = not done.wait(INTERRUPT_WAIT)
         raise
