@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import sys
 import tempfile
 import warnings
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 
-from .errors import LoopmeterError, usage_error
+from .errors import LoopmeterError, first_line, usage_error
 
 
 def session(master: str | None, job: str = "loopmeter"):
@@ -34,13 +35,14 @@ def session(master: str | None, job: str = "loopmeter"):
         raise usage_error("--engine spark needs pyspark: pip install 'loopmeter[spark]'") from None
     builder = SparkSession.builder.appName(job)
     remote = os.environ.get("SPARK_REMOTE")
+    where = None  # a Spark Connect endpoint elsewhere: host:port
     if not remote:
         chosen = master or "local[*]"
         builder = builder.master(chosen).config("spark.ui.enabled", "false").config("spark.log.level", "ERROR")
     else:
         chosen = remote  # `local[...]`: pyspark starts a Spark Connect server in this process, `sc://...`: one elsewhere
         if remote.startswith("sc://"):
-            _check_reachable(remote)
+            where = _check_reachable(remote)
     if chosen.startswith("local"):
         # the executors' Python is this one (loopmeter installed), the driver on the loopback only
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -51,13 +53,31 @@ def session(master: str | None, job: str = "loopmeter"):
                 "spark.ui.enabled", "false").config("spark.log.level", "ERROR")
     with _quiet_stderr(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return builder.getOrCreate()
+        try:
+            return builder.getOrCreate()
+        except Exception as error:
+            if where is None or not type(error).__module__.startswith(("pyspark", "grpc")):
+                raise
+            raise LoopmeterError(f"--engine spark: Spark Connect at {where} (SPARK_REMOTE) did not start a session: "
+                                 f"{_rpc_reason(error)}") from None
 
 
-def _check_reachable(remote: str, seconds: float = 10.0) -> None:
+def _rpc_reason(error: Exception) -> str:
+    """What a failed call to a Spark Connect server says: gRPC's status and details, which the
+    client's error holds on the lines after its first."""
+    text = str(error)
+    status = re.search(r"status = StatusCode\.(\w+)", text)
+    details = re.search(r'details = "(.*)"', text)
+    if status is None:
+        return first_line(error)
+    return status.group(1) + (f": {details.group(1)}" if details else "")
+
+
+def _check_reachable(remote: str, seconds: float = 10.0) -> str:
     """Refuse `remote` when it is no Spark Connect address (`sc://host[:port][/;options]`: a usage
-    error) or its endpoint takes no connection within `seconds` (one line, exit 1): pyspark's client
-    would retry an unreachable one for minutes, without a word."""
+    error), or its endpoint takes no connection, or no gRPC channel to it is ready, within `seconds`
+    (one line, exit 1): pyspark's client would retry such an endpoint for minutes, without a word.
+    Returns the endpoint as host:port."""
     import socket
     from urllib.parse import urlsplit
 
@@ -74,6 +94,24 @@ def _check_reachable(remote: str, seconds: float = 10.0) -> None:
     except OSError as error:
         raise LoopmeterError(f"--engine spark: Spark Connect at {host}:{port} (SPARK_REMOTE) cannot be reached: "
                              f"{error.strerror or error}") from None
+    # A connection taken is not yet a Spark Connect server: one that does not speak gRPC (a web
+    # server, say) would have the client retry for many minutes. The channel the client will use
+    # (pyspark's own builder: TLS and token as the address says) must be ready within `seconds`.
+    import grpc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyspark's own, about the pandas it finds
+        from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    channel = DefaultChannelBuilder(remote).toChannel()
+    try:
+        grpc.channel_ready_future(channel).result(timeout=seconds)
+    except grpc.FutureTimeoutError:
+        raise LoopmeterError(f"--engine spark: {host}:{port} (SPARK_REMOTE) takes a connection but does not answer as a "
+                             f"Spark Connect (gRPC) server within {seconds:g} s") from None
+    finally:
+        channel.close()
+    return f"{host}:{port}"
 
 
 @contextmanager

@@ -104,6 +104,43 @@ def test_spark_connect_gives_the_same_documents_and_tables(tmp_path, corpus):
     assert not (tmp_path / "unreached").exists()
 
 
+@pytest.mark.slow
+def test_an_endpoint_that_is_no_spark_connect_server_is_told_in_one_line(tmp_path, corpus):
+    """A web server takes the connection but speaks no gRPC (pyspark's client would retry it for many
+    minutes): told within 10 s. A gRPC server without Spark Connect answers the session's first call
+    with an error: told with gRPC's status and details."""
+    import http.server
+    import threading
+    from concurrent import futures
+
+    import grpc
+
+    class Silent(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    warehouse = ingested(tmp_path, corpus, "corpus")
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Silent)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    other = grpc.server(futures.ThreadPoolExecutor(2))
+    other_port = other.add_insecure_port("127.0.0.1:0")
+    other.start()
+    try:
+        expected = {web.server_address[1]: "takes a connection but does not answer as a Spark Connect (gRPC) server "
+                                           "within 10 s",
+                    other_port: "did not start a session: UNIMPLEMENTED: Method not found!"}
+        for port, told in expected.items():
+            out = tmp_path / f"out-{port}"
+            result = run_cli("aggregate", "--full", "--engine", "spark", "--bucket-runs", "40", "--out", str(out),
+                             warehouse=warehouse, env={"SPARK_REMOTE": f"sc://127.0.0.1:{port}"}, check=1, timeout=300)
+            at = f"127.0.0.1:{port} (SPARK_REMOTE)" if "takes" in told else f"Spark Connect at 127.0.0.1:{port} (SPARK_REMOTE)"
+            assert result.stderr.splitlines() == [f"loopmeter: error: --engine spark: {at} {told}"]
+            assert not out.exists()
+    finally:
+        web.shutdown()
+        other.stop(None)
+
+
 def test_a_wrong_engine_is_told_and_nothing_is_written(tmp_path):
     results = tmp_path / "results"
     write_results(results, PLANS[:2], seed=1)
