@@ -144,6 +144,21 @@ def test_a_damaged_object_or_manifest_is_refused_in_one_line(bucket, corpus):
     assert "only s3:// is supported" in refused.stderr
 
 
+def test_a_bucket_that_does_not_exist_is_told_before_any_work(bucket, corpus, tmp_path):
+    """A writer is told before it reads its input, a reader instead of "not a loopmeter warehouse";
+    nothing is made anywhere."""
+    _, name = bucket
+    url = f"s3://{name}-absent/team"
+    told = (f"loopmeter: error: {url}: the bucket {name}-absent does not exist (or these credentials cannot see it); "
+            "loopmeter makes no bucket: create it, or name another\n")
+    for command in (["ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet"],
+                    ["sql", "select 1"], ["report", "tail"]):
+        result = run_cli(*command, "--warehouse", url, check=1, cwd=tmp_path)
+        assert result.stderr == told, command
+        assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_object_cache_spares_the_fetches_of_the_objects_it_holds_whole_and_only_those(
         bucket, corpus, tmp_path, monkeypatch):
     """With LOOPMETER_OBJECT_CACHE, a command fetches only what the cache does not hold exactly (a

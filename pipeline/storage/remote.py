@@ -117,6 +117,17 @@ class Remote:
             raise LoopmeterError(f"{self.url}/{HEAD}: not a loopmeter warehouse's pointer")
         return key
 
+    def missing_bucket(self) -> str | None:
+        """The bucket's name when the store says it does not exist (None: it exists, or the store
+        would not say: credentials that may read objects but not the bucket itself)."""
+        from pyarrow import fs
+
+        bucket = self.base.split("/", 1)[0]
+        try:
+            return bucket if self.fs.get_file_info(bucket).type == fs.FileType.NotFound else None
+        except OSError:
+            return None
+
     def manifest(self, key: str | None) -> dict:
         if key is None:
             return {"files": {}, "tables": {}}
@@ -205,6 +216,9 @@ def pull(remote: Remote, root: Path, cache: ObjectCache | None = None
     (size, mtime_ns, digest) of each file as placed). An object `cache` holds whole is copied from
     there; the others are fetched (and kept there)."""
     key = remote.head()
+    if key is None and (bucket := remote.missing_bucket()) is not None:  # told now, not after a writer's work
+        raise LoopmeterError(f"{remote.url}: the bucket {bucket} does not exist (or these credentials cannot see it); "
+                             "loopmeter makes no bucket: create it, or name another")
     manifest = remote.manifest(key)
     placed = {}
     for path, (digest, size) in sorted(manifest["files"].items()):
