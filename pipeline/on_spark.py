@@ -43,6 +43,9 @@ def session(master: str | None, job: str = "loopmeter"):
         chosen = remote  # `local[...]`: pyspark starts a Spark Connect server in this process, `sc://...`: one elsewhere
         if remote.startswith("sc://"):
             where = _check_reachable(remote)
+        elif not remote.startswith("local"):
+            raise usage_error(f"SPARK_REMOTE={remote.split(';', 1)[0]!r} is not a Spark Connect address (sc://host:port) "
+                              "nor local[N] (a Connect server pyspark starts here)")
     if chosen.startswith("local"):
         # the executors' Python is this one (loopmeter installed), the driver on the loopback only
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -106,7 +106,8 @@ def test_spark_connect_gives_the_same_documents_and_tables(tmp_path, corpus):
 
 @pytest.mark.slow
 def test_an_endpoint_that_is_no_spark_connect_server_is_told_in_one_line(tmp_path, corpus):
-    """A web server takes the connection but speaks no gRPC (pyspark's client would retry it for many
+    """An address that is none is a usage error (the token after `;` never shown). A web server takes
+    the connection but speaks no gRPC (pyspark's client would retry it for many
     minutes): told within 10 s. A gRPC server without Spark Connect answers the session's first call
     with an error: told with gRPC's status and details."""
     import http.server
@@ -120,6 +121,10 @@ def test_an_endpoint_that_is_no_spark_connect_server_is_told_in_one_line(tmp_pat
             pass
 
     warehouse = ingested(tmp_path, corpus, "corpus")
+    wrong = run_cli("aggregate", "--full", "--engine", "spark", "--bucket-runs", "40", warehouse=warehouse,
+                    env={"SPARK_REMOTE": "spark.example.com:15002;token=secret"}, check=2)
+    assert wrong.stderr == ("loopmeter: error: SPARK_REMOTE='spark.example.com:15002' is not a Spark Connect address "
+                            "(sc://host:port) nor local[N] (a Connect server pyspark starts here)\n")
     web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Silent)
     threading.Thread(target=web.serve_forever, daemon=True).start()
     other = grpc.server(futures.ThreadPoolExecutor(2))
