@@ -107,9 +107,9 @@ def test_spark_connect_gives_the_same_documents_and_tables(tmp_path, corpus):
 @pytest.mark.slow
 def test_an_endpoint_that_is_no_spark_connect_server_is_told_in_one_line(tmp_path, corpus):
     """An address that is none is a usage error (the token after `;` never shown). A web server takes
-    the connection but speaks no gRPC (pyspark's client would retry it for many
-    minutes): told within 10 s. A gRPC server without Spark Connect answers the session's first call
-    with an error: told with gRPC's status and details."""
+    the connection but speaks no gRPC (pyspark's client would retry it for many minutes): told within
+    10 s. A gRPC server without Spark Connect answers the session's first call with an error: told
+    with gRPC's status and details."""
     import http.server
     import threading
     from concurrent import futures
