@@ -312,6 +312,8 @@ def held(settled, tmp_path):
         if holder.poll() is None:
             holder.stdin.close()
             holder.wait(timeout=60)
+        for pipe in (holder.stdin, holder.stdout, holder.stderr):
+            pipe.close()
 
 
 @pytest.mark.slow

@@ -211,7 +211,8 @@ def test_a_reader_that_leaves_ends_the_command_quietly(warehouse, args):
     process = subprocess.Popen([sys.executable, "-m", "loopmeter", *args, "--warehouse", str(warehouse)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     process.stdout.close()  # the reader has gone before the first line is written
-    stderr = process.stderr.read().decode()
+    with process.stderr:
+        stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 141, stderr
     assert stderr in ("", "(720 rows)\n"), stderr
 

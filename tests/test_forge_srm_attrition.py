@@ -22,7 +22,7 @@ from loopmeter.forge import samples, srm
 from loopmeter.forge.reports import routing_document, routing_text
 from loopmeter.forge.routing import Scope
 from loopmeter.sql.queries import query_text
-from test_forge_srm import PAIRS, draw_events
+from test_forge_srm import draw_events
 
 NEW_KEYS = ("default_with_outcome", "alternative_with_outcome", "attrition_p_value", "attrition_srm",
             "untrustworthy", "untrustworthy_checks")

@@ -187,7 +187,8 @@ def test_two_ingests_at_once_end_in_one_consistent_warehouse(tmp_path, trees):
                           "--wait", "--quiet", "--warehouse", str(warehouse)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for tree in (after, after)
     ]
-    assert [p.wait(timeout=180) for p in processes] == [0, 0], [p.stderr.read() for p in processes]
+    said = [p.communicate(timeout=180) for p in processes]  # read to the end: a full pipe would stop a writer
+    assert [p.returncode for p in processes] == [0, 0], said
     assert snapshot(warehouse) == expected_after
 
 
