@@ -110,9 +110,7 @@ class CommandAdapter:
             except subprocess.TimeoutExpired:
                 process.kill()
                 code = process.wait()
-            for pipe in (process.stdin, process.stdout):
-                with contextlib.suppress(OSError):
-                    pipe.close()
+            _close_pipes(process)
         last = _last_line(self.stderr_log)
         detail = f"; its last stderr line: {last}" if last else f"; its stderr is in {self.stderr_log}"
         return AdapterFailed(f"the adapter process exited (code {code}) without answering{detail}")
@@ -171,9 +169,7 @@ class CommandAdapter:
         if process is not None:
             process.kill()
             process.wait()
-            with contextlib.suppress(OSError):
-                process.stdin.close()
-                process.stdout.close()
+            _close_pipes(process)
 
     def _close(self) -> None:
         process, self.process = self.process, None
@@ -190,8 +186,14 @@ class CommandAdapter:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        _close_pipes(process)
+
+
+def _close_pipes(process: subprocess.Popen) -> None:
+    """Close the pipes to and from an ended adapter process, each even when the other cannot be."""
+    for pipe in (process.stdin, process.stdout):
         with contextlib.suppress(OSError):
-            process.stdout.close()
+            pipe.close()
 
 
 def _last_line(path: Path) -> str:
