@@ -126,6 +126,21 @@ def demo_warehouse(tmp_path_factory) -> Path:
     return base / "warehouse"
 
 
+@contextlib.contextmanager
+def resource_warnings():
+    """The messages of the ResourceWarnings the block leaves (a file or pipe left open for the
+    garbage collector to close), filled in as the block ends."""
+    import gc
+    import warnings
+
+    found: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield found
+        gc.collect()
+    found += [str(warning.message) for warning in caught if issubclass(warning.category, ResourceWarning)]
+
+
 def run_as_a_user(command: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `command` without the power to read any file (root's CAP_DAC_OVERRIDE and
     CAP_DAC_READ_SEARCH dropped from the bounding set before the exec, so a file of mode 000

@@ -2,20 +2,18 @@
 command adapter (a real subprocess speaking JSON lines), against a real git repository."""
 from __future__ import annotations
 
-import gc
 import json
 import os
 import platform
 import shutil
 import subprocess
 import sys
-import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, imported_packages, run_cli
+from conftest import ROOT, imported_packages, resource_warnings, run_cli
 from loopmeter.forgeloop import run_document, run_set
 from loopmeter.forgeloop.schema import RunRejected
 from loopmeter.jsjson import dumps
@@ -383,12 +381,10 @@ def test_command_adapter_errors_and_crashes_are_failures_and_the_process_restart
     marker = tmp_path / "cleanup.txt"
     env = {"CMD_TEST_FAIL": "small-bug-fix/direct/2", "CMD_TEST_CRASH": "small-bug-fix/forgeloopBalanced/1",
            "CMD_TEST_CLEANUP": str(marker)}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with resource_warnings() as left_open:
         result = execute(tmp_path, scenarios, target, "--runs", "2", "--scenario", "small-bug-fix", "--run-set", "rs-crash",
                          "--keep-going", "--json", adapter=f"{sys.executable} {COMMAND_SCRIPT}", env=env, check=3)
-        gc.collect()
-    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []  # the dead process's pipes closed
+    assert left_open == []  # the dead process's pipes closed
     output = json.loads(result.stdout)
     assert [(f["mode"], f["runIndex"], f["error"]) for f in output["failures"]] == [
         ("direct", 2, "ValueError: host refused small-bug-fix/direct/2"),

@@ -4,16 +4,14 @@ revisions between which a path did not change checked against git blame itself),
 --json, text and exit codes, and the report's rows per horizon."""
 from __future__ import annotations
 
-import gc
 import json
-import warnings
 from collections import defaultdict
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import run_cli
+from conftest import resource_warnings, run_cli
 from forge_fixtures import retarget, seed_harvest
 from loopmeter.forge import tables as t
 from loopmeter.forge.git import Git
@@ -95,12 +93,10 @@ def test_a_blame_closes_its_pipes_as_it_returns(busy):
     sample, _, _ = busy
     git = Git(sample.repos[0][1])
     tip = git.text("rev-parse", "main").strip()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with resource_warnings() as left_open:
         counts = git.blame_counts(tip, "src/module_0.py")
-        gc.collect()
     assert sum(counts.values()) > 0
-    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert left_open == []
 
 
 def test_a_path_unchanged_between_revisions_has_the_same_blame_there(busy):
