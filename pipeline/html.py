@@ -39,7 +39,7 @@ table.classes td, table.classes th { border: 1px solid #ddd; padding: 3px 6px; t
 table.classes td.n { text-align: right; }
 .TAIL_CONSISTENT { background: #e3f2e1; } .TAIL_PAIRED_RATIO_SENSITIVE { background: #fff3cd; }
 .TAIL_DISTRIBUTION_REGRESSION { background: #f8d7da; } .TAIL_UNRESOLVED { background: #eee; }
-.MET { background: #e3f2e1; } .VIOLATED { background: #f8d7da; } .INCONCLUSIVE { background: #eee; }
+.MET { background: #e3f2e1; } .VIOLATED { background: #f8d7da; } .INCONCLUSIVE, .NOT_VERIFIED { background: #eee; }
 ul.legend { list-style: none; padding: 0; margin: .5rem 0; } ul.legend li { display: inline-block; margin-right: 1rem; }
 .dot { display: inline-block; width: 10px; height: 10px; border-radius: 5px; margin-right: 4px; }
 dl.tail-legend { display: grid; grid-template-columns: minmax(0, max-content) minmax(0, 1fr); gap: .3rem .8rem; font-size: 13px; }
@@ -163,7 +163,8 @@ def _confidence_sections(run_set: str, confidence: dict) -> list[Section]:
                 level=3),
         Section("Light objectives",
                 "Judged on the intervals: MET when the high end is at most the threshold, VIOLATED when the low end is "
-                "above it, else INCONCLUSIVE, with the pairs at which it resolves with an 80 % chance.",
+                "above it, else INCONCLUSIVE, with the pairs at which it resolves with an 80 % chance; NOT_VERIFIED "
+                "where the adaptive comparison allows no claim (no token pair or no time pair).",
                 verdicts, level=3),
     ]
 

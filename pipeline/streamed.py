@@ -11,13 +11,22 @@ as they come too (`parts`).
 from __future__ import annotations
 
 import codecs
+import secrets
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .jsjson import dumps_bytes
 
-_PLACE = "\0the list\0"  # stands for the list in the fields: JSON escapes it, so no other text is it
+
+def _placed(document: dict, key: str, dump: Callable[[dict], bytes]) -> tuple[bytes, bytes, bytes]:
+    """The document's text split where `key`'s value lies: its value is a placeholder (a random text
+    JSON escapes), taken again until it occurs once in the text, as no key or value of the fields is it."""
+    while True:
+        place = f"\0the list {secrets.token_hex(8)}\0"
+        text, placed = dump({**document, key: place}), dumps_bytes(place)
+        if text.count(placed) == 1:
+            return text.partition(placed)
 
 
 class Streamed:
@@ -64,10 +73,9 @@ class Streamed:
                 spool.write(b"," + text if count else text)
                 count += 1
             document = self._fields()
-            document[self.key] = _PLACE
-            before, found, after = dumps_bytes(each(document), indent).partition(dumps_bytes(_PLACE))
-            if not found:
+            if self.key not in document:
                 raise RuntimeError(f"{self.key!r} is not among the document's fields")
+            before, _, after = _placed(document, self.key, lambda fields: dumps_bytes(each(fields), indent))
             write((before + b"[").decode())
             if count:
                 spool.seek(0)

@@ -36,6 +36,7 @@ judged AS (
            WHEN coalesce(kind_t = 'VARCHAR' AND kind = 'repo', false) THEN CASE
              WHEN coalesce(repo_t, '') <> 'VARCHAR' OR repo = '' THEN {'field': 'repo', 'rule': 'a repo line needs repo, a non-empty string'}
              WHEN coalesce(path_t, '') <> 'VARCHAR' OR path = '' THEN {'field': 'path', 'rule': 'a repo line needs path, a non-empty string'}
+             WHEN contains(path, chr(0)) THEN {'field': 'path', 'rule': 'holds a NUL character, which no path on a file system can'}
            END
            WHEN coalesce(rid_t, '') <> 'VARCHAR' OR rid = '' THEN {'field': 'rid', 'rule': 'must be a non-empty string'}
            WHEN coalesce(kind_t, '') <> 'VARCHAR' OR kind = '' THEN {'field': 'kind', 'rule': 'must be a non-empty string'}

@@ -167,6 +167,10 @@ judged AS (
   SELECT *,
     CASE
       WHEN unparsable THEN {'field': 'data', 'rule': 'must be a JSON object (it is not valid JSON)'}
+      -- DuckDB's parser also takes NaN, Infinity and a trailing comma, which JSON has not: outside strings, refused
+      WHEN (contains(data, 'NaN') OR contains(data, 'Infinity') OR regexp_matches(data, ',\s*[}\]]'))
+           AND regexp_matches(data, '^(?:[^"]|"(?:[^"\\]|\\.)*")*?(?:[\[:,]\s*[-+]?(?:NaN|Infinity)|,\s*[}\]])')
+        THEN {'field': 'data', 'rule': 'must be a JSON object (it is not valid JSON: NaN, Infinity or a trailing comma)'}
       WHEN ltrim(data)[1] <> '{' THEN {'field': 'data', 'rule': 'must be a JSON object (found ' || j_type(ltrim(data)) || ')'}
       ELSE kind_problem
     END AS problem

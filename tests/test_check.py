@@ -78,7 +78,7 @@ def test_a_damaged_catalog_is_named_and_rebuilt(copy):
     database.write_bytes(b"not a database" * 100)
     code, report = checked(copy)
     assert code == 1 and [(p["kind"], p["path"]) for p in report["problems"]] == [("catalog", str(database))]
-    assert report["problems"][0]["problem"].startswith("cannot be opened (")
+    assert report["problems"][0]["problem"] == "is not a DuckDB database (its first bytes are not DuckDB's header)"
     code, repaired = checked(copy, "--repair")
     assert code == 0 and repaired["repaired"] == [f"catalog {database}: rebuilt"]
     assert checked(copy)[0] == 0

@@ -93,7 +93,7 @@ def test_a_warehouse_that_is_a_file_is_one_line(tmp_path, sample):
     assert file.read_text() == "not a warehouse"
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-1", "0"])
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-1", "0", "1e308", "1048577"])
 def test_max_file_mb_must_be_a_finite_positive_number(tmp_path, value):
     results = write_tree(tmp_path / "results", [run()])
     result = run_cli("ingest", "forgeloop", str(results), "--max-file-mb", value, warehouse=tmp_path / "w", check=None)
@@ -160,7 +160,7 @@ def test_choices_are_usage_errors_naming_the_allowed_values(demo_warehouse, tmp_
                    "--format must be one of table, csv, json, jsonl, parquet (got 'xml')")
 
 
-@pytest.mark.parametrize("value", ["inf", "nan", "-1"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "1e308"])
 def test_busy_timeout_must_be_finite_and_not_negative(sample, tmp_path, value):
     result = run_cli("ingest", "forge", str(sample / "forge" / "dataset.sqlite"), "--busy-timeout", value,
                      warehouse=tmp_path / "w", check=None)

@@ -250,15 +250,20 @@ def test_markdown_is_two_tables_and_the_gate(store):
                      warehouse=warehouse, check=5)
     lines = failed.stdout.splitlines()
     assert lines[0] == "### `after` against `before`"
-    header = lines.index("| Scenario | Mode | Metric | Baseline median | Candidate median | Ratio | Low | High | MDE | Verdict |")
-    assert lines[header + 1] == "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+    header = lines.index("| Scenario | Mode | Metric | Baseline median | Candidate median | GM ratio | Low | High | MDE | Regressed at "
+                         "| Verdict |")
+    assert lines[header + 1] == "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
     body = [line for line in lines[header + 2:lines.index("All scenarios, pooled:")] if line.startswith("| ")]
-    assert len(body) == 16 and all(line.count(" | ") == 9 for line in body)
+    assert len(body) == 16 and all(line.count(" | ") == 10 for line in body)
     assert any("**REGRESSED**" in line and "| adaptive | tokens |" in line for line in body)
-    pooled = lines.index("| Mode | Metric | Scenarios | Ratio | Low | High | MDE | Verdict |")
+    pooled = lines.index("| Mode | Metric | Scenarios | GM ratio | Low | High | MDE | Regressed at | Verdict |")
     assert len([line for line in lines[pooled + 2:] if line.startswith("| ")]) == 6
     assert "Scenario rows: 8 regressed, 2 improved, 4 unchanged, 2 inconclusive." in failed.stdout
-    assert lines[-1] == "Gate --fail-on regression: FAILED (12 regressed of 22 gated rows)."
+    # s4 has one run in `before`: its rows show - and the summary says what - is; what the gate catches is told
+    assert "-: not computed (a side has fewer than 2 runs with a value)." in failed.stdout
+    assert "Regressed at: the true ratio judged REGRESSED 80% of the time (MDE × (1 + margin))" in failed.stdout
+    assert lines[-1] == ("Gate --fail-on regression: FAILED (12 regressed of 22 gated rows; 2 inconclusive, which "
+                         "--fail-on inconclusive would fail on).")
     adjusted = run_cli("compare", "before", "after", "--format", "markdown", "--adjust", "direct", warehouse=warehouse)
     assert "| Verdict | Unadjusted |" in adjusted.stdout and "| control |" in adjusted.stdout
 

@@ -86,7 +86,10 @@ def test_objectives_are_judged_on_the_intervals(corpus_report, corpus):
         row = rows[(objective["runSetId"], objective["scenarioId"], statistic)]
         threshold = {"p50TokenOverheadPercent": 35, "p95TokenOverheadPercent": 60}[objective["objective"]]
         assert objective["threshold"] == threshold
-        expected = ("MET" if row["high"] is not None and row["high"] <= threshold else
+        document = json.loads((corpus / "results" / "aggregate" / objective["runSetId"] /
+                               f"{objective['scenarioId']}.json").read_text())
+        expected = ("NOT_VERIFIED" if document["lightObjectives"]["status"] == "NOT_VERIFIED" else
+                    "MET" if row["high"] is not None and row["high"] <= threshold else
                     "VIOLATED" if row["low"] is not None and row["low"] > threshold else "INCONCLUSIVE")
         assert objective["verdict"] == expected
         assert (objective["repeatsNeeded"] is None) == (expected != "INCONCLUSIVE" or row["estimate"] is None)
@@ -96,16 +99,50 @@ def test_objectives_are_judged_on_the_intervals(corpus_report, corpus):
     assert {"MET", "INCONCLUSIVE", "VIOLATED"} <= verdicts  # the corpus shows each
 
 
+def test_an_objective_is_not_verified_where_forgeloop_allows_no_claim(tmp_path):
+    # light scenarios, 8 pairs of adaptive tokens 1 % over direct: MET on tokens alone (the p50's interval of 8 pairs
+    # ends at the 7th pair); "no-time" has no wall clock time in its adaptive runs, "no-adaptive" balanced runs only
+    documents = []
+    for scenario in ("timed", "no-time", "no-adaptive"):
+        for index in range(1, 9):
+            documents.append(run(scenario, "direct", index, 100_000 + index))
+            documents.append(run(scenario, "forgeloopBalanced" if scenario == "no-adaptive" else "forgeloopAdaptive",
+                                 index, 101_000 + index, resolved="light", wall=None if scenario == "no-time" else 1000.0))
+    write_tree(tmp_path / "results", documents, {"timed": "light", "no-time": "light", "no-adaptive": "light"})
+    warehouse = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(tmp_path / "results"), "--scenarios", str(tmp_path / "results" / "scenarios"),
+            "--aggregate", "--quiet", warehouse=warehouse)
+    report = json.loads(run_cli("report", "confidence", "--json", warehouse=warehouse).stdout)
+    verdicts = {(o["scenarioId"], o["objective"]): (o["verdict"], o["repeatsNeeded"]) for o in report["objectives"]}
+    assert verdicts == {("timed", "p50TokenOverheadPercent"): ("MET", None),
+                        ("timed", "p95TokenOverheadPercent"): ("INCONCLUSIVE", verdicts[("timed", "p95TokenOverheadPercent")][1]),
+                        **{(scenario, objective): ("NOT_VERIFIED", None) for scenario in ("no-time", "no-adaptive")
+                           for objective in ("p50TokenOverheadPercent", "p95TokenOverheadPercent")}}
+    for scenario in ("timed", "no-time", "no-adaptive"):  # as ForgeLoop's own status says
+        document = json.loads((warehouse / "aggregate" / "rs-test" / f"{scenario}.json").read_text())
+        assert (document["lightObjectives"]["status"] == "NOT_VERIFIED") == (scenario != "timed")
+    tokens = [r for r in report["rows"] if r["scenarioId"] == "no-time" and r["metric"] == "tokens"
+              and r["statistic"] == "pairedOverheadP50"]
+    assert tokens[0]["high"] is not None and tokens[0]["high"] <= 35  # the tokens alone would say MET
+    shown = run_cli("report", "confidence", warehouse=warehouse, env={"COLUMNS": "200"}).stdout
+    assert shown.count("NOT_VERIFIED") == 5  # four objectives and the line that says what it means
+    assert "allows no claim" in shown
+
+
 def test_each_row_says_what_its_ends_are_and_how_they_were_computed(corpus_report):
     for row in corpus_report["rows"]:
         assert list(row) == ["runSetId", "scenarioId", "mode", "metric", "statistic", "estimate", "low", "high", "pairs",
                              "sides", "method"]  # today's keys in today's order, the new ones after them
         assert row["method"] == ("order statistics, exact" if row["statistic"].startswith("paired")
                                  else "bootstrap, pairs resampled together")
-        assert row["sides"] == {(True, True): "two-sided", (True, False): "one-sided lower bound at 97.5 %",
-                                (False, True): "one-sided upper bound at 97.5 %",
-                                (False, False): "unbounded"}[(row["low"] is not None, row["high"] is not None)]
-    assert {row["sides"] for row in corpus_report["rows"]} == {"two-sided", "one-sided lower bound at 97.5 %", "unbounded"}
+        claim = {(True, True): "two-sided", (True, False): "one-sided lower bound at 97.5 %",
+                 (False, True): "one-sided upper bound at 97.5 %",
+                 (False, False): "unbounded"}[(row["low"] is not None, row["high"] is not None)]
+        # the bootstrap's ends (the distribution deltas) say they are approximate
+        approximate = row["method"].startswith("bootstrap") and claim != "unbounded"
+        assert row["sides"] == claim + (", approximate" if approximate else "")
+    assert {row["sides"] for row in corpus_report["rows"]} == {"two-sided", "one-sided lower bound at 97.5 %", "unbounded",
+                                                              "two-sided, approximate"}
     for objective in corpus_report["objectives"]:
         assert list(objective) == ["runSetId", "scenarioId", "objective", "threshold", "verdict", "repeatsNeeded",
                                    "repeatsNeededMethod"]
@@ -153,6 +190,9 @@ def test_the_report_fits_the_terminal_and_aggregate_stores_it_for_bi_tools(tmp_p
     text = run_cli("report", "confidence", "--level", "0.9", warehouse=warehouse, env={"COLUMNS": "80"}).stdout
     assert all(len(line) <= 80 for line in text.splitlines()), max(text.splitlines(), key=len)
     assert "90% low" in text and "INCONCLUSIVE" in text and "open" in text
+    # the corpus's distribution deltas have 5 and 20 pairs: the text says their ends are approximate
+    assert "distribution Δ: the bootstrap's ends hold about 90%, not exactly: with 20 pairs or fewer read them as " \
+           "indicative" in " ".join(text.split())
     assert "forgeloop_confidence" not in os.listdir(warehouse)  # a report only reads
     run_cli("aggregate", "--confidence", "--quiet", warehouse=warehouse)
     stored = run_cli("sql", "SELECT statistic, count(*) AS n, min(level) AS level FROM forgeloop_confidence "

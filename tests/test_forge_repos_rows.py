@@ -313,3 +313,36 @@ def test_json_lines_and_sqlite_reject_the_same_rids_and_kinds(tmp_path):
     assert [r.field for r in exported.rejections] == ["rid", "rid", "rid", "kind", "kind"]
     assert sorted(r.field for r in from_sqlite.rejections) == sorted(r.field for r in exported.rejections)
     assert (exported.stored, exported.rejected) == (from_sqlite.stored, from_sqlite.rejected) == (2, 5)
+
+
+def test_a_repository_path_holding_a_nul_is_rejected_in_either_store_and_harvest_goes_on(tmp_path):
+    # JSON and SQLite text may hold a NUL; no path on a file system can (git and os.path refuse it)
+    store = sqlite_store(tmp_path / "dataset.sqlite", [("api", "/r/api"), ("web", "/srv/web\0x")], [row("e1")])
+    result = ingest_forge(Warehouse(tmp_path / "w"), store)
+    assert rejections(result) == [(None, None, "path", 'holds a NUL character, which no path on a file system can '
+                                                       '(the row\'s repo: "web")')]
+    assert stored_repos(Warehouse(tmp_path / "w")) == [("api", "/r/api")]
+    lines = tmp_path / "store.jsonl"
+    lines.write_text(json.dumps({"kind": "repo", "repo": "web", "path": "/srv/web\0x"}) + "\n" + json.dumps(
+        {"rid": "e1", "kind": "event", "src": "forge", "ts": 1767693630, "run": "r", "repo": "web",
+         "data": {"name": "integrate_advanced", "branch": "main", "parent": "a", "candidate": "b", "target": "main"}}) + "\n")
+    ingested = run_cli("ingest", "forge", str(lines), warehouse=tmp_path / "j", check=None)
+    assert ingested.returncode == 3 and (f"rejected {lines}:1: path: holds a NUL character, which no path on a file "
+                                         "system can") in ingested.stderr.splitlines(), ingested.stderr
+    harvested = run_cli("harvest", "survival", warehouse=tmp_path / "j", check=None)
+    assert harvested.returncode == 0 and "repo_unknown" in harvested.stdout, harvested.stderr
+
+
+@pytest.mark.parametrize("data, rejected", [
+    ('{"x": NaN}', True), ('{"x": [1, -Infinity]}', True), ('{"a": 1,}', True), ('{"a": [1 , ] }', True),
+    ('{"x": "NaN", "y": "a:Infinity,]"}', False), ('{"q": "\\\\", "x": NaN}', True), ('{"q": "\\":NaN"}', False),
+])
+def test_data_that_only_a_lenient_parser_takes_is_rejected(tmp_path, data, rejected):
+    # DuckDB's JSON parser takes NaN, Infinity and trailing commas; a strict reader of forge_events.data would not
+    store = sqlite_store(tmp_path / "dataset.sqlite", [], [row("e1", kind="note", data=data), row("e2")])
+    result = ingest_forge(Warehouse(tmp_path / "w"), store)
+    rule = "must be a JSON object (it is not valid JSON: NaN, Infinity or a trailing comma)"
+    assert rejections(result) == ([(None, "e1", "data", rule)] if rejected else [])
+    if not rejected:
+        stored = Warehouse(tmp_path / "w").read(t.EVENTS).filter(rid="e1")["data"].item()
+        assert json.loads(stored) == json.loads(data)

@@ -162,25 +162,47 @@ def test_an_assignment_the_propensities_rule_out_is_a_mismatch(tmp_path):
     assert '"chi_square": null' in result.stdout and json.loads(result.stdout)["rows"] == [row]
 
 
-@pytest.mark.parametrize(("propensity", "chi", "p", "flag"), [
-    (0.5, 1.0, 0.31731050786291415, False),  # one fair coin: nothing to see
+@pytest.mark.parametrize(("propensity", "chi", "p", "flag", "verdict"), [
+    (0.5, 1.0, 0.31731050786291415, False, False),  # one fair coin: nothing to see
     # a 5% draw that came up: chi-square (0.95^2 / 0.05 + 0.95^2 / 0.95) = 19, P(chi2_1 >= 19) = 1.3e-5, but the expected cells
-    # (0.05 and 0.95) are far below 5 and the exact probability of the draw is 0.05: flagged, on few assignments
-    (0.05, 19.0, 1.3071845366763e-05, True),
+    # (0.05 and 0.95) are far below 5 and the exact probability of the draw is 0.05: srm (the chi-square's flag), but
+    # no verdict: the exact bound, 2 * 0.05 * e^0.95 = 0.26, does not confirm it
+    (0.05, 19.0, 1.3071845366763e-05, True, False),
     # a 1e-4 draw that came up: the Chernoff bound 1e-4 * e^0.9999 = 2.7e-4 (times 2: 5.4e-4) is below 0.001, not
-    # below the verdict's 0.00025: untrustworthy on few assignments
-    (1e-4, 9999.0, 0.0, True),
+    # below the verdict's 0.00025: no verdict on so few assignments
+    (1e-4, 9999.0, 0.0, True, False),
     # a 1e-5 draw: 2 * 1e-5 * e^0.99999 = 5.4e-5 confirms it
-    (1e-5, 99999.0, 0.0, True),
+    (1e-5, 99999.0, 0.0, True, True),
 ])
-def test_a_single_assignment(tmp_path, propensity, chi, p, flag):
+def test_a_single_assignment(tmp_path, propensity, chi, p, flag, verdict):
     warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", draw_events([("low", True, propensity)])))
     (row,) = srm.srm_document(warehouse)["rows"]
-    assert (row["assigned"], row["alternative_assigned"], row["srm"], row["untrustworthy"]) == (1, 1, flag, flag)
+    assert (row["assigned"], row["alternative_assigned"], row["srm"], row["untrustworthy"]) == (1, 1, flag, verdict)
+    assert row["untrustworthy_checks"] == (["assignment"] if verdict else [])
     assert row["chi_square"] == pytest.approx(chi, rel=1e-12) and row["p_value"] == pytest.approx(p, rel=1e-9, abs=1e-300)
     # the exact bound confirms the 1e-5 draw only: the others are told as resting on few assignments
     assert srm.few_assignments(row) == (propensity in (0.05, 1e-4))
+    assert srm.checks_text(row) == {0.5: "no", 0.05: "no (ratio: few)", 1e-4: "no (ratio: few)",
+                                    1e-5: "assignment ratio"}[propensity]
     assert row["p_value_bound"] < srm.MISMATCH_P if propensity < 1e-3 else row["p_value_bound"] > srm.MISMATCH_P
+
+
+def test_a_chi_square_on_few_assignments_that_the_exact_chance_does_not_bear_out_is_no_verdict(tmp_path):
+    # 2 of 10 draws at P(alternative) = 0.02 went to the alternative: 0.2 expected, X^2 = 1.8^2 / 0.2 + 1.8^2 / 9.8 =
+    # 16.53 and p = 4.8e-5, but the exact chance of 2 or more is 0.0162 (scipy) and the bound 2 e^1.8 (0.1)^2 = 0.121
+    draws = [("low", i < 2, 0.02 if i < 2 else 0.98) for i in range(10)]
+    warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", draw_events(draws)))
+    (row,) = srm.srm_document(warehouse)["rows"]
+    assert row["chi_square"] == pytest.approx(1.8 ** 2 / 0.2 + 1.8 ** 2 / 9.8, rel=1e-9)
+    assert row["p_value"] == pytest.approx(4.787093764535e-05, rel=1e-9) and row["srm"] is True
+    assert row["p_value_bound"] == pytest.approx(0.12099294928826, rel=1e-9)
+    assert scipy.stats.binom.sf(1, 10, 0.02) < row["p_value_bound"]
+    assert (row["untrustworthy"], row["untrustworthy_checks"]) == (False, [])
+    shown = run_cli("report", "srm", warehouse=warehouse.root, env={"COLUMNS": "250"}).stdout
+    assert "no (ratio: few)" in shown and "too few assignments to tell, so not untrustworthy" in " ".join(shown.split())
+    assert "pair(s) untrustworthy" not in shown
+    routing = run_cli("report", "routing", warehouse=warehouse.root, env={"COLUMNS": "250"}).stdout
+    assert "!!" not in routing and "untrustworthy" not in routing
 
 
 def test_few_expected_but_a_gross_mismatch_is_flagged():
@@ -232,8 +254,11 @@ def test_every_pair_equals_scipy_and_the_obvious_count(tmp_path_factory, draws, 
         fisher = scipy.stats.fisher_exact(table).pvalue
         assert row["attrition_p_value"] == pytest.approx(fisher, rel=1e-9, abs=1e-300)
         assert row["attrition_srm"] == (row["attrition_p_value"] < srm.MISMATCH_P)
-        assert row["untrustworthy_checks"] == [check for check, p in (("assignment", row["p_value"]),
-                                               ("attrition", row["attrition_p_value"])) if p < srm.UNTRUSTWORTHY_P]
+        # the assignment check needs the exact bound's confirmation where a cell expects fewer than 5
+        fewest = min(summed, assigned - summed)
+        assignment = row["p_value"] < srm.UNTRUSTWORTHY_P and (fewest >= 5 or row["p_value_bound"] < srm.UNTRUSTWORTHY_P)
+        assert row["untrustworthy_checks"] == [check for check, fired in (("assignment", assignment),
+                                               ("attrition", row["attrition_p_value"] < srm.UNTRUSTWORTHY_P)) if fired]
         assert row["untrustworthy"] == bool(row["untrustworthy_checks"])
     # the pairs are the randomized table's, and below its first window its arms count the same assignments
     routing = routing_document(warehouse, Scope())
@@ -266,11 +291,17 @@ def test_the_flag_is_the_chi_square_where_it_holds_and_exact_where_it_does_not(d
     assert row["p_value"] == pytest.approx(scipy.stats.chi2.sf(row["chi_square"], 1) if row["chi_square"] is not None
                                            else 0.0, rel=1e-9, abs=1e-300)
     assert row["srm"] == (row["p_value"] < 0.001)
-    assert row["untrustworthy"] == (row["p_value"] < 0.00025)  # every task has an outcome: no attrition
+    # every task has an outcome (no attrition): the verdict is the chi-square's where both cells expect 5 or more,
+    # else the chi-square's confirmed by the exact bound
+    confirmed = fewest >= 5 + 1e-9 or row["p_value_bound"] < 0.00025
+    if fewest > 5 - 1e-9 and fewest < 5 + 1e-9:  # at the rule's edge the summed expectation's rounding decides
+        confirmed = row["untrustworthy"] or row["p_value"] >= 0.00025
+    assert row["untrustworthy"] == (row["p_value"] < 0.00025 and confirmed), row
+    assert srm.few_assignments(row) == (row["p_value"] < 0.00025 and not row["untrustworthy"])
     # the bound is an upper bound of the exact two-sided probability, whatever the propensities
     exact = exact_two_sided(p_alternative, observed)
     assert exact <= row["p_value_bound"] * (1 + 1e-9) + 1e-300, (exact, row)
-    if row["untrustworthy"] and fewest < 5 - 1e-9 and not srm.few_assignments(row):  # confirmed by the bound
+    if row["untrustworthy"] and fewest < 5 - 1e-9:  # a verdict on few expected is one the exact chance holds
         assert exact < 0.00025, (exact, row)
 
 

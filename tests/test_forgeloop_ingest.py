@@ -97,7 +97,9 @@ def test_unknown_usage_carrying_numbers_is_rejected(tmp_path):
 HOSTILE = {
     "empty.json": (b"", "file", "is empty"),
     "truncated.json": (b'{"schemaVersion": 1, "benchm', "file", "is not valid JSON"),
-    "latin1.json": ('{"a": "caf\u00e9"}'.encode("latin-1"), "file", "is not valid UTF-8"),
+    "latin1.json": ('{"a": "caf\u00e9"}'.encode("latin-1"), "file",
+                    "is not valid UTF-8 (byte 0xe9 at offset 10: invalid continuation byte)"),
+    "utf16.json": ('{"a": 1}'.encode("utf-16"), "file", "is not valid UTF-8 (byte 0xff at offset 0: invalid start byte)"),
     "nan.json": (b'{"schemaVersion": NaN}', "file", "is not valid JSON"),
     "infinity.json": (b'{"wallClockMs": Infinity}', "file", "is not valid JSON"),
     "array.json": (b"[1, 2, 3]", "run", "must be an object"),
@@ -121,8 +123,8 @@ def test_hostile_files_are_rejected_and_the_good_ones_stored(tmp_path):
     (results / "raw" / "loose.json").write_text(json.dumps(GOOD))
 
     result = run_cli("ingest", "forgeloop", str(results), "--max-file-mb", "0.002", warehouse=tmp_path / "w", check=3)
-    assert "14 run files: 2 accepted, 0 unchanged, 12 rejected" in result.stdout
-    assert "12 of 14 files rejected; the rest is stored" in result.stderr
+    assert "15 run files: 2 accepted, 0 unchanged, 13 rejected" in result.stdout
+    assert "13 of 15 files rejected; the rest is stored" in result.stderr
     assert "Traceback" not in result.stderr
     seen = manifest(tmp_path / "w")
     for name, (_, field, rule) in HOSTILE.items():

@@ -16,6 +16,7 @@ import select
 import shutil
 import signal
 import stat
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -336,26 +337,36 @@ PAST = 1_500_000_000_000_000_000  # a modification time the test sets, in ns
 
 
 @pytest.mark.slow
-def test_a_lock_linked_elsewhere_stops_every_writer_and_the_file_is_untouched(place, demo_warehouse):
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_lock_linked_elsewhere_stops_every_writer_and_the_file_is_untouched(place, demo_warehouse, link):
     target = place.outside / "precious.txt"
     target.write_text("precious\n")
     os.utime(target, ns=(PAST, PAST))
     lock = place.warehouse / ".lock"
     lock.unlink()
-    lock.symlink_to(target)
+    lock.symlink_to(target) if link == "symbolic" else os.link(target, lock)
     sample = demo_warehouse.parent / "data" / "sample" / "forgeloop"
     before = place.beside()
+
+    def untouched():
+        assert target.read_text() == "precious\n" and os.stat(target).st_mtime_ns == PAST
+        assert os.readlink(lock) == str(target) if link == "symbolic" else os.path.samefile(lock, target)
+        assert place.beside() == before
 
     def check(command):
         result = place.run(*command, "--quiet")
         assert result.returncode != 0, described(result)
-        the_one_line(result, result.returncode, f"loopmeter: error: {lock}")
-        assert target.read_text() == "precious\n" and os.stat(target).st_mtime_ns == PAST
-        assert os.readlink(lock) == str(target)
-        assert place.beside() == before
+        line = the_one_line(result, result.returncode, f"loopmeter: error: {lock}")
+        assert link == "symbolic" or "other link(s)" in line, line
+        untouched()
 
     for_each([("ingest", "forgeloop", str(sample), "--scenarios", str(sample / "scenarios")), ("aggregate",),
               ("catalog",)], check)
+    # a reader never writes the lock: it reads on (the catalog left as it is) and the file stays as it was
+    os.unlink(place.warehouse / "loopmeter.duckdb")  # so that a reader would rebuild it, were the lock free to write
+    result = place.run("sql", "SELECT count(*) AS n FROM runs", "--format", "csv")
+    assert result.returncode == 0 and result.stdout.splitlines()[1:] == ["720"], described(result)
+    untouched()
 
 
 @pytest.mark.slow
@@ -464,6 +475,28 @@ def test_check_never_runs_a_view_it_did_not_write(place, reads):
 
 
 @pytest.mark.slow
+def test_a_sqlite_file_in_place_of_the_catalog_loads_no_extension_and_is_named(place):
+    # DuckDB opens a SQLite file through its sqlite extension, which it would fetch into ~/.duckdb and load
+    database = place.warehouse / "loopmeter.duckdb"
+    database.unlink()
+    with sqlite3.connect(database) as made:
+        made.execute("CREATE TABLE runs (secret TEXT)")
+    made.close()
+    home = place.root / "home"
+    home.mkdir()
+    before = place.beside()
+    told = f"loopmeter: {database}: is not a DuckDB database (its first bytes are not DuckDB's header)"
+    checked = place.run("check", timeout=BOUND, env={"HOME": str(home)})
+    assert checked.returncode == 1 and told in checked.stderr.splitlines(), described(checked)
+    repaired = place.run("check", "--repair", timeout=BOUND, env={"HOME": str(home)})
+    assert repaired.returncode == 0 and told in repaired.stderr.splitlines(), described(repaired)
+    assert "catalog" in repaired.stderr and "rebuilt" in repaired.stderr and database.read_bytes()[8:12] == b"DUCK"
+    counted = place.run("sql", "select count(*) AS n from runs", "--format", "csv", timeout=BOUND, env={"HOME": str(home)})
+    assert counted.returncode == 0 and counted.stdout == f"n\n{DEMO_RUNS}\n", described(counted)
+    assert place.beside() == before  # nothing in HOME, beside the warehouse or in the working directory
+
+
+@pytest.mark.slow
 def test_a_fifo_in_place_of_the_catalog_is_named_by_check_in_bounded_time(place):
     database = place.warehouse / "loopmeter.duckdb"
     database.unlink()
@@ -493,6 +526,13 @@ def test_a_fifo_in_place_of_a_table_file_is_named_in_one_line_and_nothing_hangs(
     path.unlink()
     os.mkfifo(path)
     shown = (place.warehouse / table / path.relative_to(place.version(table)), path)
+    each_refuses_naming(place, [("check",), ("report", "tail"), ("aggregate",), ("sql", query)], shown,
+                        kept=lambda: stat.S_ISFIFO(os.lstat(path).st_mode))
+
+
+def each_refuses_naming(place: Place, commands, shown: tuple, kept=lambda: True) -> None:
+    """Each command exits non-zero with one line (`check` a problem's, the others an error's) naming one of
+    `shown`; `kept()` holds after it, and nothing beside the warehouse changed."""
     before = place.beside()
 
     def check(command):
@@ -500,10 +540,112 @@ def test_a_fifo_in_place_of_a_table_file_is_named_in_one_line_and_nothing_hangs(
         assert result.returncode != 0, described(result)
         line = the_one_line(result, result.returncode, "loopmeter: " if command == ("check",) else "loopmeter: error: ")
         assert names_one_of(line, *shown), described(result)
-        assert stat.S_ISFIFO(os.lstat(path).st_mode)
+        assert kept()
         assert place.beside() == before
 
-    for_each([("check",), ("report", "tail"), ("aggregate",), ("sql", query)], check)
+    for_each(commands, check)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [".parquet", "..parquet", "notes.txt", "part-1.parquet.bak"])
+def test_every_file_a_client_would_read_in_a_version_is_verified_or_refused(place, name):
+    # DuckDB's `**/*.parquet` reads a file named `.parquet`; pyarrow, pandas and Spark read any name not starting
+    # with `.` or `_`: each is verified as a table file (this one holds another schema) or refused as none
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = place.version("runs") / "run_set_id=sample-tail-30"
+    path = folder / name
+    pq.write_table(pa.table({"hidden": pa.array(["x"] * 3)}), path)
+    shown = (place.warehouse / "runs" / "run_set_id=sample-tail-30" / name, path)
+    each_refuses_naming(place, [("check",), ("report", "tail"), ("sql", "SELECT count(*) FROM runs")], shown)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("raw", ["a link", "other run sets"])
+def test_a_forged_ingest_record_has_check_repair_read_nothing_the_warehouse_does_not_hold(place, demo_warehouse, raw):
+    # the record of the ingest names where its run files were: forged, it names a folder of the user's whose `raw`
+    # is a link to another tree, or holds run sets the warehouse never had
+    sample = demo_warehouse.parent / "data" / "sample" / "forgeloop"
+    results = place.outside / "results"
+    results.mkdir()
+    if raw == "a link":
+        (results / "raw").symlink_to(sample / "raw")
+    else:
+        shutil.copytree(sample / "raw" / "sample-tail-30", results / "raw" / "someone-elses")
+    (record,) = place.warehouse.joinpath(".state").glob("forgeloop-ingest-*.json")
+    forged = json.loads(record.read_text())
+    forged["key"].update(results=str(results), scenarios=None)
+    record.write_text(json.dumps(forged))
+    damaged = the_file(place.version("runs") / "run_set_id=sample-tail-30")
+    os.truncate(damaged, 100)
+    before = place.beside()
+    repaired = place.run("check", "--repair", "--json", timeout=BOUND)
+    assert repaired.returncode == 1, described(repaired)
+    report = json.loads(repaired.stdout)
+    assert not any("read again" in line for line in report["repaired"]), report
+    assert any(line.startswith("runs") for line in report["notRepaired"]), report
+    state = "".join(path.read_text(errors="replace") for path in place.warehouse.joinpath(".state").glob("*.json"))
+    assert "someone-elses" not in state and str(sample) not in state
+    assert place.beside() == before
+
+
+@pytest.mark.slow
+def test_a_version_named_in_bytes_that_are_not_utf8_is_no_table_and_told_in_one_line(place):
+    version = place.version("runs")
+    odd = os.fsencode(version.parent) + b"/\xff\xfe"
+    os.rename(os.fsencode(version), odd)
+    os.remove(place.warehouse / "runs")
+    os.symlink(b".versions/runs/\xff\xfe", os.fsencode(place.warehouse / "runs"))
+    before = place.beside()
+    for command in (("aggregate", "--full", "--quiet"), ("check",), ("sql", "SELECT count(*) FROM runs")):
+        result = place.run(*command, timeout=BOUND)
+        assert result.returncode != 0 and "Traceback" not in result.stderr and "Error:" not in result.stderr, described(result)
+        assert "runs: a symbolic link loopmeter did not make" in result.stderr, described(result)
+        assert place.beside() == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("marker", ["not loopmeter's", "missing"])
+def test_a_marker_that_is_not_loopmeters_or_missing_is_named_by_check_and_readers(place, marker):
+    path = place.warehouse / ".loopmeter"
+    if marker == "missing":
+        path.unlink()
+    else:
+        path.write_text('{"loopmeter":"warehouse","format":999}')
+    before = place.beside()
+    read = place.run("sql", "SELECT 1")
+    told = (f"{path} is not loopmeter's marker file, so {place.warehouse} is not taken for a loopmeter warehouse"
+            if marker != "missing" else f"{place.warehouse} is not a loopmeter warehouse: it has no .loopmeter marker")
+    the_one_line(read, 1, f"loopmeter: error: {told}")
+    checked = place.run("check", "--json")
+    assert checked.returncode == 1, described(checked)
+    problems = [(p["kind"], p["path"]) for p in json.loads(checked.stdout)["problems"]]
+    assert ("marker", str(path)) in problems, problems
+    repaired = place.run("check", "--repair", "--json")
+    report = json.loads(repaired.stdout)
+    if marker == "missing":  # marked again: a warehouse of an earlier loopmeter, or its marker removed
+        assert repaired.returncode == 0 and f"marker {path}: written" in report["repaired"], described(repaired)
+        assert place.run("sql", "SELECT 1").returncode == 0
+    else:  # the file may be the user's: left as it is, with what to do
+        assert repaired.returncode == 1 and path.read_text() == '{"loopmeter":"warehouse","format":999}'
+        assert any(line.startswith(f"marker {path}: not loopmeter's file; remove it") for line in report["notRepaired"])
+    assert place.beside() == before
+
+
+@pytest.mark.slow
+def test_a_version_folder_that_is_a_link_is_named_as_one_by_check(place):
+    version = place.version("runs")
+    moved = place.outside / "a-copy"
+    version.rename(moved)
+    version.symlink_to(moved)
+    before = place.beside()
+    checked = place.run("check")
+    assert checked.returncode == 1, described(checked)
+    assert (f"loopmeter: {place.warehouse / 'runs'}: table runs points at {os.readlink(place.warehouse / 'runs')}, "
+            f"where {version} is a symbolic link, not a folder (never followed)") in checked.stderr.splitlines(), \
+        described(checked)
+    assert place.beside() == before
 
 
 ADDRESS_SPACE = 2 << 30  # bytes

@@ -8,7 +8,7 @@ import tracemalloc
 from contextlib import redirect_stdout
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
@@ -32,6 +32,8 @@ VALUES = st.recursive(st.none() | st.booleans() | NUMBERS | TEXT,
 @settings(max_examples=300, deadline=None)
 @given(before=st.dictionaries(TEXT, VALUES, max_size=3), items=st.lists(VALUES, max_size=5),
        after=st.dictionaries(TEXT, VALUES, max_size=3), indent=st.sampled_from([None, 2]), chunk=st.integers(1, 9))
+# a key that is the text which once stood for the list in the fields (the list went in its place)
+@example(before={"\x00the list\x00": None}, items=[], after={}, indent=None, chunk=1)
 def test_the_streamed_text_is_the_whole_document_s(before, items, after, indent, chunk):
     key = "the list"
     fields = {**{k: v for k, v in before.items() if k != key}, key: None, **{k: v for k, v in after.items() if k != key}}

@@ -20,7 +20,7 @@ from conftest import ROOT, run_cli
 from loopmeter.forgeloop.reader import BATCH
 from loopmeter.forgeloop.samples import scaled_plans, write_results
 from loopmeter.lifetime import usable_cores
-from loopmeter.storage.warehouse import MARKER, MARKER_TEXT
+from loopmeter.storage.marker import MARKER, MARKER_TEXT
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not os.path.isdir("/proc/self/task") or usable_cores() < 2,

@@ -22,8 +22,8 @@ SinceOption = Annotated[Optional[float], typer.Option("--since", help="Only task
 
 @ingest_app.command("forge", **command_help(
     "Read a Forge event store into the warehouse.",
-    "The store is dataset.sqlite, opened read-only, or a JSON Lines export; "
-                    "a regular file, not a pipe) into the warehouse: forge_events and the flat forge_* tables. "
+    "The store (dataset.sqlite, opened read-only, or a JSON Lines export: a regular file, not a pipe) "
+                    "goes into the warehouse as forge_events and the flat forge_* tables. "
                     "Loading is idempotent by rid. A record (a line, a SQLite value) over 4 MiB is rejected. "
                     "A WAL-mode store is read from a copy in the warehouse's scratch space, so nothing is created "
                     "beside it.",
@@ -71,8 +71,14 @@ def ingest_forge_command(
 
 @report_app.command("routing", **command_help(
     "Forge's routing: first-pass rates and randomized pairs.",
-    "First-pass by tier and model (observational), and the randomized "
-                    "exploration pairs with Hajek means, bootstrap intervals and verdicts; the text marks "
+    "First-pass by tier and model (observational: tasks with an outcome, Wilson 95 % interval), and the "
+                    "randomized exploration pairs: each arm's first-pass rate as a Hajek mean (weights 1/propensity), "
+                    "judged at the largest window (30, 60 or 120 alternative assignments) reached, on the assignments "
+                    "up to that window's last alternative one. difference: alternative minus default, as a proportion "
+                    "(-1 to 1; the rates beside it are percent), with a 95 % run-cluster bootstrap interval (from 10 "
+                    "alternative assignments and 3 runs). Verdict: low tier, switch when the interval is above 0; "
+                    "medium and high, the alternative is non-inferior and faster when the interval's low end is above "
+                    "-0.10 and its median runtime is lower; else keep the default. The text marks "
                     "a pair the sample-ratio-mismatch checks (`report srm`) find "
                     "untrustworthy. (`ingest forge` stores the report of every task as forge_routing_observational, "
                     "forge_routing_randomized and forge_routing_srm.)",
@@ -185,8 +191,10 @@ def harvest_survival(
 @report_app.command("survival", **command_help(
     "Forge's survival of merged work per model and tier.",
     "Joins outcomes to the attempt whose reviewed commit they name, to its "
-                    "model and tier — tasks, lines added, surviving share, reverts and revert rate (Wilson "
-                    "interval) per model, tier and horizon. (`harvest survival` stores it as forge_survival.)",
+                    "model and tier — tasks, lines added, surviving share (of all their added lines: surviving "
+                    "lines / lines added, so a large task weighs more), reverts and revert rate (the share of "
+                    "tasks reverted, with its Wilson 95 % interval) per model, tier and horizon. (`harvest "
+                    "survival` stores it as forge_survival.)",
     example="loopmeter report survival\nloopmeter report survival --json"))
 @command
 def report_survival(

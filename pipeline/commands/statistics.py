@@ -23,7 +23,7 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the resampling:
     "Per run set, scenario and ForgeLoop mode: intervals on the paired token and time overhead p50 and "
     "p95 (exact, from the order statistics: no seed) and the token distribution deltas (bootstrap of the pairs: "
     "--resamples, --seed), around ForgeLoop's own figures; the light objectives judged MET, VIOLATED or "
-    "INCONCLUSIVE on them, with the pairs that would resolve them (`aggregate --confidence` stores them as "
+    "INCONCLUSIVE on them (NOT_VERIFIED where ForgeLoop allows no claim), with the pairs that would resolve them (`aggregate --confidence` stores them as "
     "forgeloop_confidence and forgeloop_objectives).",
     example="loopmeter report confidence\nloopmeter report confidence --run-set RUN_SET --level 0.9 --json"))
 @command

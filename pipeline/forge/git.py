@@ -317,6 +317,8 @@ def is_temporary(path: str) -> bool:
     """A path under the system's temporary directory (a test or scratch clone)."""
     import tempfile
 
+    if "\0" in path:  # no path on a file system (ingest rejects it; a warehouse may still hold one)
+        return False
     root = os.path.realpath(tempfile.gettempdir())
     real = os.path.realpath(path)
     return real == root or real.startswith(root + os.sep)

@@ -33,12 +33,13 @@ import polars as pl
 
 from ..duckdb_module import duckdb
 from .. import collector, progress
+from ..errors import LoopmeterError, printable, shown_path
 from ..engines import Engine
 from ..lifetime import thread_pool
 from ..storage import Warehouse
 from . import tables as t
 from .derive import KNOWN_KINDS, PART_ROWS, rebuild_summaries, typed_frame
-from .staging import EVENT_TABLES, PLAN_TABLES, STAGE_WORKERS, DirectWrite, Repeated, Stage, prefetch
+from .staging import EVENT_TABLES, MEMORY_LIMIT, PLAN_TABLES, STAGE_WORKERS, DirectWrite, Repeated, Stage, prefetch
 from .sources import open_store
 from .store import BATCH_ROWS
 from .write import write_new_events, write_rejections, write_repos
@@ -149,6 +150,17 @@ def ingest_forge(
     return result
 
 
+def _rows_of(batch) -> str:
+    """Which rows of the store a batch holds, for a message: its lines (JSON Lines) or its rids (SQLite)."""
+    frame = pl.from_arrow(batch.frame) if not isinstance(batch.frame, pl.DataFrame) else batch.frame
+    if "line" in frame.columns and frame.height:
+        return f"lines {frame['line'].min()} to {frame['line'].max()}"
+    if "rid" in frame.columns and frame.height:
+        first, last = (frame["rid"][at] for at in (0, -1))
+        return f"the {frame.height} events from rid {printable(str(first))} to rid {printable(str(last))}"
+    return "a batch of events"
+
+
 def write_empty_tables(warehouse: Warehouse, engine: Engine | None = None, part_rows: int = PART_ROWS) -> None:
     """Nothing new stored: the Forge tables not stored before are written empty, with their columns
     (forge_events too, partitioned by month: one empty file), so every documented table can be queried
@@ -187,7 +199,13 @@ def _stage_and_store(warehouse: Warehouse, store_path: Path, batches, result: In
 
                 def accept_oldest() -> None:
                     batch, checked = checking.popleft()
-                    staged = checked.result()
+                    try:
+                        staged = checked.result()
+                    except duckdb.OutOfMemoryException:
+                        raise LoopmeterError(f"{shown_path(store_path)}: {_rows_of(batch)}: checking them takes more "
+                                             f"memory than the ingest holds ({MEMORY_LIMIT} a batch; `data` of dense "
+                                             "JSON arrays expands far beyond its text), so nothing was stored; "
+                                             "ingest the store in smaller parts") from None
                     early.extend(Rejection(*row) for row in batch.rejected)
                     stage.accept(staged, repos)
                     result.read += staged.seen

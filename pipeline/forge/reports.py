@@ -32,7 +32,7 @@ from ..storage import Warehouse
 from . import tables as t
 from .derive import connect, report_frame
 from .routing import Scope, routing_report, wilson
-from .srm import few_assignments, flagged_pairs, p_text
+from .srm import flagged_pairs, p_text
 from .text import fitted
 
 
@@ -99,12 +99,10 @@ def _mismatch_lines(row: dict) -> list[str]:
     assignments do not split as its propensities say, or its arms keep different shares of outcomes."""
     lines = []
     if "assignment" in row["untrustworthy_checks"]:
-        few = (", on few assignments: the exact chance is at most %s" % p_text(row["p_value_bound"])) \
-            if few_assignments(row) else ""
         lines.append("    !! sample ratio mismatch: %d of %d assignments went to the alternative, %.1f expected "
-                     "(p %s%s): this comparison is untrustworthy" % (
+                     "(p %s): this comparison is untrustworthy" % (
                          row["alternative_assigned"], row["assigned"], row["expected_alternative"],
-                         p_text(row["p_value"]), few))
+                         p_text(row["p_value"])))
     if "attrition" in row["untrustworthy_checks"]:
         arms = [(row["alternative_with_outcome"], row["alternative_assigned"]),
                 (row["default_with_outcome"], row["assigned"] - row["alternative_assigned"])]

@@ -15,7 +15,7 @@ from typing import Iterator
 import polars as pl
 
 from .sqlite_open import _REPOS_QUERY, _read_only_uri
-from .store import EVENT_FIELDS, LARGE_BYTES, LARGE_LINE, MAX_RECORD_BYTES, SourceBatch, TEXT_FIELDS
+from .store import COMMA_WEIGHT, DENSE_FROM, EVENT_FIELDS, LARGE_BYTES, LARGE_LINE, MAX_RECORD_BYTES, SourceBatch, TEXT_FIELDS
 
 
 def batch_plan(total: int, batch_rows: int, workers: int = 2) -> list[int]:
@@ -77,14 +77,19 @@ _ARROW_QUERY = ("SELECT '' AS rid, '' AS kind, '' AS src, 0.0 AS ts, '' AS run, 
 
 
 def _row_large_bytes(record) -> "list[int] | None":
-    """The running total over the rows of `record` of their text values of LARGE_LINE bytes or more
-    (None when it holds none: the usual case, which costs a length per value; the list is made only
+    """The running total over the rows of `record` of their text values weighing LARGE_LINE or more
+    (`store.COMMA_WEIGHT`) (None when it holds none: the usual case, which costs a length per value; the list is made only
     for a batch that holds large values)."""
     import pyarrow.compute as pc
 
     total = None
     for name in TEXT_FIELDS:
-        lengths = pc.fill_null(pc.binary_length(record.column(name)), 0)
+        column = record.column(name)
+        lengths = pc.fill_null(pc.binary_length(column), 0)
+        if (pc.max(lengths).as_py() or 0) >= DENSE_FROM:  # a value long enough that its commas could count
+            commas = pc.fill_null(pc.count_substring(column, ","), 0)
+            lengths = pc.add(lengths, pc.if_else(pc.greater_equal(lengths, DENSE_FROM),
+                                                 pc.multiply(commas, COMMA_WEIGHT), 0))
         large = pc.if_else(pc.greater_equal(lengths, LARGE_LINE), lengths, 0)
         total = large if total is None else pc.add(total, large)
     if total is None or not pc.max(total).as_py():

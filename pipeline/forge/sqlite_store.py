@@ -36,7 +36,7 @@ from .sqlite_arrow import _NotPlain, _Snapshot, _arrow_batches
 from .sqlite_arrow import batch_plan as batch_plan  # offered beside read_sqlite: the tests plan batches here
 from .sqlite_open import (_REPOS_QUERY, _connect_read_only, _sqlite_problem, _take_read_lock, check_sqlite_schema,
                           copy_wal_store, uses_wal)
-from .store import (BATCH_ROWS, Container, EVENT_FIELDS, FETCH_BYTES, FETCH_ROWS, FIRST_FETCH, LARGE_BYTES, LARGE_LINE, MAX_RECORD_BYTES, SourceBatch, StoreError, TEXT_FIELDS, _size)
+from .store import (BATCH_ROWS, COMMA_WEIGHT, DENSE_FROM, Container, EVENT_FIELDS, FETCH_BYTES, FETCH_ROWS, FIRST_FETCH, LARGE_BYTES, LARGE_LINE, MAX_RECORD_BYTES, SourceBatch, StoreError, TEXT_FIELDS, _size)
 
 
 _SCHEMA = {name: pl.String for name in EVENT_FIELDS} | {"ts": pl.Float64}
@@ -189,10 +189,16 @@ def _sqlite_batches(connection: sqlite3.Connection, binary: bool, batch_rows: in
 
 
 def _large_bytes(frame: pl.DataFrame) -> int:
-    """The bytes of the frame's text values of LARGE_LINE bytes or more."""
-    lengths = [pl.col(name).cast(pl.Binary).bin.size() if frame.schema[name] == pl.Binary else pl.col(name).str.len_bytes()
-               for name in TEXT_FIELDS if name in frame.columns]
-    total = frame.select(pl.sum_horizontal([pl.when(n >= LARGE_LINE).then(n).otherwise(0) for n in lengths]).sum())
+    """The weight of the frame's text values weighing LARGE_LINE or more (`store.COMMA_WEIGHT`)."""
+    weights = []
+    for name in TEXT_FIELDS:
+        if name not in frame.columns:
+            continue
+        text = pl.col(name).cast(pl.String, strict=False) if frame.schema[name] == pl.Binary else pl.col(name)
+        size = pl.col(name).cast(pl.Binary).bin.size() if frame.schema[name] == pl.Binary else pl.col(name).str.len_bytes()
+        commas = pl.when(size >= DENSE_FROM).then(text.str.count_matches(",", literal=True)).otherwise(0).fill_null(0)
+        weights.append(size + COMMA_WEIGHT * commas)
+    total = frame.select(pl.sum_horizontal([pl.when(w >= LARGE_LINE).then(w).otherwise(0) for w in weights]).sum())
     return int(total.item() or 0)
 
 
@@ -226,6 +232,9 @@ def _judge_repos(rows: list[tuple]) -> tuple[list[tuple[str, str]], list[tuple]]
             rejections.append((None, None, "path", f"a repos row needs path, non-empty text "
                                                    f"(found {path_found}; the row's repo: "
                                                    f"{json.dumps(repo, ensure_ascii=False)})"))
+        elif "\0" in path:
+            rejections.append((None, None, "path", f"holds a NUL character, which no path on a file system can (the "
+                                                   f"row's repo: {json.dumps(repo, ensure_ascii=False)})"))
         elif repo not in mappings:
             mappings[repo] = path
         elif mappings[repo] != path:

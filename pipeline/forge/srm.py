@@ -13,9 +13,10 @@ over every paired assignment the randomized table is built from (before its wind
 Flags: `srm` and `attrition_srm`, each check at p < 0.001 (MISMATCH_P), the level of one look at one pair;
 `untrustworthy`, the report's verdict, when either check has p < 0.00025 (UNTRUSTWORTHY_P), with the checks that
 fired in `untrustworthy_checks`: at that level a correct store of three pairs is flagged in at most 0.2 % of looks
-(docs/statistics.md gives the measured rates, over one look and forty). Where an expected count is below 5 the
-chi-square's p-value can be far too small; an assignment verdict whose bound is not below UNTRUSTWORTHY_P as well is
-told as resting on few assignments (`few_assignments`).
+(docs/statistics.md gives the measured rates, over one look and forty). Where a cell expects fewer than 5 the
+chi-square's p-value can be far too small, so there the assignment check fires only when the exact bound is below
+UNTRUSTWORTHY_P too; a chi-square the bound does not confirm is told as resting on few assignments
+(`few_assignments`), not as a verdict.
 """
 from __future__ import annotations
 
@@ -62,11 +63,12 @@ def srm_rows(connection: duckdb.DuckDBPyConnection) -> list[dict]:
     observed_default = pl.col("assigned") - pl.col("alternative_assigned")
     bound = (2 * pl.min_horizontal(chernoff(pl.col("alternative_assigned"), pl.col("expected_alternative")),
                                    chernoff(observed_default, pl.col("expected_default")))).clip(upper_bound=1.0)
-    fired = pl.concat_list(pl.when(pl.col("p_value") < UNTRUSTWORTHY_P).then(pl.lit("assignment")),
+    enough = pl.min_horizontal("expected_alternative", "expected_default") >= MIN_EXPECTED
+    assignment = (pl.col("p_value") < UNTRUSTWORTHY_P) & (enough | (pl.col("p_value_bound") < UNTRUSTWORTHY_P))
+    fired = pl.concat_list(pl.when(assignment).then(pl.lit("assignment")),
                            pl.when(pl.col("attrition_p_value") < UNTRUSTWORTHY_P).then(pl.lit("attrition")))
-    flagged = cells.with_columns(p_value).with_columns(
+    flagged = cells.with_columns(p_value, p_value_bound=bound).with_columns(
         srm=pl.col("p_value") < MISMATCH_P,
-        p_value_bound=bound,
         chi_square=pl.when(pl.col("chi_square").is_infinite()).then(None).otherwise(pl.col("chi_square")),
         attrition_srm=pl.col("attrition_p_value") < MISMATCH_P,
         untrustworthy_checks=fired.list.drop_nulls(),
@@ -106,11 +108,9 @@ def routing_and_srm(warehouse: Warehouse, scope: Scope = Scope()) -> tuple[dict,
 
 
 def few_assignments(row: dict) -> bool:
-    """A pair the assignment ratio makes untrustworthy whose expected counts are too small for the chi-square's
-    p-value, and whose exact bound does not confirm it: untrustworthy on few assignments."""
-    fewest = min(row["expected_alternative"], row["assigned"] - row["expected_alternative"])
-    return ("assignment" in row["untrustworthy_checks"] and fewest < MIN_EXPECTED
-            and row["p_value_bound"] >= UNTRUSTWORTHY_P)
+    """A pair whose chi-square alone would make it untrustworthy, but a cell expects too few for that p-value
+    and the exact bound does not confirm it: too few assignments to tell, not a verdict."""
+    return row["p_value"] < UNTRUSTWORTHY_P and "assignment" not in row["untrustworthy_checks"]
 
 
 def flagged_pairs(document: dict) -> dict[tuple, dict]:
@@ -119,9 +119,10 @@ def flagged_pairs(document: dict) -> dict[tuple, dict]:
 
 
 def checks_text(row: dict) -> str:
-    """Which checks make the pair untrustworthy, in words ("no" for none)."""
+    """Which checks make the pair untrustworthy, in words ("no" for none), and "(ratio: few)" where the
+    assignment ratio's chi-square alone rests on too few assignments to tell."""
     words = ", ".join(CHECKS[check] for check in row["untrustworthy_checks"]) or "no"
-    return words + (" (few)" if few_assignments(row) else "")
+    return words + (" (ratio: few)" if few_assignments(row) else "")
 
 
 def srm_json(document: dict) -> str:
@@ -172,8 +173,9 @@ def srm_text(document: dict, width: int | None = None) -> str:
              "at most 0.2 %% of looks (srm and attrition_srm in --json: each check at p < %g)" % (UNTRUSTWORTHY_P,
                                                                                              MISMATCH_P)]
     if any(few_assignments(r) for r in document["rows"]):
-        notes.append("  (few): the assignment ratio's p < %g, but a cell expects fewer than 5 and the exact bound "
-                     "(p_value_bound) does not confirm it: too few assignments to be sure" % UNTRUSTWORTHY_P)
+        notes.append("  (ratio: few): the chi-square's p < %g, but a cell expects fewer than 5, where that p-value can be far "
+                     "too small, and the exact bound (p_value_bound in --json) does not confirm it: too few assignments "
+                     "to tell, so not untrustworthy; a real mismatch shows as assignments accumulate" % UNTRUSTWORTHY_P)
     flagged = [r for r in document["rows"] if r["untrustworthy"]]
     if flagged:
         counts = ", ".join("%s: %d" % (words, sum(1 for r in flagged if check in r["untrustworthy_checks"]))

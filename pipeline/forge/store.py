@@ -44,14 +44,20 @@ HEAD_BYTES = 1024 * 1024  # what `detect_format` reads of a file that is not SQL
 # past the stage's memory limit); a larger record is rejected unread, so memory stays as it is for
 # ordinary events
 MAX_RECORD_BYTES = 4 * 1024 * 1024
-# a JSON Lines batch ends at BATCH_ROWS lines, at BATCH_BYTES bytes, or at a line of LARGE_LINE bytes or more
-# that brings its large lines to LARGE_BYTES: DuckDB's JSON functions take about ten times the text they
+# a JSON Lines batch ends at BATCH_ROWS lines, at BATCH_BYTES bytes, or at a line weighing LARGE_LINE or more
+# (below) that brings its large lines' weights to LARGE_BYTES: DuckDB's JSON functions take about ten times the text they
 # parse, so a few large lines weigh more than a whole batch of ordinary ones (150,000 lines of a few
 # hundred bytes: 50 MB or so), and two batches are checked at once
 BATCH_BYTES = 96 * 1024 * 1024
 LARGE_LINE = 64 * 1024
 LARGE_BYTES = 4 * 1024 * 1024
-# A SQLite store's batches end the same way: at LARGE_BYTES of values of LARGE_LINE bytes or more.
+# A record's weight is its bytes, and COMMA_WEIGHT more per comma: a value of a dense array (`0,`, two
+# bytes) costs the parser about 28 bytes, far beyond ten times its text, so a line of 63 KiB of such
+# values weighs 2.5 times its size and counts as large. Text under DENSE_FROM bytes cannot weigh
+# LARGE_LINE, so its commas are not counted.
+COMMA_WEIGHT = 3
+DENSE_FROM = LARGE_LINE // (1 + COMMA_WEIGHT)
+# A SQLite store's batches end the same way: at LARGE_BYTES of values weighing LARGE_LINE or more.
 # Rows read as Python objects (the exact reader) are fetched a few at first, then more while they
 # are small: at most about FETCH_BYTES at a time, whatever the rows hold
 FIRST_FETCH = 4
@@ -249,8 +255,9 @@ def read_jsonl(path: Path, *, batch_rows: int = BATCH_ROWS, max_record: int = MA
                         lines.append(raw)
                         numbers.append(line_number)
                         held += len(raw)
-                        if len(raw) >= LARGE_LINE:
-                            large += len(raw)
+                        weight = len(raw) + COMMA_WEIGHT * raw.count(b",") if len(raw) >= DENSE_FROM else len(raw)
+                        if weight >= LARGE_LINE:
+                            large += weight
                             if large >= LARGE_BYTES:
                                 yield _jsonl_batch(numbers, lines, rejected)
                                 lines, numbers, rejected, held, large = [], [], [], 0, 0

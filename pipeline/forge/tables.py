@@ -322,9 +322,9 @@ SRM_COLUMNS: list[Column] = [
     ("attrition_p_value", "f64", "Fisher's exact two-sided p-value of the arm-by-outcome table: the chance, its "
                                  "margins given, of a split of the tasks with an outcome this unlikely"),
     ("attrition_srm", "bool", "differential attrition at one look: attrition_p_value < 0.001"),
-    ("untrustworthy", "bool", "the verdict: p_value or attrition_p_value below 0.00025 (a correct store of three "
-                              "pairs is flagged in at most 0.2 % of looks); the routing report marks the pair"),
-    ("untrustworthy_checks", "list_str", "the checks below 0.00025: assignment (the ratio), attrition (the outcomes)"),
+    ("untrustworthy", "bool", "the verdict: p_value (where a cell expects under 5, p_value_bound too) or "
+                              "attrition_p_value below 0.00025; the routing report marks the pair"),
+    ("untrustworthy_checks", "list_str", "the checks that fired: assignment (the ratio), attrition (the outcomes)"),
     ("scope_repo", "str", "the --repo the report was limited to (null: all)"),
     ("scope_since_unix", "f64", "the --since limit, unix seconds (null: none)"),
     ("computed_at", "datetime", "when the report was computed (UTC)"),

@@ -20,17 +20,17 @@ def _number(value: float | None, open_end: bool = False) -> str:
 
 
 def _figures(row: dict, adjusting: bool) -> list[str]:
-    """Ratio, low, high, MDE, verdict (and the unadjusted ratio when the report adjusts)."""
+    """GM ratio, low, high, MDE, regressed at, verdict (and the unadjusted ratio when the report adjusts)."""
     measured = row["estimate"] is not None
     cells = [_number(row["estimate"]), _number(row["low"], measured), _number(row["high"], measured),
-             _number(row["mde"], measured), row["verdict"]]
+             _number(row["mde"], measured), _number(row["regressedAt"], measured), row["verdict"]]
     if adjusting:
         cells.append("control" if not row["gated"] else _number(row["unadjustedEstimate"]) if row["adjusted"] else "-")
     return cells
 
 
 def _headers(report: dict) -> list[str]:
-    return ["Ratio", "Low", "High", "MDE", "Verdict", *(["Unadjusted"] if report["adjust"] else [])]
+    return ["GM ratio", "Low", "High", "MDE", "Regressed at", "Verdict", *(["Unadjusted"] if report["adjust"] else [])]
 
 
 def _tables(report: dict) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
@@ -60,11 +60,16 @@ def summary(report: dict) -> str:
     family = report["family"]
     adjusted = (f"; {' and '.join(report['adjustedMetrics'])} of the ForgeLoop modes adjusted by the direct mode's ratio"
                 if report["adjust"] else "")
-    return (f"Scenario rows: {told(report['rows'])}. Pooled rows: {told(report['pooled'])}. Ratio: candidate / "
-            f"baseline, of the runs' geometric means; margin ±{report['margin'] * 100:g}%{adjusted}. The gated "
-            f"intervals hold all at once at {_percent(report['level'])} (t on log values, Bonferroni: each "
-            f"scenario row at {_percent(family['scenarioLevel'])}, each pooled row at "
-            f"{_percent(family['pooledLevel'])}). MDE: the true ratio these runs would tell apart from 1 80% of the time.")
+    levels = (f"each scenario row at {_percent(family['scenarioLevel'])}" +
+              (f", each pooled row at {_percent(family['pooledLevel'])}" if report["pooled"] else ""))
+    unmeasured = any(row["estimate"] is None for row in (*report["rows"], *report["pooled"]))
+    return (f"Scenario rows: {told(report['rows'])}. Pooled rows: {told(report['pooled'])}. GM ratio: candidate / "
+            f"baseline, of the runs' geometric means (what is judged; the medians beside it are ForgeLoop's); margin "
+            f"±{report['margin'] * 100:g}%{adjusted}. The gated intervals hold all at once at "
+            f"{_percent(report['level'])} (t on log values, Bonferroni: {levels}). MDE: the true ratio these runs "
+            f"would tell apart from 1 80% of the time. Regressed at: the true ratio judged REGRESSED 80% of the time "
+            f"(MDE × (1 + margin)): a smaller regression more likely than not passes the gate."
+            + (" -: not computed (a side has fewer than 2 runs with a value)." if unmeasured else ""))
 
 
 def gate_line(report: dict) -> str | None:
@@ -75,8 +80,10 @@ def gate_line(report: dict) -> str | None:
     named = {"regression": ("regressed", found["regressed"]), "inconclusive": ("inconclusive", found["inconclusive"]),
              "underpowered": ("underpowered", found["underpowered"])}
     parts = ", ".join(f"{named[condition][1]} {named[condition][0]}" for condition in found["failOn"])
+    unjudged = (f"; {found['inconclusive']} inconclusive, which --fail-on inconclusive would fail on"
+                if found["inconclusive"] and "inconclusive" not in found["failOn"] else "")
     return (f"Gate --fail-on {','.join(found['failOn'])}: {'FAILED' if found['failed'] else 'passed'} "
-            f"({parts} of {found['rows']} gated rows).")
+            f"({parts} of {found['rows']} gated rows{unjudged}).")
 
 
 def render_compare(report: dict, console: Console) -> None:
@@ -89,7 +96,8 @@ def render_compare(report: dict, console: Console) -> None:
     by_scenario: dict[str, list[list[str]]] = {}
     for row in rows:
         by_scenario.setdefault(row[0], []).append(row[1:])
-    numbers = ["Baseline median", "Candidate median", "Scenarios", "Ratio", "Low", "High", "MDE", "Unadjusted"]
+    numbers = ["Baseline median", "Candidate median", "Scenarios", "GM ratio", "Low", "High", "MDE", "Regressed at",
+               "Unadjusted"]
     for scenario, cells in by_scenario.items():
         table = new_table(head[1:], scenario, right=numbers)
         for row in cells:

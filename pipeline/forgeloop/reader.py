@@ -71,7 +71,7 @@ def _parse(content: bytes, expected_run_set: str) -> tuple:
     except orjson.JSONDecodeError as error:
         message = str(error)
         if "utf-8" in message.lower():
-            raise RunRejected("file", f"is not valid UTF-8 ({message})") from None
+            raise RunRejected("file", f"is not valid UTF-8 ({_first_bad_byte(content) or message})") from None
         if "depth limit" in message.lower() or "recursion" in message.lower():
             raise RunRejected("file", "nests too deeply to be a run (over 1024 levels)") from None
         raise RunRejected("file", f"is not valid JSON ({message})") from None
@@ -79,6 +79,15 @@ def _parse(content: bytes, expected_run_set: str) -> tuple:
     if row[0] != expected_run_set:
         raise RunRejected("runSetId", f"must equal its run set folder ({expected_run_set})")
     return row
+
+
+def _first_bad_byte(content: bytes) -> str | None:
+    """Where `content` stops being UTF-8, for a message (orjson's own says neither what nor where)."""
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"byte 0x{content[error.start]:02x} at offset {error.start}: {error.reason}"
+    return None
 
 
 def _read_file(path: str, size: int, limit: int) -> bytes:

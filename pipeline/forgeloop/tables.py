@@ -196,7 +196,7 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
             ("high", "f64", "high end of the interval, percent, rounded (null: the pairs cannot bound it)"),
             ("pairs", "i64", "token (tokens) or time (time) comparable pairs"),
             ("sides", "str", "what the ends claim: two-sided (at level), one-sided lower or upper bound at (1 + level) / 2 "
-                             "(the other end open), or unbounded"),
+                             "(other end open) or unbounded; ', approximate' for the bootstrap"),
             ("method", "str", "order statistics, exact (paired percentiles) or bootstrap, pairs resampled together "
                               "(distribution deltas)"),
             ("level", "f64", "confidence level of the interval"),
@@ -206,13 +206,15 @@ FORGELOOP_TABLES: dict[str, tuple[str, list[Column]]] = {
         ],
     ),
     "forgeloop_objectives": (
-        "Light objectives judged on the intervals: MET, VIOLATED or INCONCLUSIVE (last `aggregate --confidence`).",
+        "Light objectives judged on the intervals: MET, VIOLATED, INCONCLUSIVE or NOT_VERIFIED (last "
+        "`aggregate --confidence`).",
         [
             ("run_set_id", "str", "run set id"),
             ("scenario_id", "str", "scenario id (expectedProfile light)"),
             ("objective", "str", "p50TokenOverheadPercent or p95TokenOverheadPercent (adaptive against direct)"),
             ("threshold", "f64", "the objective's limit, percent (35 or 60)"),
-            ("verdict", "str", "MET (high end at most the threshold), VIOLATED (low end above it) or INCONCLUSIVE"),
+            ("verdict", "str", "MET (high end at most the threshold), VIOLATED (low end above it), INCONCLUSIVE or "
+                               "NOT_VERIFIED (no claim: no token or no time pair)"),
             ("repeats_needed", "i64", "for INCONCLUSIVE: the pairs at which it resolves with an 80 % chance, from the "
                                       "pairs measured (null: none measured, or more than the maximum)"),
             ("repeats_needed_method", "str", "how repeats_needed was computed, with its maximum (null: not computed)"),

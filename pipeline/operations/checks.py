@@ -10,14 +10,18 @@ from typing import Callable, Iterable
 from ..errors import LoopmeterError, is_utf8, shown_path, usage_error
 
 
-def check_number(option: str, value: float | None, *, minimum: float, inclusive: bool = True) -> None:
-    """A float option must be finite and at least (or above) `minimum`: `nan`, `inf` and `1e400`
-    parse as floats, and would pass any range check typer makes."""
+def check_number(option: str, value: float | None, *, minimum: float, inclusive: bool = True,
+                 maximum: float | None = None) -> None:
+    """A float option must be finite and at least (or above) `minimum`, and at most `maximum` when
+    given (a number a count of bytes or milliseconds is made from): `nan`, `inf` and `1e400` parse as
+    floats, and would pass any range check typer makes."""
     if value is None:
         return
     low_ok = value >= minimum if inclusive else value > minimum
-    if not math.isfinite(value) or not low_ok:
+    if not math.isfinite(value) or not low_ok or (maximum is not None and value > maximum):
         bound = f"{'at least' if inclusive else 'greater than'} {minimum:g}"
+        bound += (f" and at most {int(maximum):,}" if maximum == int(maximum) else f" and at most {maximum:g}") \
+            if maximum is not None else ""
         raise usage_error(f"{option} must be a finite number {bound} (got {value:g})")
 
 

@@ -123,7 +123,8 @@ def _forgeloop(store: Warehouse, results: Path, scenarios: Path | None, tier: st
     outcome.confidence = store_confidence(store)
     verdicts = [entry["verdict"] for entry in outcome.confidence["objectives"]]
     step(f"report confidence: {len(outcome.confidence['rows'])} intervals; light objectives "
-         f"{verdicts.count('MET')} met, {verdicts.count('VIOLATED')} violated, {verdicts.count('INCONCLUSIVE')} inconclusive")
+         f"{verdicts.count('MET')} met, {verdicts.count('VIOLATED')} violated, {verdicts.count('INCONCLUSIVE')} inconclusive"
+         + (f", {verdicts.count('NOT_VERIFIED')} not verified" if "NOT_VERIFIED" in verdicts else ""))
     unknown = aggregated.unknown_scenarios_note()
     if unknown:  # as `aggregate` says it
         outcome.notes.append(unknown + ("" if scenarios is not None else " (pass --scenarios DIR); the reports list only "

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..engines import Engine
 
 PART_ROWS = 250_000  # ingest forge: input rows per part of a summary (`forge.derive.PART_ROWS`)
+MAX_BUSY_TIMEOUT = 2_000_000.0  # seconds (23 days): SQLite takes its busy timeout as an int of milliseconds
 MAX_HORIZON_DAYS = 100_000  # about 270 years: a horizon beyond the calendar --now can name is always pending
 
 
@@ -40,7 +41,7 @@ def ingest_forge(store_path: str | os.PathLike, *, warehouse: str | os.PathLike 
     rows, by this process (`engine="local"`), by `workers` worker processes (`engine="pool"`) or on
     Spark (`engine="spark"`, at `spark_master`), or by an `engines.Engine` given as `engine`: the
     same tables whatever the engine. Returns `forge.ingest.IngestResult`."""
-    check_number("--busy-timeout", busy_timeout, minimum=0)
+    check_number("--busy-timeout", busy_timeout, minimum=0, maximum=MAX_BUSY_TIMEOUT)
     check_utf8_path(store_path)
     from ..engines import Engine
 

@@ -16,6 +16,7 @@ from .checks import (
 from .common import open_warehouse, writing
 
 REPORT_NAMES = ("outliers", "tail", "summary", "regression")
+MAX_FILE_MB = 1024.0 * 1024  # 1 TiB: a limit beyond any run file, and still a count of bytes
 
 
 @dataclass
@@ -61,7 +62,7 @@ def ingest_forgeloop(results: str | os.PathLike, scenarios: str | os.PathLike | 
     one per usable core), or by the tasks of Spark jobs (`engine="spark"`, at `spark_master`, the
     executors reading the files at the same absolute paths): the same verdicts and tables whatever
     the engine."""
-    check_number("--max-file-mb", max_file_mb, minimum=0, inclusive=False)
+    check_number("--max-file-mb", max_file_mb, minimum=0, inclusive=False, maximum=MAX_FILE_MB)
     check_number("batch_files", batch_files, minimum=1)
     check_utf8_path(results, "RESULTS")
     check_utf8_path(scenarios, "--scenarios")

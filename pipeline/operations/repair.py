@@ -14,6 +14,8 @@ from pathlib import Path
 from ..errors import first_line, shown_path
 from ..storage import Warehouse, publish, registry, versions
 from ..storage.integrity import Report, check, journal_problems
+from ..storage.files import is_real_directory
+from ..storage.marker import MARKER
 from ..storage.warehouse import DATABASE
 
 _FORGELOOP_INGESTED = {"runs", "scenarios", "ingest_manifest"}
@@ -41,6 +43,8 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
                                 "file cannot be opened); run `loopmeter check --repair` again when it has ended, "
                                 "or pass --wait")
         report.repaired += _remove_foreign(warehouse, report)
+        if any(p.kind == "marker" for p in report.problems):
+            report.repaired += _repair_marker(warehouse, report)
         if any(p.kind == "journal" for p in report.problems):
             report.repaired += _repair_journal(warehouse)
         summaries = _summaries()
@@ -74,6 +78,18 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     after = check(warehouse)
     report.problems = after.problems
     return report
+
+
+def _repair_marker(warehouse: Warehouse, report: Report) -> list[str]:
+    """Mark a warehouse whose marker is missing; one whose marker is not loopmeter's is left to the user
+    (the file may be theirs)."""
+    marker = shown_path(warehouse.root / MARKER)
+    if os.path.lexists(warehouse.root / MARKER):
+        report.not_repaired.append(f"marker {marker}: not loopmeter's file; remove it, then run `loopmeter check "
+                                   "--repair` again")
+        return []
+    warehouse.mark()
+    return [f"marker {marker}: written"]
 
 
 def _foreign(warehouse: Warehouse, problem) -> bool:
@@ -142,19 +158,44 @@ def _repair_journal(warehouse: Warehouse) -> list[str]:
 
 
 
+def _stored_run_sets(warehouse: Warehouse) -> set[str]:
+    """The run sets whose folders the current version of `runs` holds (named, not read)."""
+    version = warehouse.version_dir("runs")
+    if version is None:
+        return set()
+    try:
+        with os.scandir(version) as entries:
+            return {entry.name.partition("=")[2] for entry in entries
+                    if entry.name.startswith("run_set_id=") and entry.is_dir(follow_symlinks=False)}
+    except OSError:
+        return set()
+
+
 def _recorded_ingests(warehouse: Warehouse) -> list[tuple[Path, Path | None, dict]]:
     """The ingests the warehouse recorded (`.state/forgeloop-ingest-*.json`) whose run files are still
-    where they were read: (RESULTS, scenarios, options)."""
+    where they were read: (RESULTS, scenarios, options). A record is the warehouse's word, not the
+    user's, so what it names is read only as far as the warehouse already holds it: a `raw` folder
+    that is a real folder (no link followed), and in it only the folders of the run sets `runs`
+    holds (and the record names, when it names some): a record pointing elsewhere finds nothing to
+    read there, and no other folder is walked."""
     found = []
+    stored = _stored_run_sets(warehouse)
     for name in warehouse.state.names("forgeloop-ingest-*.json"):
         try:
             key = warehouse.state.read(name).get("key", {})
             results, scenarios = Path(key["results"]), key.get("scenarios")
-            options = dict(max_file_bytes=int(key["maxFileBytes"]), run_sets=key.get("runSets"))
+            named = key.get("runSets")
+            wanted = stored if named is None else stored & {str(run_set) for run_set in named}
+            max_file_bytes = int(key["maxFileBytes"])
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
             continue
-        if (results / "raw").is_dir() and (scenarios is None or Path(scenarios).is_dir()):
-            found.append((results, None if scenarios is None else Path(scenarios), options))
+        raw = results / "raw"
+        if not is_real_directory(raw) or (scenarios is not None and not is_real_directory(scenarios)):
+            continue
+        present = sorted(run_set for run_set in wanted if is_real_directory(raw / run_set))
+        if present:
+            found.append((results, None if scenarios is None else Path(scenarios),
+                          dict(max_file_bytes=max_file_bytes, run_sets=present)))
     return found
 
 

@@ -31,7 +31,7 @@ def check_level(level: float) -> None:
 def report_confidence(*, warehouse: str | os.PathLike | Warehouse | None = None, run_set: str | None = None,
                       level: float = 0.95, resamples: int = 2000, seed: int = 0) -> Shown:
     """Per run set, scenario and ForgeLoop mode: intervals on the paired token and time overhead and
-    the token distribution deltas; the light objectives judged MET, VIOLATED or INCONCLUSIVE."""
+    the token distribution deltas; the light objectives judged MET, VIOLATED, INCONCLUSIVE or NOT_VERIFIED."""
     from ..forgeloop.confidence import confidence_report
     from ..forgeloop.aggregation import require_runs
 

@@ -65,7 +65,6 @@ def run_sql(
     previous_directory = os.getcwd()
 
     def answer() -> "pl.DataFrame":
-        os.chdir(warehouse.root)
         statement = check_read_only(connection, text)
         bodies = [query_text(name) for name in prerequisites]
         needs = [_named_parameters(connection, body) for body in bodies] + [_named_parameters(connection, text)]
@@ -85,6 +84,10 @@ def run_sql(
 
     worker: dict[str, bool] = {}
     try:
+        # relative paths in the SQL are the warehouse's; the process's directory is changed here, in the
+        # calling thread, so that it is always put back after (a change made in the query's thread could
+        # come after the put-back of an interrupted call)
+        os.chdir(warehouse.root)
         return _interruptible(connection, answer, worker)
     except duckdb.Error as error:
         if is_interruption(error):

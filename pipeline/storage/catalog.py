@@ -30,6 +30,7 @@ from .. import SCHEMA_VERSION, __version__
 from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
 from .. import faults
 from . import duck, lock, registry
+from .files import NotAFile, open_regular
 from .names import file_pattern, quote_identifier, quote_literal
 from .warehouse import DATABASE, Warehouse
 
@@ -199,6 +200,16 @@ def repair_catalog(warehouse: Warehouse) -> bool:
     return True
 
 
+def _duckdb_header(path: Path) -> bool:
+    """Whether the file `path` starts as a DuckDB database file does (its magic bytes at offset 8); True
+    when it cannot be read here (opening it then says why)."""
+    try:
+        with os.fdopen(open_regular(path), "rb") as handle:
+            return handle.read(12)[8:12] == b"DUCK"
+    except (OSError, NotAFile):
+        return True
+
+
 def objects_problems(warehouse: Warehouse) -> list[str]:
     """What in loopmeter.duckdb loopmeter did not write, read without running anything: a view
     whose definition is not the one loopmeter writes, a view missing or of no table, a table,
@@ -213,6 +224,8 @@ def objects_problems(warehouse: Warehouse) -> list[str]:
                                  "AND NOT internal").fetchall())
     finally:
         expected.close()
+    if not _duckdb_header(database):
+        return ["is not a DuckDB database (its first bytes are not DuckDB's header)"]
     try:
         connection = duck.connect(warehouse.root, database=str(database), read_only=True)
     except duckdb.Error as error:

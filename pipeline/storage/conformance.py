@@ -1,8 +1,11 @@
 """What a table's version folder and each of its files must be before anything reads them.
 
-A version of a table (`.versions/<table>/<id>/`) holds regular Parquet files only: directly, or,
-for a partitioned table, in `<column>=<value>` folders whose value follows the partition's rule
-(and an empty table's one file at its root). Anything else in it (a symbolic link, a FIFO, a
+A version of a table (`.versions/<table>/<id>/`) holds regular Parquet files only, each named
+`*.parquet`: directly, or, for a partitioned table, in `<column>=<value>` folders whose value
+follows the partition's rule (and an empty table's one file at its root). Every file there is a
+table file some client reads (DuckDB's `**/*.parquet` takes a file named `.parquet` too; pyarrow,
+pandas and Spark take any name not starting with `.` or `_`), so every name ending in `.parquet` is
+verified as one, and any other file is a problem. Anything else in it (a symbolic link, a FIFO, a
 device, a folder of another name) is a problem named in one line: it is never opened, and the
 table is not read. Each file must hold its table's schema (the registry's Arrow types, in order)
 and may not expand beyond MAX_EXPANSION times its size (and FLOOR bytes) when read: its footer and
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 MAX_EXPANSION = 1000  # a table file's data, uncompressed, may be this many times its size ...
 FLOOR = 256 << 20  # ... or this many bytes, whichever is more
 UNREADABLE = "cannot be read as Parquet"
+NOT_PARQUET = "is not a table file (not named *.parquet), and a client reading the table's folder would read it"
 EMPTY_FILE = "part-empty.parquet"  # an empty partitioned table: one file at the version's root, every column
 
 
@@ -51,7 +55,9 @@ def list_version(table: str, version: Path) -> Listing:
         if kind == "file":
             if _parquet(entry.name):
                 listing.files.append(Path(entry.path))
-            continue  # another regular file: no reader takes it (they read *.parquet)
+            else:
+                listing.problems.append((Path(entry.path), NOT_PARQUET))
+            continue
         if kind == "directory" and partition is not None:
             value = entry.name[len(partition) + 1:] if entry.name.startswith(partition + "=") else None
             problem = None if value is not None else f"not a partition folder of {table} ({partition}=<value>)"
@@ -64,6 +70,8 @@ def list_version(table: str, version: Path) -> Listing:
                 if inner_kind == "file":
                     if _parquet(inner.name):
                         listing.files.append(Path(inner.path))
+                    else:
+                        listing.problems.append((Path(inner.path), NOT_PARQUET))
                 elif inner_kind is not None:
                     listing.problems.append((Path(inner.path), f"is {WHAT[inner_kind]}, not a table file"))
             continue
@@ -83,7 +91,7 @@ def _entries(folder: str | Path, listing: Listing) -> list[os.DirEntry]:
 
 
 def _parquet(name: str) -> bool:
-    return os.path.splitext(name)[1] == ".parquet"  # as Path.suffix: a file named `.parquet` has none
+    return name.endswith(".parquet")  # as DuckDB's glob `*.parquet` has it: `.parquet` itself included
 
 
 def in_partition(table: str, path: Path) -> bool:

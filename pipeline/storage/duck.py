@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     import duckdb
 
 
+NO_EXTENSIONS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+                 "allow_community_extensions": False}
+
+
 def connect(root: Path, *, also: Iterable[Path] = (), memory_limit: str | None = None, threads: int | None = None,
             temp_directory: Path | None = None, database: str = ":memory:", read_only: bool = False,
             time_zone: str | None = "UTC", keep_order: bool = True, lock: bool = True) -> "duckdb.DuckDBPyConnection":
@@ -29,7 +33,9 @@ def connect(root: Path, *, also: Iterable[Path] = (), memory_limit: str | None =
     thread count free: file access, once limited, cannot be widened again in any case)."""
     from ..duckdb_module import duckdb
 
-    connection = duckdb.connect(database, read_only=read_only)
+    # a database file is opened with no extension to load: a file that is not DuckDB's (SQLite's, say) would
+    # otherwise have DuckDB fetch and load the extension that reads it, before `confine` could forbid it
+    connection = duckdb.connect(database, read_only=read_only, config=NO_EXTENSIONS)
     try:
         if time_zone is not None:
             connection.execute(f"SET GLOBAL TimeZone = {quote_literal(time_zone)}")

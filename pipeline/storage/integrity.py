@@ -18,11 +18,13 @@ from pathlib import Path
 
 from ..errors import shown_path
 from . import conformance, publish, registry, versions
+from .files import WHAT, kind_of
+from .marker import MARKER
 from .warehouse import DATABASE, Warehouse
 
 @dataclass
 class Problem:
-    kind: str  # "table file", "table", "journal", "catalog", "link"
+    kind: str  # "table file", "table", "journal", "catalog", "link", "marker"
     path: Path
     detail: str
     table: str | None = None
@@ -88,6 +90,9 @@ def check(warehouse: Warehouse) -> Report:
     if not warehouse.root.is_dir():
         report.problems.append(Problem("warehouse", warehouse.root, "no such directory"))
         return report
+    marker = warehouse.marker_problem()
+    if marker is not None:
+        report.problems.append(Problem("marker", warehouse.root / MARKER, marker))
     report.problems += _links(warehouse)
     names = warehouse.table_names()
     report.tables = len(names)
@@ -116,8 +121,12 @@ def _links(warehouse: Warehouse) -> list[Problem]:
                 continue
             target = versions.link_target(warehouse.root, entry.name)
             if registry.known(entry.name) and versions.parts(entry.name, target) is not None:
-                problems.append(Problem("table", Path(entry.path), f"table {entry.name} points at a missing version "
-                                        f"({shown_path(target or '')})", entry.name))
+                found = versions.blocked_at(warehouse.root, versions.parts(entry.name, target))
+                kind = kind_of(found)
+                detail = (f"table {entry.name} points at a missing version ({shown_path(target or '')})" if kind is None
+                          else f"table {entry.name} points at {shown_path(target or '')}, where {shown_path(found)} is "
+                               f"{WHAT.get(kind, kind)}, not a folder (never followed)")
+                problems.append(Problem("table", Path(entry.path), detail, entry.name))
             else:
                 problems.append(Problem("link", Path(entry.path), "a symbolic link loopmeter did not make (not a table; "
                                         "left out by every command): remove it (what it points to is not touched)"))

@@ -1,8 +1,9 @@
 """The warehouse's writer lock: `<warehouse>/.lock`, held with flock by the one process that writes.
 
 The lock file names its holder (pid, host, what it does, since when), which a second writer is
-told. It is opened without following a link and must be a regular file: a `.lock` linked to a
-file elsewhere is refused, never truncated through. A reader takes the lock only for a moment of
+told. It is opened without following a link and must be a regular file with no other link: a
+`.lock` that is a symbolic link, or a hard link of a file elsewhere, is refused, never written
+through. A reader takes the lock only for a moment of
 writing (finishing a killed writer's publish, rebuilding the catalog), and only when it is free.
 """
 from __future__ import annotations
@@ -30,8 +31,15 @@ NO_HOLDER_NAMED = "another process"
 
 
 def _open(root: Path):
-    """The lock file, opened to read and write (created when missing)."""
+    """The lock file, opened to read and write (created when missing); NotAFile when it is not a
+    regular file, or is one with other links (its holder's line would be written into a file
+    elsewhere)."""
     descriptor = open_regular(root / FILE, os.O_RDWR | os.O_CREAT)
+    links = os.fstat(descriptor).st_nlink
+    if links > 1:
+        os.close(descriptor)
+        raise NotAFile(f"{shown_path(root / FILE)} is a file with {links - 1} other link(s) (a hard link of a file "
+                       "elsewhere), which loopmeter would write the lock's holder into")
     return os.fdopen(descriptor, "r+", encoding="utf-8", errors="replace")
 
 
@@ -42,8 +50,8 @@ def hold(root: Path, *, wait: bool = False, command: str = "") -> Iterator[None]
     try:
         handle = _open(root)
     except NotAFile as error:
-        raise LoopmeterError(f"{error}; it is the warehouse's lock file: remove it (what a link points to is "
-                             "not touched)") from None
+        raise LoopmeterError(f"{error}; it is the warehouse's lock file: remove it (what a link points to, and "
+                             "another link of the file, are not touched)") from None
     with handle:
         if not _try_lock(handle) and not _lock_after_a_moment(handle):
             holder = _holder(handle)

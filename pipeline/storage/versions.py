@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from ..errors import LoopmeterError, shown_path
+from ..errors import LoopmeterError, is_utf8, shown_path
 from . import registry
 from .files import is_real_directory, kind_of, remove_tree
 
@@ -27,8 +27,8 @@ FOLDER = ".versions"
 
 def parts(name: str, relative: object) -> tuple[str, str, str] | None:
     """`relative` as (.versions, name, id) when it names a version of table `name`, else None."""
-    if not isinstance(relative, str) or "\0" in relative:
-        return None
+    if not isinstance(relative, str) or "\0" in relative or not is_utf8(relative):
+        return None  # a name not in UTF-8 is none loopmeter made, and no reader takes it as a path
     split = relative.split("/")
     if len(split) != 3 or split[0] != FOLDER or split[1] != name or split[2] in ("", ".", ".."):
         return None
@@ -39,14 +39,20 @@ def own(root: Path, name: str, relative: object) -> Path | None:
     """The version `relative` names (as a table's link or the journal holds it), when it is one of
     table `name`'s: `.versions/<name>/<id>`, each a real directory (no link on the way); else None."""
     found = parts(name, relative)
-    if found is None or not registry.known(name):
+    if found is None or not registry.known(name) or blocked_at(root, found) is not None:
         return None
+    return Path(root).joinpath(*found)
+
+
+def blocked_at(root: Path, found: tuple[str, str, str]) -> Path | None:
+    """The first of the folders `root/.versions`, `.../<name>`, `.../<id>` (`parts`) that is not a real
+    directory (missing, or a link, a file...); None when all three are."""
     path = Path(root)
     for part in found:
         path = path / part
         if not is_real_directory(path):
-            return None
-    return path
+            return path
+    return None
 
 
 def current(root: Path, name: str) -> Path | None:

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .. import faults
 from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
-from . import conformance, folders, lock, publish, registry, versions
-from .files import NotAFile, atomic_write, is_real_directory, kind_of, read_bounded, remove_tree
+from . import conformance, folders, lock, marker, publish, registry, versions
+from .marker import MARKER
+from .files import is_real_directory, kind_of, remove_tree
 from .state import State
 from .verified import Verified
 
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
 
     from .writing import TableBuilder
 
-MARKER = ".loopmeter"
-MARKER_TEXT = b'{"loopmeter": "warehouse", "format": 2}\n'
 DATABASE = "loopmeter.duckdb"
 SCRATCH = ".scratch"
 # what loopmeter keeps in a warehouse's root besides its tables
@@ -68,40 +67,20 @@ class Warehouse:
                     f"{shown_path(self.root / name)} is a symbolic link; loopmeter keeps its own files there and "
                     "never follows a link out of the warehouse: remove the link (what it points to is not touched)")
 
-    # ---- the marker ------------------------------------------------------------------
+    # ---- the marker (`marker.py`) ----------------------------------------------------------
     def is_marked(self) -> bool:
-        try:
-            return read_bounded(self.root / MARKER, 4096).startswith(b'{"loopmeter": "warehouse"')
-        except (OSError, NotAFile):
-            return False
+        return marker.is_marked(self.root)
+
+    def marker_problem(self) -> str | None:
+        return marker.problem(self.root)
 
     def require_marked(self) -> None:
         """Refuse a folder that is not a warehouse (a reader writes nothing there)."""
-        if self.is_marked():
-            return
-        if not self.root.exists():
-            raise LoopmeterError(f"no warehouse at {shown_path(self.root)}; ingest something first (`loopmeter ingest "
-                                 "forgeloop RESULTS` or `loopmeter ingest forge STORE`), or run `loopmeter demo` "
-                                 "(is --warehouse right?)")
-        legacy = " (a warehouse of an earlier loopmeter is marked by its next writer, e.g. `loopmeter catalog`)" \
-            if is_real_directory(self.root / versions.FOLDER) else ""
-        raise LoopmeterError(f"{shown_path(self.root)} is not a loopmeter warehouse: it has no {MARKER} marker{legacy}; "
-                             "give --warehouse the folder an ingest wrote")
+        marker.require(self.root)
 
-    def _mark(self) -> None:
-        """Make the folder a warehouse when it is new, empty, or a warehouse of an earlier loopmeter."""
-        if self.is_marked():
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        with os.scandir(self.root) as entries:
-            present = [entry.name for entry in entries]
-        foreign = [name for name in present if name not in OWN_ENTRIES and not registry.known(name)]
-        if foreign and not is_real_directory(self.root / versions.FOLDER):
-            raise LoopmeterError(f"{shown_path(self.root)} holds files and is not a loopmeter warehouse (no {MARKER} "
-                                 "marker); give --warehouse a new or empty folder")
-        if os.path.lexists(self.root / MARKER):
-            raise LoopmeterError(f"{shown_path(self.root / MARKER)} is not loopmeter's marker file; remove it")
-        atomic_write(self.root / MARKER, MARKER_TEXT)
+    def mark(self) -> None:
+        """Mark the folder a warehouse (its marker written), as a writer does first."""
+        marker.mark(self.root, OWN_ENTRIES)
 
     # ---- tables ------------------------------------------------------------------------
     def table_names(self) -> list[str]:
@@ -294,7 +273,7 @@ class Warehouse:
         """Hold the warehouse's writer lock (made a warehouse first, if new); a second writer waits or
         leaves with who holds it. Taken, the lock first finishes a killed writer's publish, removes
         what one left, and rewrites any table file not in its table's schema."""
-        self._mark()
+        self.mark()
         with lock.hold(self.root, wait=wait, command=command):
             self.finish_publishing()
             self._collect_garbage()
@@ -365,7 +344,7 @@ class Warehouse:
         from .writing import TableBuilder
 
         registry.table(name)
-        self._mark()  # a warehouse written through the library, without the lock, is one too
+        self.mark()  # a warehouse written through the library, without the lock, is one too
         builder = TableBuilder(self.root, name, partition_by, lambda: self._partition_files(name, partition_by),
                                link=lambda source, target: self.verified.link(name, source, target),
                                remove=self.verified.remove)
@@ -429,7 +408,7 @@ class Warehouse:
         the block ends; one a killed writer left is removed by the next writer."""
         import tempfile
 
-        self._mark()
+        self.mark()
         base = self.root / SCRATCH
         if kind_of(base) not in (None, "directory"):  # not the warehouse's own: the link goes, what it names stays
             base.unlink()
