@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,22 @@ def corpus() -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _working_directory_kept():
+    """A test (or the code it runs in this process) that leaves the process in another working directory
+    fails here, and the directory is put back: the next test would otherwise run there, or, once that
+    folder is removed, fail at `os.getcwd()` with no word of who moved it."""
+    before = os.getcwd()
+    yield
+    try:
+        after = os.getcwd()
+    except FileNotFoundError:
+        after = "a folder since removed"
+    if after != before:
+        os.chdir(before)
+        pytest.fail(f"the test left the working directory at {after} (it was {before})")
+
+
 @dataclass
 class Ran:
     """What a command did: as `subprocess.CompletedProcess` says it."""
@@ -89,7 +106,18 @@ def run_cli(*args: str, warehouse: Path | None = None, check: int | None = 0, en
     return result
 
 
+# A command run in this process changes what the whole process shares (its working directory, its
+# environment, sys.stdout and sys.stderr), so one runs at a time: commands a test starts side by
+# side in threads would otherwise put back each other's directory (one since removed, say).
+_IN_PROCESS = threading.Lock()
+
+
 def _in_process(command: list[str], env: dict, cwd: Path) -> Ran:
+    with _IN_PROCESS:
+        return _run_here(command, env, cwd)
+
+
+def _run_here(command: list[str], env: dict, cwd: Path) -> Ran:
     from loopmeter import progress
     from loopmeter.cli import run
     from loopmeter.commands import common

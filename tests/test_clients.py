@@ -165,7 +165,8 @@ def problems_of(mapping: str, expected: dict, seen: dict) -> list[str]:
 # ---- the warehouses and what loopmeter says of them ---------------------------------------------------
 def build_demo(folder: Path) -> Path:
     folder.mkdir(parents=True)
-    run_cli("demo", "--data", str(folder / "data"), "--quiet", warehouse=folder / "data" / "warehouse", cwd=folder)
+    run_cli("demo", "--data", str(folder / "data"), "--quiet", warehouse=folder / "data" / "warehouse", cwd=folder,
+            process=True)
     return folder / "data" / "warehouse"
 
 
@@ -176,8 +177,9 @@ def build_empty(folder: Path) -> Path:
     (folder / "results" / "raw" / "set-a" / "rejected.json").write_text("{}")
     (folder / "empty.jsonl").write_text("")
     warehouse = folder / "warehouse"
-    run_cli("ingest", "forgeloop", str(folder / "results"), "--quiet", warehouse=warehouse, cwd=folder, check=3)
-    run_cli("ingest", "forge", str(folder / "empty.jsonl"), "--quiet", warehouse=warehouse, cwd=folder)
+    run_cli("ingest", "forgeloop", str(folder / "results"), "--quiet", warehouse=warehouse, cwd=folder, check=3,
+            process=True)
+    run_cli("ingest", "forge", str(folder / "empty.jsonl"), "--quiet", warehouse=warehouse, cwd=folder, process=True)
     return warehouse
 
 
@@ -187,7 +189,7 @@ def warehouses(tmp_path_factory) -> dict[str, Path]:
     links to a new place, the original removed, one loopmeter command run on the copy; `empty`: the
     partitioned tables empty."""
     base = tmp_path_factory.mktemp("clients")
-    with ThreadPoolExecutor(3) as pool:  # side by side
+    with ThreadPoolExecutor(3) as pool:  # side by side, each command a process of its own
         built, origin, empty = pool.map(lambda build, folder: build(folder), [build_demo, build_demo, build_empty],
                                         [base / "built", base / "origin", base / "empty"])
     moved = base / "elsewhere" / "warehouse"
