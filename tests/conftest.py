@@ -59,20 +59,27 @@ def corpus() -> Path:
     return path
 
 
+START_DIRECTORY = os.getcwd()  # where pytest was started: every test starts there
+
+
 @pytest.fixture(autouse=True)
 def _working_directory_kept():
-    """A test (or the code it runs in this process) that leaves the process in another working directory
-    fails here, and the directory is put back: the next test would otherwise run there, or, once that
+    """A test, or a fixture before it, that leaves the process in another working directory fails
+    here, and the directory is put back: the next test would otherwise run there or, once that
     folder is removed, fail at `os.getcwd()` with no word of who moved it."""
-    before = os.getcwd()
+    _put_back("a fixture before this test")
     yield
+    _put_back("the test")
+
+
+def _put_back(who: str) -> None:
     try:
-        after = os.getcwd()
+        now = os.getcwd()
     except FileNotFoundError:
-        after = "a folder since removed"
-    if after != before:
-        os.chdir(before)
-        pytest.fail(f"the test left the working directory at {after} (it was {before})")
+        now = "a folder since removed"
+    if now != START_DIRECTORY:
+        os.chdir(START_DIRECTORY)
+        pytest.fail(f"{who} left the working directory at {now} (the tests run in {START_DIRECTORY})")
 
 
 @dataclass
