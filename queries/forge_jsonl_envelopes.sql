@@ -8,13 +8,13 @@ WITH decoded AS (
   SELECT position, line, try(decode(text)) AS text FROM forge_batch
 ),
 documents AS (
-  SELECT position, line, text IS NOT NULL AS utf8,
+  SELECT position, line, text, text IS NOT NULL AS utf8,
          try(json_extract(text, ['$.rid', '$.kind', '$.src', '$.ts', '$.run', '$.task', '$.repo', '$.mode', '$.data', '$.path'])) AS f,
          starts_with(ltrim(text), '{') AS object
   FROM decoded
 ),
 typed AS (
-  SELECT position, line, utf8, f IS NOT NULL AS valid, object,
+  SELECT position, line, text, utf8, f IS NOT NULL AS valid, object,
          json_type(f[1]) AS rid_t, json_type(f[2]) AS kind_t, json_type(f[3]) AS src_t, json_type(f[4]) AS ts_t,
          json_type(f[5]) AS run_t, json_type(f[6]) AS task_t, json_type(f[7]) AS repo_t, json_type(f[8]) AS mode_t,
          json_type(f[10]) AS path_t,
@@ -32,6 +32,11 @@ judged AS (
          CASE
            WHEN NOT utf8 THEN {'field': 'line', 'rule': 'is not valid UTF-8'}
            WHEN NOT valid THEN {'field': 'line', 'rule': 'is not valid JSON'}
+           -- DuckDB's parser also takes NaN, Infinity and a trailing comma, which JSON has not: outside strings, refused
+           -- (as forge_stage_events refuses them in a SQLite store's data; here the line is the JSON read)
+           WHEN (contains(text, 'NaN') OR contains(text, 'Infinity') OR regexp_matches(text, ',\s*[}\]]'))
+                AND regexp_matches(text, '^(?:[^"]|"(?:[^"\\]|\\.)*")*?(?:[\[:,]\s*[-+]?(?:NaN|Infinity)|,\s*[}\]])')
+             THEN {'field': 'line', 'rule': 'is not valid JSON (NaN, Infinity or a trailing comma)'}
            WHEN NOT object THEN {'field': 'line', 'rule': 'must be a JSON object'}
            WHEN coalesce(kind_t = 'VARCHAR' AND kind = 'repo', false) THEN CASE
              WHEN coalesce(repo_t, '') <> 'VARCHAR' OR repo = '' THEN {'field': 'repo', 'rule': 'a repo line needs repo, a non-empty string'}

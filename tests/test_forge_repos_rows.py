@@ -346,3 +346,21 @@ def test_data_that_only_a_lenient_parser_takes_is_rejected(tmp_path, data, rejec
     if not rejected:
         stored = Warehouse(tmp_path / "w").read(t.EVENTS).filter(rid="e1")["data"].item()
         assert json.loads(stored) == json.loads(data)
+
+
+@pytest.mark.parametrize("line, rejected", [
+    ('"data": {"x": NaN}}', True), ('"data": {"a": 1,}}', True), ('"data": {"a": 1},}', True),
+    ('"data": {"a": [1 , ] }}', True), ('"data": {"x": "NaN", "y": "a:Infinity,]"}}', False),
+    ('"data": {"q": "\\":NaN"}}', False), ('"data": {"a": 1}, "note": "1,}"}', False),
+])
+def test_a_line_that_only_a_lenient_parser_takes_is_rejected(tmp_path, line, rejected):
+    # the JSON Lines export is held to the rule a SQLite store's data is: JSON as written, no NaN, no trailing comma
+    text = '{"rid": "e1", "kind": "note", "ts": 100, ' + line
+    export = tmp_path / "events.jsonl"
+    export.write_text(text + "\n" + json.dumps({"rid": "e2", "kind": "note", "ts": 100, "data": {}}) + "\n")
+    result = ingest_forge(Warehouse(tmp_path / "w"), export)
+    rule = "is not valid JSON (NaN, Infinity or a trailing comma)"
+    assert rejections(result) == ([(1, "e1", "line", rule)] if rejected else [])
+    if not rejected:
+        stored = Warehouse(tmp_path / "w").read(t.EVENTS).filter(rid="e1")["data"].item()
+        assert json.loads(stored) == json.loads(text)["data"]
