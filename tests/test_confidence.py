@@ -14,6 +14,8 @@ from scipy import stats
 
 from conftest import run_cli
 from loopmeter.forgeloop.confidence import Settings, confidence_report, load_pairs
+from loopmeter.errors import LoopmeterError
+from loopmeter.operations.statistics import settings
 from loopmeter.numbers import js_round4
 from loopmeter.storage import Warehouse
 from runs import run, write_tree
@@ -244,9 +246,15 @@ def test_a_confidence_table_an_earlier_loopmeter_stored_is_rewritten_by_the_next
 
 
 def test_wrong_settings_are_refused_in_one_line(corpus_warehouse):
-    for args in (["--level", "1"], ["--level", "0"], ["--resamples", "10"], ["--seed", "-1"]):
+    for args in (["--level", "1"], ["--level", "0"], ["--resamples", "10"], ["--seed", "-1"],
+                 ["--seed", str(2**53)]):  # beyond 2^53 `--json` could not give the seed back exactly
         result = run_cli("report", "confidence", *args, warehouse=corpus_warehouse, check=2)
         assert result.stderr.count("\n") == 1 and result.stdout == ""
+    largest = json.loads(run_cli("report", "confidence", "--json", "--seed", str(2**53 - 1), "--run-set",
+                                 "codex-quality-repeat5-20260831", warehouse=corpus_warehouse).stdout)
+    assert largest["seed"] == 2**53 - 1
+    with pytest.raises(LoopmeterError, match="--seed must be a whole number from 0 to 9,007,199,254,740,991"):
+        settings(seed=2**64)
     missing = run_cli("report", "confidence", "--run-set", "nosuch", warehouse=corpus_warehouse, check=1)
     assert "no run set 'nosuch'" in missing.stderr
 

@@ -15,7 +15,7 @@ LevelOption = Annotated[float, typer.Option("--level", help="Confidence level of
 ResamplesOption = Annotated[int, typer.Option("--resamples", help="Bootstrap resamples per interval.", min=100,
                                               max=1_000_000)]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the resampling: the same seed, the same intervals.",
-                                         min=0)]
+                                         min=0, max=2**53 - 1)]  # `--json` writes it exactly
 
 
 @report_app.command("confidence", **command_help(

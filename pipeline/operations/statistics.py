@@ -14,11 +14,17 @@ from .forgeloop import Shown
 COMPARE_FORMATS = ("table", "markdown", "json")
 
 
+MAX_SEED = 2**53 - 1  # the largest whole number every JSON reader (JavaScript's too) holds exactly
+
+
 def settings(level: float = 0.95, resamples: int = 2000, seed: int = 0):
-    """The intervals' settings, checked: a level strictly between 0 and 1."""
+    """The intervals' settings, checked: a level strictly between 0 and 1, a seed `--json` writes
+    exactly (a JSON reader takes a whole number beyond 2^53 as a rounded float)."""
     from ..forgeloop.confidence import Settings
 
     check_level(level)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise usage_error(f"--seed must be a whole number from 0 to {MAX_SEED:,} (got {seed!r})")
     return Settings(level=level, resamples=resamples, seed=seed)
 
 
