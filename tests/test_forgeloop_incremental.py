@@ -210,3 +210,26 @@ def test_an_out_directory_the_documents_cannot_go_to_is_told_before_anything_is_
     (tmp_path / "out" / "rs-1").unlink()
     run_cli("aggregate", "--out", str(tmp_path / "out"), warehouse=warehouse)  # the change is still to be computed
     assert json.loads((tmp_path / "out" / "rs-1" / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("name, facts", [
+    ("../../../outside/secret.json", None), ("/proc/self/environ", None), ("rs-0/../summary.json", None),
+    ("Summary.json", None), ("summary.json", {"runCount": "4"}), ("summary.json", {"extra": 1}),
+])
+def test_a_record_naming_what_an_aggregate_never_writes_is_not_used(tree, tmp_path, name, facts):
+    """The record is the warehouse's, which may be anyone's: a document name that is not `summary.json` or
+    `<scenario>.json` is never joined to a path (nothing outside is read), and facts of another shape are not
+    printed; the record is not used, and every run set is computed again."""
+    warehouse, out = Warehouse(tmp_path / "w"), tmp_path / "out"
+    ingest(warehouse, tree)
+    run_aggregate(warehouse, out)
+    state = warehouse.root / ".state" / "forgeloop-aggregate.json"
+    record = json.loads(state.read_text())
+    entry = record["runSets"]["rs-1"]
+    if facts is None:
+        entry["documents"][name] = entry["documents"]["summary.json"]
+    else:
+        entry["facts"] = {**entry["facts"], **facts}
+    state.write_text(json.dumps(record))
+    again = run_aggregate(warehouse, out)
+    assert again.plan.full and [docs.run_set_id for docs in again.documents] == ["rs-0", "rs-1", "rs-2", "rs-3"]

@@ -26,6 +26,7 @@ from stat import S_ISREG
 
 from .. import SCHEMA_VERSION, __version__
 from ..storage import Warehouse
+from .contract import SCENARIO_ID
 from .tables import RUNS
 
 STATE = "forgeloop-aggregate.json"
@@ -50,9 +51,28 @@ def recorded(warehouse: Warehouse) -> dict | None:
     if not isinstance(state, dict) or not isinstance(state.get("key"), dict) or not isinstance(state.get("runSets"), dict):
         return None
     if not all(isinstance(entry, dict) and isinstance(entry.get("runs"), str) and isinstance(entry.get("documents"), dict)
-               and isinstance(entry.get("facts"), dict) for entry in state["runSets"].values()):
+               and all(map(is_document_name, entry["documents"])) and _are_facts(entry.get("facts"))
+               for entry in state["runSets"].values()):
         return None
     return state
+
+
+def _are_facts(value: object) -> bool:
+    """`facts` as `facts()` makes them (what `aggregate` prints of a run set it keeps)."""
+    def names(items: object) -> bool:
+        return isinstance(items, list) and all(isinstance(item, str) for item in items)
+
+    return (isinstance(value, dict) and set(value) == {"scenarios", "runCount", "claimsAllowed", "scenariosWithoutFile"}
+            and names(value["scenarios"]) and names(value["scenariosWithoutFile"])
+            and type(value["runCount"]) is int and type(value["claimsAllowed"]) is bool)
+
+
+def is_document_name(name: object) -> bool:
+    """A name an aggregate writes in a run set's folder: `summary.json` or `<scenario id>.json`. The
+    record is read from the warehouse, which may be anyone's: a name of another form (`../x`, `/proc/...`)
+    is never joined to a path, so the record is not used."""
+    return isinstance(name, str) and name.endswith(".json") and (
+        name == "summary.json" or SCENARIO_ID.fullmatch(name[:-len(".json")]) is not None)
 
 
 def run_set_identities(warehouse: Warehouse, run_sets: list[str] | None = None) -> dict[str, str]:
@@ -97,7 +117,8 @@ def table_versions(warehouse: Warehouse) -> dict[str, str | None]:
 
 
 def _digest(path: Path) -> str:
-    return hashlib.blake2b(path.read_bytes(), digest_size=12).hexdigest()
+    with open(path, "rb") as handle:  # in pieces: a document of any size, in little memory
+        return hashlib.file_digest(handle, lambda: hashlib.blake2b(digest_size=12)).hexdigest()
 
 
 def _document_identities(directory: Path, names: list[str], before: dict | None = None) -> dict[str, list] | None:
