@@ -162,3 +162,33 @@ def test_a_state_file_nested_too_deep_to_parse_is_named_and_taken_as_absent(plac
     told = answered.stderr + aggregated.stderr
     assert f"{state}" in told and "RecursionError" not in told
     assert run_cli("check", "--quiet", warehouse=warehouse).returncode == 0
+
+
+@pytest.mark.parametrize("name", ["publishing.json", "verified.json", "catalog.json", "forgeloop-aggregate.json"])
+def test_a_folder_in_place_of_a_state_file_is_named_by_check_and_removed_by_writers(place, name):
+    """A folder named like a state file is never read, and is in the way of the file a writer renames
+    there: `check` names it (exit 1), `--repair` removes it, and a writer (or a reader's moment of
+    writing) replaces it; every command answers."""
+    warehouse, _ = place
+    expected = run_cli("report", "summary", "--json", warehouse=warehouse).stdout
+    state = warehouse / ".state" / name
+
+    def make_folder():
+        if state.exists() and not state.is_dir():
+            state.unlink()
+        (state / "inside").mkdir(parents=True, exist_ok=True)
+
+    make_folder()
+    found = run_cli("check", warehouse=warehouse, check=1).stderr
+    told = (f"{state}: it is a directory, not a regular file" if name == "publishing.json" else
+            f"{state}: is a folder where loopmeter keeps a file; `loopmeter check --repair` removes it")
+    assert f"loopmeter: {told}\n" in found, found
+    repaired = run_cli("check", "--repair", warehouse=warehouse)
+    assert "checked again: all whole" in repaired.stdout + repaired.stderr and not state.is_dir()
+    for command in (("report", "summary", "--json"), ("catalog", "--quiet"), ("aggregate", "--quiet"),
+                    ("sql", "SELECT count(*) FROM runs")):
+        make_folder()
+        answered = run_cli(*command, warehouse=warehouse)
+        assert command[0] != "report" or answered.stdout == expected
+    run_cli("check", "--repair", "--quiet", warehouse=warehouse)  # a folder no command wrote over since
+    run_cli("check", "--quiet", warehouse=warehouse)

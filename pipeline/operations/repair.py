@@ -45,6 +45,9 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
         report.repaired += _remove_foreign(warehouse, report)
         if any(p.kind == "marker" for p in report.problems):
             report.repaired += _repair_marker(warehouse, report)
+        for problem in (p for p in report.problems if p.kind == "state"):
+            warehouse.state.remove(problem.path.name)
+            report.repaired.append(f"state {shown_path(problem.path)}: the folder removed")
         if any(p.kind == "journal" for p in report.problems):
             report.repaired += _repair_journal(warehouse)
         summaries = _summaries()

@@ -24,7 +24,7 @@ from .warehouse import DATABASE, Warehouse
 
 @dataclass
 class Problem:
-    kind: str  # "table file", "table", "journal", "catalog", "link", "marker"
+    kind: str  # "table file", "table", "journal", "catalog", "link", "marker", "state"
     path: Path
     detail: str
     table: str | None = None
@@ -104,6 +104,9 @@ def check(warehouse: Warehouse) -> Report:
             problem = file_problem(name, path)
             if problem is not None:
                 report.problems.append(Problem("table file", path, problem, name, warehouse.shown(path)))
+    report.problems += [Problem("state", warehouse.state.path(name), "is a folder where loopmeter keeps a file; "
+                                "`loopmeter check --repair` removes it") for name in warehouse.state.folders()
+                        if name != publish.JOURNAL]
     report.problems += journal_problems(warehouse)
     if not any(p.kind in ("table", "table file") for p in report.problems):
         report.problems += _catalog(warehouse, names)

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from ..errors import LoopmeterError, shown_path, warn
-from .files import NotAFile, NotPrivate, atomic_write, kind_of, parse_json, read_bounded
+from .files import NotAFile, NotPrivate, atomic_write, kind_of, parse_json, read_bounded, remove_tree
 
 FOLDER = ".state"
 NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,120}\.json")
@@ -60,12 +60,25 @@ class State:
         `private`: readable and writable by this user only."""
         path = self.path(name)
         self._make_folder()
+        if kind_of(path) == "directory":  # a folder at a state file's name is none of loopmeter's: it goes
+            remove_tree(path)
         atomic_write(path, json.dumps(value).encode(), 0o600 if private else 0o644)
 
     def remove(self, name: str) -> None:
-        path = self.path(name)
+        """Remove the state file `name`, whatever is there (a folder in its place with what it holds; a
+        link as itself, never what it names)."""
         if self._folder_usable():
-            path.unlink(missing_ok=True)
+            remove_tree(self.path(name))
+
+    def folders(self) -> list[str]:
+        """The names of state files that are folders: never read, and in the way of a writer that
+        renames its file there (a link or a FIFO is replaced as it is): named by `check`, removed by
+        its `--repair` and by the next writer of that file."""
+        if not self._folder_usable():
+            return []
+        with os.scandir(self.folder) as entries:
+            return sorted(entry.name for entry in entries
+                          if NAME.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False))
 
     def exists(self, name: str) -> bool:
         return self._folder_usable() and os.path.lexists(self.path(name))
