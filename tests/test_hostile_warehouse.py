@@ -1088,6 +1088,7 @@ POSITIONS = {
     "the lock": lambda w: w / ".lock",
     "the scratch folder": lambda w: w / ".scratch",
     "the catalog": lambda w: w / "loopmeter.duckdb",
+    "the catalog's log": lambda w: w / "loopmeter.duckdb.wal",  # none is there: DuckDB opens one it finds
     "the aggregate folder": lambda w: w / "aggregate",
     "the marker": lambda w: w / ".loopmeter",
 }
@@ -1103,6 +1104,8 @@ def plant(place: Place, path: Path, kind: str) -> None:
             version = path.parent / os.readlink(path)
             shutil.move(str(version), str(moved))
             path.unlink()
+        elif not os.path.lexists(path):  # a place where nothing is: a link to a file outside
+            moved.write_bytes(b"")
         else:
             shutil.move(str(path), str(moved))
         path.symlink_to(moved)

@@ -30,7 +30,7 @@ from .. import SCHEMA_VERSION, __version__
 from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
 from .. import faults
 from . import duck, lock, registry
-from .files import NotAFile, open_regular
+from .files import WHAT, NotAFile, kind_of, open_regular
 from .names import file_pattern, quote_identifier, quote_literal
 from .warehouse import DATABASE, Warehouse
 
@@ -126,6 +126,8 @@ def catalog_needs_rebuild(warehouse: Warehouse, *, private: bool = False) -> boo
     if not isinstance(recorded, dict) or warehouse.catalog_stale:
         return True
     if recorded.get("file") != _file_identity(warehouse.root / DATABASE, private) or recorded.get("file") is None:
+        return True
+    if os.path.lexists(warehouse.root / f"{DATABASE}.wal"):  # loopmeter's build leaves no log: DuckDB would replay it
         return True
     return any(recorded.get(key) != value for key, value in current.items())
 
@@ -226,6 +228,10 @@ def objects_problems(warehouse: Warehouse) -> list[str]:
         expected.close()
     if not _duckdb_header(database):
         return ["is not a DuckDB database (its first bytes are not DuckDB's header)"]
+    wal = Path(f"{database}.wal")
+    if kind_of(wal) not in (None, "file"):  # DuckDB opens the log beside the file, and would wait on a FIFO
+        return [f"its write-ahead log {shown_path(wal)} is {WHAT.get(kind_of(wal), 'not a file')}, not a regular file "
+                "(never opened): the next writer, or `loopmeter check --repair`, rebuilds the catalog without it"]
     try:
         connection = duck.connect(warehouse.root, database=str(database), read_only=True)
     except duckdb.Error as error:
