@@ -562,6 +562,26 @@ def test_every_file_a_client_would_read_in_a_version_is_verified_or_refused(plac
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["extra.parquet", "part-empty.parquet"])
+def test_a_file_at_the_root_of_a_partitioned_table_beside_its_folders_is_refused(place, name):
+    # of the table's own schema, partition column included: a client reads it beside the folders, where its
+    # column clashes with theirs (DuckDB: a Binder error); only an empty table keeps a file there, alone
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from loopmeter.storage import registry
+
+    folder = place.version("runs")
+    rows = pq.read_table(the_file(folder / "run_set_id=sample-tail-30"))
+    rows = rows.append_column("run_set_id", pa.array(["sample-tail-30"] * len(rows)))
+    schema = registry.table("runs").arrow_schema(partitioned_file=False)
+    pq.write_table(rows.select(schema.names).cast(schema), folder / name)
+    shown = (place.warehouse / "runs" / name, folder / name)
+    each_refuses_naming(place, [("check",), ("report", "tail"), ("aggregate",), ("sql", "SELECT count(*) FROM runs")],
+                        shown)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("raw", ["a link", "other run sets"])
 def test_a_forged_ingest_record_has_check_repair_read_nothing_the_warehouse_does_not_hold(place, demo_warehouse, raw):
     # the record of the ingest names where its run files were: forged, it names a folder of the user's whose `raw`

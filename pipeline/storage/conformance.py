@@ -5,7 +5,8 @@ A version of a table (`.versions/<table>/<id>/`) holds regular Parquet files onl
 follows the partition's rule (and an empty table's one file at its root). Every file there is a
 table file some client reads (DuckDB's `**/*.parquet` takes a file named `.parquet` too; pyarrow,
 pandas and Spark take any name not starting with `.` or `_`), so every name ending in `.parquet` is
-verified as one, and any other file is a problem. Anything else in it (a symbolic link, a FIFO, a
+verified as one, and any other file is a problem A partitioned table's root holds no file but an empty
+table's EMPTY_FILE, alone: a client reads a file there beside the partition folders. Anything else in it (a symbolic link, a FIFO, a
 device, a folder of another name) is a problem named in one line: it is never opened, and the
 table is not read. Each file must hold its table's schema (the registry's Arrow types, in order)
 and may not expand beyond MAX_EXPANSION times its size (and FLOOR bytes) when read: its footer and
@@ -50,13 +51,19 @@ def list_version(table: str, version: Path) -> Listing:
     entries that are not table files. Nothing is followed or opened."""
     listing = Listing()
     partition = registry.table(table).partition
-    for entry in _entries(version, listing):
+    entries = _entries(version, listing)
+    partitioned = partition is not None and any(entry.name.startswith(partition + "=") for entry in entries)
+    for entry in entries:
         kind = entry_kind(entry)
         if kind == "file":
-            if _parquet(entry.name):
-                listing.files.append(Path(entry.path))
-            else:
+            if not _parquet(entry.name):
                 listing.problems.append((Path(entry.path), NOT_PARQUET))
+            elif partition is not None and (entry.name != EMPTY_FILE or partitioned):
+                # a client reads it beside the partition folders, where its own column would clash with theirs
+                listing.problems.append((Path(entry.path), f"is a file at the root of {table}, which is partitioned "
+                                         f"by {partition}: only an empty table's {EMPTY_FILE} lies there, alone"))
+            else:
+                listing.files.append(Path(entry.path))
             continue
         if kind == "directory" and partition is not None:
             value = entry.name[len(partition) + 1:] if entry.name.startswith(partition + "=") else None
