@@ -5,9 +5,9 @@ A version of a table (`.versions/<table>/<id>/`) holds regular Parquet files onl
 follows the partition's rule (and an empty table's one file at its root). Every file there is a
 table file some client reads (DuckDB's `**/*.parquet` takes a file named `.parquet` too; pyarrow,
 pandas and Spark take any name not starting with `.` or `_`), so every name ending in `.parquet` is
-verified as one, and any other file is a problem A partitioned table's root holds no file but an empty
-table's EMPTY_FILE, alone: a client reads a file there beside the partition folders. Anything else in it (a symbolic link, a FIFO, a
-device, a folder of another name) is a problem named in one line: it is never opened, and the
+verified as one, and any other file is a problem. A partitioned table's root holds no file but an
+empty table's EMPTY_FILE, alone: a client reads a file there beside the partition folders. Anything
+else in it (a symbolic link, a FIFO, a device, a folder of another name) is a problem named in one line: it is never opened, and the
 table is not read. Each file must hold its table's schema (the registry's Arrow types, in order)
 and may not expand beyond MAX_EXPANSION times its size (and FLOOR bytes) when read: its footer and
 its page headers (`pages.py`: a footer can understate what a reader decompresses and decodes, a
