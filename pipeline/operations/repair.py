@@ -179,8 +179,9 @@ def _recorded_ingests(warehouse: Warehouse) -> list[tuple[Path, Path | None, dic
     where they were read: (RESULTS, scenarios, options). A record is the warehouse's word, not the
     user's, so what it names is read only as far as the warehouse already holds it: a `raw` folder
     that is a real folder (no link followed), and in it only the folders of the run sets `runs`
-    holds (and the record names, when it names some): a record pointing elsewhere finds nothing to
-    read there, and no other folder is walked."""
+    holds (and the record names, when it names some), and scenarios only from the folder they were
+    read from (`_scenarios_of`): a record pointing elsewhere finds nothing to read there, and no other
+    folder is walked."""
     found = []
     stored = _stored_run_sets(warehouse)
     for name in warehouse.state.names("forgeloop-ingest-*.json"):
@@ -193,13 +194,27 @@ def _recorded_ingests(warehouse: Warehouse) -> list[tuple[Path, Path | None, dic
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
             continue
         raw = results / "raw"
-        if not is_real_directory(raw) or (scenarios is not None and not is_real_directory(scenarios)):
+        if not is_real_directory(raw) or (scenarios is not None and not _scenarios_of(warehouse, results, scenarios)):
             continue
         present = sorted(run_set for run_set in wanted if is_real_directory(raw / run_set))
         if present:
             found.append((results, None if scenarios is None else Path(scenarios),
                           dict(max_file_bytes=max_file_bytes, run_sets=present)))
     return found
+
+
+def _scenarios_of(warehouse: Warehouse, results: Path, scenarios: str) -> bool:
+    """Whether a record's scenario folder may be read again: a real folder the scenarios the warehouse
+    holds were read from (their `source_path`), or, while that table cannot be read, the one beside the
+    record's run files (`RESULTS/scenarios`). A record naming any other folder finds nothing there."""
+    if not isinstance(scenarios, str) or not is_real_directory(scenarios):
+        return False
+    try:
+        paths = warehouse.read("scenarios")["source_path"].to_list()
+    except Exception:  # noqa: BLE001 - a table that cannot be read is what is being repaired
+        return os.path.normpath(scenarios) == os.path.normpath(results / "scenarios")
+    return bool(paths) and all(isinstance(path, str) and os.path.dirname(path) == os.path.normpath(scenarios)
+                               for path in paths)
 
 
 def _set_aside_damaged_run_sets(warehouse: Warehouse, damaged: list[Path]) -> None:
