@@ -581,6 +581,40 @@ def test_a_file_at_the_root_of_a_partitioned_table_beside_its_folders_is_refused
                         shown)
 
 
+DOCUMENT_EDITS = {  # a stored document's text as someone else wrote it, and what each report says of it
+    "not JSON": (lambda file, text: "nope" if file == "summary.json" else text, "summary.json is not JSON ("),
+    "nested past the parser": (lambda file, text: "[" * 5000 + "]" * 5000 if file == "summary.json" else text,
+                               "summary.json is not JSON ("),
+    "a list": (lambda file, text: "[]" if file == "api-feature.json" else text, "api-feature.json is not a JSON object"),
+    "fields missing": (lambda file, text: '{"x": 1}' if file != "summary.json" else text,
+                       "a stored document is not as `aggregate` writes it (KeyError: "),
+}
+
+
+@pytest.mark.parametrize("edit", list(DOCUMENT_EDITS))
+def test_a_stored_document_not_as_aggregate_writes_it_is_named_in_one_line(demo_warehouse, tmp_path, edit):
+    # forgeloop_documents holds the documents as text: a table file of its schema may hold any text there
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    warehouse = tmp_path / "warehouse"
+    shutil.copytree(demo_warehouse, warehouse, symlinks=True)
+    change, told = DOCUMENT_EDITS[edit]
+    (path,) = (warehouse / os.readlink(warehouse / "forgeloop_documents") / "run_set_id=sample-tail-30").glob("*.parquet")
+    rows = pq.read_table(path)
+    texts = [change(file, text) for file, text in zip(rows["file"].to_pylist(), rows["document"].to_pylist())]
+    rows = rows.set_column(rows.schema.get_field_index("document"), "document", pa.array(texts, pa.string()))
+    path.unlink()
+    pq.write_table(rows, path)
+    for command in (("report", "summary", "--json"), ("report", "tail"), ("report", "regression", "--json")):
+        result = run_cli(*command, warehouse=warehouse, check=1)
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("loopmeter: error: ") and told in lines[0], result.stderr
+        assert lines[0].endswith("run `loopmeter aggregate --full` to store the documents anew"), result.stderr
+    run_cli("aggregate", "--full", "--quiet", warehouse=warehouse)
+    run_cli("report", "summary", "--json", warehouse=warehouse)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("raw", ["a link", "other run sets", "other scenarios"])
 def test_a_forged_ingest_record_has_check_repair_read_nothing_the_warehouse_does_not_hold(place, demo_warehouse, raw):

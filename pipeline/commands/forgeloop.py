@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import Exit, shown_path
+from ..errors import Exit, LoopmeterError, shown_path
 from .apps import app, ingest_app, report_app
 from .common import BucketRunsOption, EngineOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
     WarehouseOption, WorkersOption, command, note, print_json, print_rejections, set_quiet, stdout_console
@@ -156,10 +156,17 @@ def _report(name: str, run_set: Optional[str], warehouse: Optional[Path], json: 
     for line in shown.notes:
         note(line)
     _, render, indent = REPORTS[name]
-    if json:
-        print_json(shown.body, indent)
-    else:
-        render(shown.body, stdout_console(250))
+    try:
+        if json:
+            print_json(shown.body, indent)
+        else:
+            render(shown.body, stdout_console(250))
+    except LoopmeterError:
+        raise
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as error:  # made as it is printed
+        from ..forgeloop.stored import not_as_written
+
+        raise not_as_written(error) from error
     return Exit.OK
 
 

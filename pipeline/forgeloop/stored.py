@@ -111,6 +111,17 @@ class StoredDocuments:
     def __len__(self) -> int:
         return len(self.names)
 
+    def _parsed(self, run_set: str, file: str, text: str) -> dict:
+        """The document `file` of `run_set`: a JSON object, or one line naming it."""
+        where = f"{shown_path(self.warehouse.root / DOCUMENTS)}: {run_set}/{file}"
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError as error:
+            raise LoopmeterError(f"{where} is not JSON ({error}); {NOT_AS_WRITTEN}") from None
+        if not isinstance(value, dict):
+            raise LoopmeterError(f"{where} is not a JSON object; {NOT_AS_WRITTEN}")
+        return value
+
     def __iter__(self) -> Iterator[RunSetDocuments]:
         for start in range(0, len(self.names), self.BATCH):
             batch = self.names[start:start + self.BATCH]
@@ -126,11 +137,21 @@ class StoredDocuments:
                 docs = RunSetDocuments(name)
                 for file, text in rows.select("file", "document").iter_rows():
                     if file == "summary.json":
-                        docs.summary = orjson.loads(text)
+                        docs.summary = self._parsed(name, file, text)
                     else:
-                        docs.scenarios[file.removesuffix(".json")] = orjson.loads(text)
+                        docs.scenarios[file.removesuffix(".json")] = self._parsed(name, file, text)
                 docs.unknown_scenarios = sorted(scenario for scenario in docs.scenarios if scenario not in self.profiles)
                 yield docs
+
+
+NOT_AS_WRITTEN = "run `loopmeter aggregate --full` to store the documents anew"
+
+
+def not_as_written(error: Exception) -> LoopmeterError:
+    """What a report says when a stored document lacks what `aggregate` writes in it (a field missing, or
+    of another type): the table's rows are the warehouse's, which may be anyone's."""
+    return LoopmeterError(f"table {DOCUMENTS}: a stored document is not as `aggregate` writes it "
+                          f"({type(error).__name__}: {error}); {NOT_AS_WRITTEN}")
 
 
 def stored_result(warehouse: "Warehouse", run_set: str | None, frames: tuple[str, ...],
