@@ -159,6 +159,36 @@ def test_a_bucket_that_does_not_exist_is_told_before_any_work(bucket, corpus, tm
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("given, told", [
+    ("s3://{b}/../{b}-other/pwn", "part `..`"), ("s3://{b}/x/../y", "part `..`"), ("s3://{b}/%2e%2e/esc", "part `..`"),
+    ("s3://{b}/a%2Fb", "encoded `/` (%2F)"), ("s3://{b}/w#frag", "a `#` would end"),
+    ("s3://", "s3://bucket/prefix"), ("S3:/", "s3://bucket/prefix"), ("s3:{b}/w", "s3://bucket/prefix"),
+])
+def test_a_url_that_would_name_another_place_is_refused_before_any_work(bucket, corpus, tmp_path, given, told):
+    """A server takes `a/../b` for `b` (in this bucket or another) and a `#` ends the path: such a prefix, or
+    an `s3:` that is no URL, is refused in one line; nothing is written in any bucket or folder."""
+    client, name = bucket
+    client.create_bucket(Bucket=f"{name}-other")
+    url = given.format(b=name)
+    result = run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"),
+                     "--quiet", "--warehouse", url, check=1, cwd=tmp_path)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("loopmeter: error: --warehouse ") and told in line, result.stderr
+    for bucket_name in (name, f"{name}-other"):
+        assert client.list_objects_v2(Bucket=bucket_name).get("KeyCount", 0) == 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_prefix_with_a_space_or_any_letter_is_that_prefix(bucket, corpus):
+    client, name = bucket
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet",
+            "--warehouse", f"s3://{name}/a team/über")
+    keys = [item["Key"] for item in client.list_objects_v2(Bucket=name)["Contents"]]
+    assert "a team/über/HEAD.json" in keys, keys[:5]
+    again = run_cli("sql", "select count(*) AS n from runs", "--format", "csv", "--warehouse", f"s3://{name}/a%20team/%C3%BCber")
+    assert again.stdout == "n\n525\n"
+
+
 def test_an_object_cache_spares_the_fetches_of_the_objects_it_holds_whole_and_only_those(
         bucket, corpus, tmp_path, monkeypatch):
     """With LOOPMETER_OBJECT_CACHE, a command fetches only what the cache does not hold exactly (a

@@ -62,12 +62,42 @@ def is_mirror(root: str | os.PathLike) -> bool:
 
 
 def remote_url(given: str | os.PathLike | None) -> str | None:
-    """`given` as the URL of a warehouse on object storage (`s3://bucket/prefix`; a Path option
-    arrives with one slash after the scheme), or None when it is not one."""
+    """`given` as the URL of a warehouse on object storage, `s3://bucket/prefix` (a Path option arrives
+    with one slash after the scheme), spelled as pyarrow reads it: each part of the prefix
+    percent-encoded once (a space or a `%` in a name, written as such or encoded, is that character);
+    None when `given` does not start with `s3:`. Refused in one line: a URL with no bucket or prefix,
+    a `.` or `..` part or an empty one (a server takes `a/../b` for `b`, in this bucket or another),
+    an encoded `/`, a `?` or a `#` (which would end the prefix), text that is not UTF-8."""
+    from urllib.parse import quote, unquote
+
     if given is None:
         return None
-    match = re.fullmatch(r"(s3):/+(.+)", os.fspath(given), re.IGNORECASE | re.DOTALL)
-    return None if match is None else f"s3://{match.group(2)}"
+    text = os.fspath(given)
+    match = re.fullmatch(r"s3:(.*)", text, re.IGNORECASE | re.DOTALL)
+    if match is None:
+        return None
+    rest = match.group(1)
+    shown = shown_path(text)
+    if not rest.startswith("/") or not rest.strip("/"):
+        raise LoopmeterError(f"--warehouse {shown}: a warehouse on object storage is s3://bucket/prefix "
+                             "(./s3:... for a local folder of that name)")
+    for character in "?#":
+        if character in rest:
+            raise LoopmeterError(f"--warehouse {shown}: a `{character}` would end the prefix there; name a prefix "
+                                 f"without one (%{ord(character):02X} for the character itself)")
+    parts = rest.lstrip("/").removesuffix("/").split("/")
+    try:
+        names = [unquote(part, errors="strict") for part in parts]
+    except UnicodeDecodeError:
+        raise LoopmeterError(f"--warehouse {shown}: its percent-encoded bytes are not UTF-8") from None
+    wrong = next((name for name in names if name in ("", ".", "..") or "/" in name), None)
+    if wrong is not None:
+        what = {"": "empty part (//)", ".": "part `.`", "..": "part `..`"}.get(wrong, "encoded `/` (%2F)")
+        raise LoopmeterError(f"--warehouse {shown}: the bucket and prefix may hold no {what}: object storage would "
+                             "take it for another place; name the prefix as it is (s3://bucket/prefix)")
+    if len(names) < 2:
+        raise LoopmeterError(f"--warehouse {shown}: give a prefix inside the bucket (s3://bucket/warehouse)")
+    return "s3://" + "/".join(quote(name, safe="") for name in names)
 
 
 def _filesystem(url: str):
