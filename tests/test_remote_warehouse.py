@@ -270,3 +270,47 @@ def test_an_object_cache_folder_that_is_a_link_or_open_to_others_is_not_used(buc
     opened = run_cli("sql", "select count(*) as n from runs", "--format", "json", "--warehouse", url,
                      env={"LOOPMETER_OBJECT_CACHE": str(cache)})
     assert opened.stdout == uncached and "is not this user's alone" in opened.stderr
+
+
+def test_run_all_and_report_html_name_no_file_the_mirror_held(bucket, corpus, tmp_path):
+    """What is published to object storage is tables, documents and state: `run-all` there writes no page
+    and says so, names the warehouse and documents by their URL (never the scratch mirror it ran on), and
+    `report html` there asks for a local --out."""
+    _, name = bucket
+    url = f"s3://{name}/team"
+    done = run_cli("run-all", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--json", "--quiet",
+                   "--warehouse", url, cwd=tmp_path)
+    outcome = json.loads(done.stdout)
+    assert outcome["report"] is None and outcome["warehouse"] == url and outcome["aggregate"] == f"{url}/aggregate"
+    assert any(step.startswith("report html: not written") for step in outcome["steps"])
+    assert "loopmeter-mirror" not in done.stdout + done.stderr
+    asked = run_cli("report", "html", "--warehouse", url, check=2, cwd=tmp_path)
+    assert asked.stderr == (f"loopmeter: error: {url} is on object storage, which keeps no page: give --out FILE (a local "
+                            "file) for the report\n")
+    written = run_cli("report", "html", "--out", str(tmp_path / "page.html"), "--json", "--warehouse", url)
+    assert json.loads(written.stdout)["written"] == str(tmp_path / "page.html") and (tmp_path / "page.html").stat().st_size
+
+
+def test_a_head_write_whose_answer_is_lost_is_told_as_unknown(bucket, corpus, monkeypatch):
+    """The store took HEAD and the answer was lost on the way back (the connection dropped): the command
+    cannot know which state is there, and says so instead of "as it was"."""
+    from loopmeter.storage import remote as remote_module
+
+    _, name = bucket
+    url = f"s3://{name}/team"
+    write = remote_module.Remote._write
+
+    def answer_lost(self, key, data):
+        write(self, key, data)
+        if key == remote_module.HEAD:
+            raise OSError("When completing multiple part upload: AWS Error NETWORK_CONNECTION: Empty reply from server")
+
+    monkeypatch.setattr(remote_module.Remote, "_write", answer_lost)
+    result = run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"),
+                     "--quiet", "--warehouse", url, check=1)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"loopmeter: error: {url}: publishing to it: writing HEAD.json failed (") and \
+        "whether this command's state was published is not known" in line and "as it was" not in line
+    monkeypatch.setattr(remote_module.Remote, "_write", write)
+    counted = run_cli("sql", "select count(*) AS n from runs", "--format", "csv", "--warehouse", url)
+    assert counted.stdout == "n\n525\n"  # this time it had landed

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import Exit
+from ..errors import Exit, shown_path
 from ..operations.forge import MAX_HORIZON_DAYS
 from .apps import app
 from .common import BucketRunsOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
@@ -42,12 +42,13 @@ def _show(outcome, shown_steps: bool) -> None:
     for text in outcome.texts:
         console.print(text, markup=False, highlight=False)
     if outcome.sample is not None:
-        console.print(f"\nsample data:  {outcome.sample}", markup=False, highlight=False)
-    console.print(f"warehouse:    {outcome.warehouse}  (Parquet tables, loopmeter.duckdb)", markup=False,
+        console.print(f"\nsample data:  {shown_path(outcome.sample)}", markup=False, highlight=False)
+    console.print(f"warehouse:    {shown_path(outcome.warehouse)}  (Parquet tables, loopmeter.duckdb)", markup=False,
                   highlight=False)
     if outcome.forgeloop is not None:
-        console.print(f"aggregates:   {outcome.aggregate}", markup=False, highlight=False)
-    console.print(f"HTML report:  {outcome.report}  (open it in a browser)", markup=False, highlight=False)
+        console.print(f"aggregates:   {shown_path(outcome.aggregate)}", markup=False, highlight=False)
+    if outcome.report is not None:
+        console.print(f"HTML report:  {shown_path(outcome.report)}  (open it in a browser)", markup=False, highlight=False)
     console.print("next: loopmeter report summary | outliers | tail | regression | confidence\n"
                   "      loopmeter report routing | srm | survival\n"
                   "      loopmeter compare RUN_SET RUN_SET   (each with --json for JSON)")

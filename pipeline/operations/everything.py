@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..errors import LoopmeterError, usage_error
+from ..errors import LoopmeterError, shown_path, usage_error
 from ..storage import Warehouse
 from .checks import AGGREGATE_HINT, check_choice, check_utf8_path, inside_aggregate, refuse_inside_warehouse
 from .common import open_warehouse
@@ -26,7 +26,7 @@ HORIZONS = (7, 14, 30)  # the demo's survival horizons, days: the HTML report dr
 class AllStages:
     warehouse: Path
     aggregate: Path
-    report: Path
+    report: Path | None  # None: no page written (a warehouse on object storage keeps none)
     steps: list[str] = field(default_factory=list)  # one line per stage, for people
     texts: list[str] = field(default_factory=list)  # the Forge reports, as text
     rejected: int = 0  # inputs rejected by the ingests
@@ -42,7 +42,7 @@ class AllStages:
             "sample": None if self.sample is None else str(self.sample),
             "warehouse": str(self.warehouse),
             "aggregate": None if self.forgeloop is None else str(self.aggregate),  # no ForgeLoop data: none written
-            "report": str(self.report),
+            "report": None if self.report is None else str(self.report),
             "rejected": self.rejected,
             "unharvested": self.unharvested,
             "notes": self.notes,
@@ -84,6 +84,7 @@ def _run_all(store: Warehouse, *, results: Path | None, scenarios: Path | None, 
              on_step: Callable[[str], None], engine=None) -> AllStages:
     from ..html import build_page
     from ..storage.files import atomic_write
+    from ..storage.remote import is_mirror
     from .common import writing
 
     outcome = AllStages(store.root, out or store.root / "aggregate", store.root / "report.html")
@@ -100,9 +101,14 @@ def _run_all(store: Warehouse, *, results: Path | None, scenarios: Path | None, 
         from ..storage.catalog import refresh_catalog
 
         refresh_catalog(store)  # the page is written last; the catalog is built again as the block ends, unchanged
-        page = build_page(store, confidence=outcome.confidence)
-        atomic_write(outcome.report, page.encode())
-    step(f"report html: {outcome.report}")
+        if is_mirror(store.root):  # only tables, documents and state are published there
+            outcome.report = None
+        else:
+            page = build_page(store, confidence=outcome.confidence)
+            atomic_write(outcome.report, page.encode())
+    step(f"report html: {shown_path(outcome.report)}" if outcome.report is not None else
+         "report html: not written (a warehouse on object storage keeps no page: `loopmeter report html --out FILE` "
+         "writes one here)")
     return outcome
 
 
@@ -119,7 +125,7 @@ def _forgeloop(store: Warehouse, results: Path, scenarios: Path | None, tier: st
          f"{ingested.rejected} rejected")
     aggregated = aggregate(store, outcome.aggregate, tier, full=True, engine=engine or Engine())
     outcome.forgeloop = aggregated
-    step(f"aggregate: {len(aggregated.written)} ForgeLoop documents in {outcome.aggregate}")
+    step(f"aggregate: {len(aggregated.written)} ForgeLoop documents in {shown_path(outcome.aggregate)}")
     outcome.confidence = store_confidence(store)
     verdicts = [entry["verdict"] for entry in outcome.confidence["objectives"]]
     step(f"report confidence: {len(outcome.confidence['rows'])} intervals; light objectives "

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import DEFAULT_MAX_FILE_BYTES
-from ..errors import LoopmeterError, shown_path
+from ..errors import LoopmeterError, shown_path, usage_error
 from ..storage import Warehouse
 from ..streamed import Streamed
 from .checks import (
@@ -160,7 +160,12 @@ def report_html(*, warehouse: str | os.PathLike | Warehouse | None = None, out: 
     from ..html import build_page
     from ..storage.files import write_output
 
+    from ..storage.remote import is_mirror
+
     store = open_warehouse(warehouse)
+    if out is None and is_mirror(store.root):
+        raise usage_error(f"{shown_path(store.root)} is on object storage, which keeps no page: give --out FILE "
+                          "(a local file) for the report")
     page_path = store.root / "report.html" if out is None else Path(out)
     check_utf8_path(page_path, "--out")
     # the warehouse's own page (demo and run-all write it there) may be written again; nothing else inside

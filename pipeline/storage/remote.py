@@ -320,7 +320,12 @@ def push(remote: Remote, started_from: str | None, manifest: dict, sources: dict
     if remote.head() != started_from:
         raise WarehouseBusy(f"{remote.url}: another command changed the warehouse while this one ran; nothing of "
                             "this one was published (run it again)")
-    remote._write(HEAD, json.dumps({"manifest": key}).encode())
+    try:
+        remote._write(HEAD, json.dumps({"manifest": key}).encode())
+    except OSError as error:  # the store may have taken the object and lost its answer
+        raise LoopmeterError(f"{remote.url}: publishing to it: writing {HEAD} failed ({' '.join(str(error).split())}), "
+                             "so whether this command's state was published is not known: a report or `loopmeter check` "
+                             "there shows which state it holds (run the command again if it is the one before)") from None
     return key
 
 
