@@ -314,3 +314,23 @@ def test_a_head_write_whose_answer_is_lost_is_told_as_unknown(bucket, corpus, mo
     monkeypatch.setattr(remote_module.Remote, "_write", write)
     counted = run_cli("sql", "select count(*) AS n from runs", "--format", "csv", "--warehouse", url)
     assert counted.stdout == "n\n525\n"  # this time it had landed
+
+
+def test_sigterm_on_object_storage_removes_the_mirror_and_publishes_nothing(bucket, corpus, tmp_path):
+    """Stopped by SIGTERM (as a service manager or `kill` stops it) after its objects are put: exit 143,
+    HEAD as it was, and the scratch mirror removed from the temporary folder rather than left there."""
+    client, name = bucket
+    url = f"s3://{name}/team"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+            "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url)
+    before = head(client, name)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    environment = {name: value for name, value in os.environ.items()} | {
+        "TMPDIR": str(scratch), "LOOPMETER_CRASH_AT": "remote:objects-put", "LOOPMETER_CRASH_SIGNAL": "TERM"}
+    stopped = subprocess.run([sys.executable, "-m", "loopmeter", "ingest", "forgeloop", str(corpus / "results"),
+                              "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url],
+                             capture_output=True, text=True, env=environment, timeout=300)
+    assert stopped.returncode == 143, stopped.stderr
+    assert head(client, name) == before
+    assert list(scratch.iterdir()) == []

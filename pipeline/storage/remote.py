@@ -338,6 +338,7 @@ def mirrored(url: str) -> Iterator[Path]:
     scratch = Path(tempfile.mkdtemp(prefix="loopmeter-mirror-"))
     root = scratch / "warehouse"
     MIRRORS.add(os.fspath(root))
+    terminate = _ended_by_sigterm()
     try:
         root.mkdir()
         with _told(url, "reading it"):
@@ -355,6 +356,24 @@ def mirrored(url: str) -> Iterator[Path]:
         shutil.rmtree(scratch, ignore_errors=True)
         if cache is not None:
             cache.close()
+        terminate()
+
+
+def _ended_by_sigterm():
+    """While a mirror exists, SIGTERM ends the command as an exit (143, as the signal's default does), so
+    the mirror is removed on the way out rather than left in the temporary folder; returns what puts the
+    handler before back. Only the main thread sets handlers: elsewhere nothing changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signal.SIGTERM)
+
+    before = signal.signal(signal.SIGTERM, leave)
+    return lambda: signal.signal(signal.SIGTERM, before)
 
 
 @contextmanager
