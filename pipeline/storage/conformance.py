@@ -84,6 +84,9 @@ def list_version(table: str, version: Path) -> Listing:
             continue
         if kind is not None:
             listing.problems.append((Path(entry.path), f"is {WHAT[kind]}, not a table file"))
+    if not listing.files and not listing.problems:  # loopmeter writes an empty table's columns in a file too
+        listing.problems.append((Path(version), f"holds no table file (an empty table keeps its columns in "
+                                 f"{EMPTY_FILE if partition is not None else 'one file'})"))
     return listing
 
 
