@@ -159,7 +159,6 @@ def report_html(*, warehouse: str | os.PathLike | Warehouse | None = None, out: 
     from ..forge.tables import TASKS
     from ..html import build_page
     from ..storage.files import write_output
-
     from ..storage.remote import is_mirror
 
     store = open_warehouse(warehouse)
