@@ -50,6 +50,9 @@ def explain(error: BaseException, roots: list[Path], replaced: list[str]) -> str
         database = Path(roots[0]) / "loopmeter.duckdb"
         return (f"{shown_path(database)} is damaged ({first_line(error)}); "
                 f"run `loopmeter catalog --warehouse {shown_path(roots[0])}` to rebuild it")
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        # a path the system refused (not a directory, a name too long, no such place): the path and the reason
+        return f"{shown_path(error.filename)}: {error.strerror.lower()}"
     return None
 
 

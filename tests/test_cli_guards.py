@@ -438,3 +438,17 @@ def test_ctrl_c_in_a_later_stage_of_demo_leaves_the_catalog_of_the_stages_done(t
         assert {"runs", "forgeloop_mode_stats"} <= views and "forge_plans" not in views
         assert connection.execute("SELECT count(*) FROM runs").fetchall()[0][0] > 0
     run_cli("check", warehouse=warehouse)
+
+
+def test_a_path_the_system_refuses_is_named_with_its_reason(tmp_path):
+    """A path under a file, or a name longer than the file system takes: one line, the path and the system's
+    reason (never an internal error's class name)."""
+    long_name = tmp_path / ("x" * 300)
+    under_a_file = tmp_path / "file"
+    under_a_file.write_text("a user's file\n")
+    for args, told in ((("demo", "--data", str(under_a_file), "--quiet"), f"{under_a_file}/"),
+                       (("report", "tail", "--warehouse", str(long_name)), f"{long_name}: file name too long")):
+        result = run_cli(*args, check=1)
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("loopmeter: error: ") and told in line and "Error:" not in line, result.stderr
+    assert under_a_file.read_text() == "a user's file\n"

@@ -17,7 +17,7 @@ from .common import (
 from .helptext import command_help
 RepoOption = Annotated[Optional[Path], typer.Option("--repo", help="Only this repository (its path).", show_default=False)]
 SinceOption = Annotated[Optional[float], typer.Option("--since", help="Only tasks whose first attempt started in the last "
-                                                     "DAYS days (0: no limit, as the seed).", metavar="DAYS")]
+                                                     "DAYS days (0: no limit).", metavar="DAYS")]
 
 
 @ingest_app.command("forge", **command_help(
