@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 
@@ -68,3 +69,20 @@ def test_the_format_is_documented():
     text = (ROOT / "docs" / "forge-format.md").read_text()
     for needle in ("version 1", "dataset.sqlite", "JSON Lines", "propensity", "integrate_advanced", "outcome:survival:"):
         assert needle in text
+
+
+@pytest.mark.slow
+def test_a_demo_stopped_while_it_made_its_sample_makes_it_whole_next_time(tmp_path):
+    """A demo stopped midway leaves the ForgeLoop sample only in a folder aside (renamed into place whole),
+    and the Forge sample without its record (its repositories half made): the next demo makes each again,
+    and gives what a demo that was never stopped gives."""
+    data, warehouse = tmp_path / "data", tmp_path / "warehouse"
+    first = json.loads(run_cli("demo", "--data", str(data), "--json", "--quiet", warehouse=warehouse).stdout)
+    (data / "sample" / "forge" / "sample.json").unlink()  # stopped after the repositories, before the record
+    (data / "sample" / "forgeloop").rename(data / "sample" / ".forgeloop.partial")  # stopped before the rename
+    shutil.rmtree(data / "sample" / ".forgeloop.partial" / "raw" / "sample-tail-30")  # a run set half written
+    again = json.loads(run_cli("demo", "--data", str(data), "--json", "--quiet", warehouse=tmp_path / "again").stdout)
+    made = [step for step in again["steps"] if step.startswith("sample ")]
+    assert all(" made in " in step for step in made), made
+    assert [step.replace(str(tmp_path / "again"), str(warehouse)) for step in again["steps"]] == first["steps"]
+    assert not (data / "sample" / ".forgeloop.partial").exists()

@@ -196,9 +196,15 @@ def demo(data: str | os.PathLike = "data", *, warehouse: str | os.PathLike | War
 def make_forgeloop_sample(directory: Path) -> Path:
     """ForgeLoop run sets in ForgeLoop's layout (deterministic; made once)."""
     from ..forgeloop.samples import RunSetPlan, write_results
+    from ..storage.files import remove_tree
 
     if not (directory / "raw").is_dir():
-        write_results(directory, [RunSetPlan(run_set, runs, version) for run_set, runs, version in SAMPLE_PLANS], seed=2026)
+        # made aside and renamed into place whole: a demo stopped meanwhile leaves no half sample to keep
+        partial = directory.with_name(f".{directory.name}.partial")
+        remove_tree(partial)
+        write_results(partial, [RunSetPlan(run_set, runs, version) for run_set, runs, version in SAMPLE_PLANS], seed=2026)
+        remove_tree(directory)  # what an earlier demo stopped before the rename left
+        os.rename(partial, directory)
     return directory
 
 
@@ -206,9 +212,13 @@ def make_forge_sample(directory: Path) -> tuple[Path, float]:
     """A Forge store and its git repositories (made once); returns the store and the moment the
     sample's survival is measured at."""
     from ..forge.samples import write_sample
+    from ..storage.files import remove_tree
 
     marker = directory / "sample.json"
     if not marker.exists():
+        # its store names its repositories by absolute path, so it is made in place, its record last: a
+        # folder without the record is a demo stopped midway (repositories half made), made again from nothing
+        remove_tree(directory)
         info = write_sample(directory, runs=FORGE_RUNS)
         marker.write_text(json.dumps({"now": info["now"], "events": info["events"]}) + "\n")
     try:
