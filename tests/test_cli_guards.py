@@ -217,6 +217,22 @@ def test_a_reader_that_leaves_ends_the_command_quietly(warehouse, args):
     assert stderr in ("", "(720 rows)\n"), stderr
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["sql", "select * from runs"], ["report", "summary", "--json"]],
+                         ids=["sql-table", "summary-json"])
+def test_a_reader_that_leaves_after_the_first_bytes_ends_the_command_as_a_broken_pipe(warehouse, args):
+    """`loopmeter ... | head -c 10`: the system takes part of a large write and Python drops the rest without an
+    error; the command still ends 141, as the output did not all reach its reader."""
+    process = subprocess.Popen([sys.executable, "-m", "loopmeter", *args, "--warehouse", str(warehouse)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    assert len(process.stdout.read(10)) == 10
+    process.stdout.close()
+    with process.stderr:
+        stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141, stderr
+    assert stderr in ("", "(720 rows)\n"), stderr
+
+
 # ---- 6: report html on no data ---------------------------------------------------------------
 
 def test_report_html_on_a_warehouse_without_data_is_an_error(tmp_path):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import errno
 import os
 import sys
 import traceback
@@ -143,6 +144,10 @@ def command(function: Callable) -> Callable:
         try:
             code = _run(function, args, with_common_options(function, kwargs, context))
             sys.stdout.flush()  # a reader gone away shows here, not in the interpreter's last flush
+            if _stdout_broken():
+                # the reader left mid-write: the system took part of a large write and Python dropped the rest
+                # without an error, so the exit says it as a broken pipe does
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
         except typer.Exit:
             raise
         except BrokenPipeError as error:
