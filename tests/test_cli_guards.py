@@ -468,3 +468,18 @@ def test_a_path_the_system_refuses_is_named_with_its_reason(tmp_path):
         (line,) = result.stderr.splitlines()
         assert line.startswith("loopmeter: error: ") and told in line and "Error:" not in line, result.stderr
     assert under_a_file.read_text() == "a user's file\n"
+
+
+def test_a_dash_and_bytes_that_are_not_utf8_as_a_user_gives_them(demo_warehouse, tmp_path):
+    """`--file -` reads the SQL from standard input; `--out -` is refused in one line (never a file named `-`);
+    SQL or a --param holding bytes that are not UTF-8 is a usage error, not an internal one."""
+    done = subprocess.run([sys.executable, "-m", "loopmeter", "sql", "--file", "-", "--format", "csv",
+                           "--warehouse", str(demo_warehouse)], input="SELECT count(*) AS n FROM runs",
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "n\n720\n"), done.stderr
+    for args in (("sql", "SELECT 1", "--out", "-"), ("report", "html", "--out", "-"),
+                 ("sql", 'SELECT 1 AS "\udcff"'), ("sql", "--query", "forgeloop_pairs", "--param", "run_set=x\udcff")):
+        result = run_cli(*args, warehouse=demo_warehouse, check=2, cwd=tmp_path)
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("loopmeter: error: ") and "Error" not in line, result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -25,7 +25,7 @@ from .helptext import FORMAT_METAVAR, command_help
 def sql_command(
     text: Annotated[Optional[str], typer.Argument(help="The SQL to run.", show_default=False)] = None,
     file: Annotated[Optional[Path], typer.Option("--file", help="Read the SQL from this file (UTF-8, at most 16 MiB; "
-                                                 "a pipe such as <(...) too).")] = None,
+                                                 "a pipe such as <(...) too; - for standard input).")] = None,
     query: Annotated[Optional[str], typer.Option("--query", help="Run a named query from queries/ (see `loopmeter queries`).")] = None,
     param: Annotated[list[str], typer.Option("--param", help="name=value for a $name in the SQL (repeatable). A name the SQL "
                                              "does not take is refused; so is a $name left without a value, except the "

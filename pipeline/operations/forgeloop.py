@@ -162,6 +162,8 @@ def report_html(*, warehouse: str | os.PathLike | Warehouse | None = None, out: 
     from ..storage.remote import is_mirror
 
     store = open_warehouse(warehouse)
+    if out is not None and os.fspath(out) == "-":
+        raise usage_error("--out -: give the HTML file to write (e.g. report.html); the page is a file, never printed")
     if out is None and is_mirror(store.root):
         raise usage_error(f"{shown_path(store.root)} is on object storage, which keeps no page: give --out FILE "
                           "(a local file) for the report")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LoopmeterError, shown_path, usage_error
+from ..errors import LoopmeterError, is_utf8, shown_path, usage_error
 from ..storage import Warehouse
 from .checks import check_utf8_path, refuse_inside_warehouse
 from .common import open_warehouse, watch, writing
@@ -37,6 +37,11 @@ def sql(text: str | None = None, *, file: str | os.PathLike | None = None, query
     given = [value for value in (text, file, query) if value is not None]
     if len(given) != 1:
         raise usage_error("give exactly one of: SQL text, --file F, --query NAME")
+    if out is not None and os.fspath(out) == "-":
+        raise usage_error("--out -: the result is printed when --out is not given (with --format for its form)")
+    for value in (text, *(params or {}).values()):
+        if isinstance(value, str) and not is_utf8(value):
+            raise usage_error("the SQL and its --param values must be UTF-8 text (an argument holds bytes that are not)")
     out = None if out is None else Path(out)
     chosen = output_format_of(output_format, out)
     parameters = dict(params or {})

@@ -3,6 +3,7 @@ the inputs it reads besides the SQL (`--file`, `--param`)."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -157,12 +158,15 @@ SQL_FILE_LIMIT = 16 << 20  # bytes of `sql --file`: far more than any query, far
 
 
 def read_sql_file(file: Path, limit: int = SQL_FILE_LIMIT) -> str:
-    """The SQL text of `--file`: at most `limit` bytes are read, whatever the file is (a regular
-    file, a pipe such as <(...), a device such as /dev/zero), and one more refuses it."""
+    """The SQL text of `--file` (`-`: standard input): at most `limit` bytes are read, whatever the
+    file is (a regular file, a pipe such as <(...), a device such as /dev/zero), and one more refuses it."""
     shown = shown_path(file)
     try:
-        with open(file, "rb") as handle:
-            data = handle.read(limit + 1)
+        if str(file) == "-":  # as every tool that reads a file reads `-`: standard input
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(file, "rb") as handle:
+                data = handle.read(limit + 1)
     except OSError as error:
         raise LoopmeterError(f"--file {shown}: {error.strerror or error}") from None
     if len(data) > limit:
