@@ -154,6 +154,9 @@ def catalog_command(
     if json:
         print_json(built, 2)
         return Exit.OK
-    print(f"{shown_path(built['database'])}: {built['views']} view{'' if built['views'] == 1 else 's'} reading the "
-          f"tables under {shown_path(str(built['root']))} (DuckDB storage {built['storageVersion']}: read by DuckDB 1.4 and later)")
+    from ..tables_text import print_fitted
+
+    print_fitted(f"{shown_path(built['database'])}: {built['views']} view{'' if built['views'] == 1 else 's'} reading "
+                 f"the tables under {shown_path(str(built['root']))} (DuckDB storage {built['storageVersion']}: read by "
+                 "DuckDB 1.4 and later)")
     return Exit.OK
