@@ -1,8 +1,8 @@
 """What every command shares: options, the way errors end a command, output helpers."""
 from __future__ import annotations
 
-import functools
 import errno
+import functools
 import os
 import sys
 import traceback
