@@ -483,3 +483,10 @@ def test_a_dash_and_bytes_that_are_not_utf8_as_a_user_gives_them(demo_warehouse,
         (line,) = result.stderr.splitlines()
         assert line.startswith("loopmeter: error: ") and "Error" not in line, result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_two_forms_asked_of_the_schema_are_refused(demo_warehouse):
+    for args in (("schema", "--json", "--markdown"), ("--json", "schema", "--markdown")):
+        result = run_cli(*args, warehouse=demo_warehouse, check=2)
+        assert result.stdout == "" and result.stderr == (
+            "loopmeter: error: --markdown and --json ask for two forms of the schema: give one\n")

@@ -109,6 +109,10 @@ def schema_command(
     quiet: QuietOption = False,
 ) -> int:
     set_quiet(quiet)
+    if markdown and json:
+        from ..errors import usage_error
+
+        raise usage_error("--markdown and --json ask for two forms of the schema: give one")
     if markdown:
         from ..storage.documentation import schema_markdown
 
