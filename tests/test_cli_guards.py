@@ -490,3 +490,14 @@ def test_two_forms_asked_of_the_schema_are_refused(demo_warehouse):
         result = run_cli(*args, warehouse=demo_warehouse, check=2)
         assert result.stdout == "" and result.stderr == (
             "loopmeter: error: --markdown and --json ask for two forms of the schema: give one\n")
+
+
+def test_an_error_echoing_a_huge_argument_stays_a_readable_line(demo_warehouse):
+    """A 100 KB --run-set is echoed by its start and its end, the characters between counted: one line of
+    about 4,000 characters, not 100 KB."""
+    result = run_cli("report", "tail", "--run-set", "a" * 100_000, warehouse=demo_warehouse, check=1)
+    (line,) = result.stderr.splitlines()
+    whole = f"no run set '{'a' * 100_000}' in {demo_warehouse}"
+    assert line.startswith("loopmeter: error: no run set 'aaa") and line.endswith(f"aaa' in {demo_warehouse}")
+    left_out = int(line.split("... (")[1].split(" characters left out")[0].replace(",", ""))
+    assert left_out == len(whole) - 4000 and len(line) < 4100

@@ -163,7 +163,7 @@ def command(function: Callable) -> Callable:
             INTERRUPT_REPORTED = INTERRUPT_REPORTED or error.exit_code == Exit.INTERRUPTED  # execute's own word for it
             if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
                 traceback.print_exc()
-            print(f"loopmeter: error: {one_line(str(error))}", file=sys.stderr)
+            print(f"loopmeter: error: {clipped(one_line(str(error)))}", file=sys.stderr)
             raise typer.Exit(int(error.exit_code)) from None
         except KeyboardInterrupt:
             _interrupted()
@@ -229,6 +229,18 @@ def tell_interruption() -> None:
             sys.stderr.write(f"loopmeter: {interrupted_message()}\n")
 
 
+ERROR_LINE = 4000  # characters of an error line: an argument of 100 KB echoed whole would bury the message
+
+
+def clipped(text: str) -> str:
+    """`text`, its middle left out (and counted) when it is longer than ERROR_LINE: its start says what
+    was wrong with what, its end what to do."""
+    if len(text) <= ERROR_LINE:
+        return text
+    half = ERROR_LINE // 2
+    return f"{text[:half]}... ({len(text) - 2 * half:,} characters left out) ...{text[-half:]}"
+
+
 def _fail(error: BaseException) -> None:
     if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
         traceback.print_exc()
@@ -238,7 +250,7 @@ def _fail(error: BaseException) -> None:
 
     explained = explain(error, [root for root, _ in WATCHED], replaced_tables())
     if explained is not None:
-        print(f"loopmeter: error: {one_line(explained)}", file=sys.stderr)
+        print(f"loopmeter: error: {clipped(one_line(explained))}", file=sys.stderr)
         raise typer.Exit(int(Exit.FATAL)) from None
     first = (str(error).strip().splitlines() or [""])[0]  # DuckDB's messages run on with hints: the line that says what
     print(f"loopmeter: error: {type(error).__name__}: {one_line(first)} (rerun with --debug for the traceback)",
