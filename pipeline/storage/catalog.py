@@ -229,8 +229,9 @@ def objects_problems(warehouse: Warehouse) -> list[str]:
     if not _duckdb_header(database):
         return ["is not a DuckDB database (its first bytes are not DuckDB's header)"]
     wal = Path(f"{database}.wal")
-    if kind_of(wal) not in (None, "file"):  # DuckDB opens the log beside the file, and would wait on a FIFO
-        return [f"its write-ahead log {shown_path(wal)} is {WHAT.get(kind_of(wal), 'not a file')}, not a regular file "
+    wal_kind = kind_of(wal)
+    if wal_kind not in (None, "file"):  # DuckDB opens the log beside the file, and would wait on a FIFO
+        return [f"its write-ahead log {shown_path(wal)} is {WHAT.get(wal_kind, wal_kind)}, not a regular file "
                 "(never opened): the next writer, or `loopmeter check --repair`, rebuilds the catalog without it"]
     try:
         connection = duck.connect(warehouse.root, database=str(database), read_only=True)

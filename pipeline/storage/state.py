@@ -60,15 +60,16 @@ class State:
         `private`: readable and writable by this user only."""
         path = self.path(name)
         self._make_folder()
-        if kind_of(path) == "directory":  # a folder at a state file's name is none of loopmeter's: it goes
-            remove_tree(path)
+        _remove_folder_at(path)
         atomic_write(path, json.dumps(value).encode(), 0o600 if private else 0o644)
 
     def remove(self, name: str) -> None:
-        """Remove the state file `name`, whatever is there (a folder in its place with what it holds; a
-        link as itself, never what it names)."""
+        """Remove the state file `name` (a folder in its place with what it holds; a link as itself,
+        never what it names); a file that cannot be removed raises, as unlinking it does."""
         if self._folder_usable():
-            remove_tree(self.path(name))
+            path = self.path(name)
+            _remove_folder_at(path)
+            path.unlink(missing_ok=True)
 
     def folders(self) -> list[str]:
         """The names of state files that are folders: never read, and in the way of a writer that
@@ -100,3 +101,9 @@ class State:
     def _make_folder(self) -> None:
         if not self._folder_usable():
             self.folder.mkdir(exist_ok=True)
+
+
+def _remove_folder_at(path: Path) -> None:
+    """A folder at a state file's name is none of loopmeter's: it goes, with what it holds."""
+    if kind_of(path) == "directory":
+        remove_tree(path)
