@@ -28,7 +28,9 @@ def help_command(
     from typer.core import TyperGroup
 
     if topic == ["exit-codes"]:
-        sys.stdout.write(exit_codes_table())
+        from .tables_text import stdout_width
+
+        sys.stdout.write(exit_codes_table(stdout_width()))
         return
     context = ctx.find_root()
     command = context.command

@@ -98,6 +98,11 @@ def test_top_level_help_says_the_exit_codes_once_and_help_exit_codes_says_each()
     assert "--version" in top and "-h, --help" in top
     table = run_cli("help", "exit-codes").stdout
     assert [line.split()[0] for line in table.splitlines() if line.startswith("  ")] == ["0", "1", "2", "3", "4", "5", "130", "141"]
+    assert "    5  compare --fail-on: a gated row regressed, is inconclusive or is underpowered\n" in table
+    # at 40 columns each meaning wraps under itself, and the words are all there
+    narrow = run_cli("help", "exit-codes", env={"COLUMNS": "40"}).stdout
+    assert max(map(len, narrow.splitlines())) <= 40 and narrow.split() == table.split()
+    assert "    5  compare --fail-on: a gated row\n       regressed, is inconclusive or is\n       underpowered\n" in narrow
     assert run_cli("help", "report", "tail").stdout == run_cli("report", "tail", "-h").stdout
     wrong = run_cli("help", "report", "nosuch", check=2)
     assert wrong.stdout == "" and wrong.stderr.count("\n") == 1 and "no command `loopmeter report nosuch`" in wrong.stderr

@@ -31,11 +31,17 @@ TIER_METAVAR = "[smoke|evidence|tail]"
 FORMAT_METAVAR = "[table|csv|json|jsonl|parquet]"
 
 
-def exit_codes_table() -> str:
-    """`loopmeter help exit-codes`: every code, one line each."""
-    lines = ["Exit codes of loopmeter (each command's --help lists those it can end with):", ""]
-    lines += [f"  {int(code):>3}  {MEANINGS[code]}" for code in Exit]
-    lines += ["", "Every command may end with 0, 1, 2, 130 and 141; 3, 4 and 5 only where its help says so."]
+def exit_codes_table(width: int | None = None) -> str:
+    """`loopmeter help exit-codes`: every code, one line each, a line wider than `width` wrapped at
+    spaces (a code's meaning continues under itself)."""
+    from ..tables_text import fit_line, wrap_words
+
+    lines = [fit_line("Exit codes of loopmeter (each command's --help lists those it can end with):", width), ""]
+    for code in Exit:
+        meaning = [MEANINGS[code]] if width is None else wrap_words(MEANINGS[code], max(20, width - 7), hang=0)
+        lines += [(f"  {int(code):>3}  " if not at else " " * 7) + part for at, part in enumerate(meaning)]
+    lines += ["", fit_line("Every command may end with 0, 1, 2, 130 and 141; 3, 4 and 5 only where its help says so.",
+                           width)]
     return "\n".join(lines) + "\n"
 
 
