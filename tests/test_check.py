@@ -134,3 +134,34 @@ def test_a_damaged_runs_file_is_read_again_from_the_recorded_run_files(forgeloop
     assert code == 0 and repaired["ok"] and repaired["problems"] == [], repaired
     assert repaired["repaired"][0].startswith("runs: read again from ")
     assert run_cli("report", "tail", "--json", warehouse=copy, process=True, check=None).stdout == tail
+
+
+@pytest.mark.slow
+def test_a_damaged_scenarios_file_is_read_again_from_the_scenario_folder(forgeloop_warehouse, tmp_path, corpus):
+    original, tail = forgeloop_warehouse
+    copy = tmp_path / "warehouse"
+    shutil.copytree(original, copy, symlinks=True)
+    scenarios = count(copy, "scenarios")
+    (damaged,) = (copy / "scenarios").glob("*.parquet")
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    code, repaired = checked(copy, "--repair")
+    assert code == 0 and repaired["ok"] and repaired["problems"] == [], repaired
+    assert repaired["repaired"][0] == f"scenarios: read again from {corpus / 'results'}"
+    assert count(copy, "scenarios") == scenarios > 0
+    assert run_cli("report", "tail", "--json", warehouse=copy, process=True, check=None).stdout == tail
+
+
+@pytest.mark.slow
+def test_a_damaged_scenarios_file_whose_folder_is_gone_is_left_as_it_was(forgeloop_warehouse, tmp_path):
+    original, _ = forgeloop_warehouse
+    copy = tmp_path / "warehouse"
+    shutil.copytree(original, copy, symlinks=True)
+    for name in (p.name for p in (copy / ".state").glob("forgeloop-ingest-*.json")):
+        record = json.loads((copy / ".state" / name).read_text())
+        record["key"]["scenarios"] = str(tmp_path / "gone")
+        (copy / ".state" / name).write_text(json.dumps(record))
+    (damaged,) = (copy / "scenarios").glob("*.parquet")
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    code, repaired = checked(copy, "--repair")
+    assert code == 1 and [p["path"] for p in repaired["problems"]] == [str(damaged)]
+    assert damaged.stat().st_size == 100  # left as it was

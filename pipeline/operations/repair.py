@@ -205,16 +205,29 @@ def _recorded_ingests(warehouse: Warehouse) -> list[tuple[Path, Path | None, dic
 
 def _scenarios_of(warehouse: Warehouse, results: Path, scenarios: str) -> bool:
     """Whether a record's scenario folder may be read again: a real folder the scenarios the warehouse
-    holds were read from (their `source_path`), or, while that table cannot be read, the one beside the
-    record's run files (`RESULTS/scenarios`). A record naming any other folder finds nothing there."""
+    holds were read from (their `source_path`), or, while that table cannot be read, one the ingests'
+    manifest names as a source of scenarios, or the one beside the record's run files
+    (`RESULTS/scenarios`). A record naming any other folder finds nothing there."""
     if not isinstance(scenarios, str) or not is_real_directory(scenarios):
         return False
+    folder = os.path.normpath(scenarios)
     try:
         paths = warehouse.read("scenarios")["source_path"].to_list()
     except Exception:  # noqa: BLE001 - a table that cannot be read is what is being repaired
-        return os.path.normpath(scenarios) == os.path.normpath(results / "scenarios")
-    return bool(paths) and all(isinstance(path, str) and os.path.dirname(path) == os.path.normpath(scenarios)
-                               for path in paths)
+        return folder == os.path.normpath(results / "scenarios") or folder in _manifest_scenario_folders(warehouse)
+    return bool(paths) and all(isinstance(path, str) and os.path.dirname(path) == folder for path in paths)
+
+
+def _manifest_scenario_folders(warehouse: Warehouse) -> set[str]:
+    """The folders `ingest_manifest` says scenarios were read from (none when it cannot be read)."""
+    try:
+        manifest = warehouse.read("ingest_manifest", ["kind", "source_root"])
+    except Exception:  # noqa: BLE001 - a damaged manifest names no folder
+        return set()
+    if manifest is None:
+        return set()
+    roots = manifest.filter(manifest["kind"] == "scenario")["source_root"].unique().drop_nulls().to_list()
+    return {os.path.normpath(root) for root in roots}
 
 
 def _set_aside_damaged_run_sets(warehouse: Warehouse, damaged: list[Path]) -> None:
@@ -228,6 +241,23 @@ def _set_aside_damaged_run_sets(warehouse: Warehouse, damaged: list[Path]) -> No
     if drop:
         with warehouse.build_table("runs", "run_set_id") as builder:
             builder.keep_others, builder.drop, builder.schema_frame = True, drop, registry.table("runs").empty_frame()
+
+
+def _set_aside_scenarios(warehouse: Warehouse, recorded: list[tuple[Path, Path | None, dict]]) -> bool:
+    """An empty version of `scenarios` in place of a damaged one, when every ingest recorded as reading
+    scenarios reads its folder again (`recorded`): an ingest merges its scenarios into the table's
+    rows and cannot read past a damaged file, and those folders together held every row. Else the
+    table is left as it is (False)."""
+    again = {os.path.normpath(scenarios) for _, scenarios, _ in recorded if scenarios is not None}
+    for name in warehouse.state.names("forgeloop-ingest-*.json"):
+        try:
+            scenarios = warehouse.state.read(name).get("key", {}).get("scenarios")
+        except AttributeError:
+            return False
+        if scenarios is not None and (not isinstance(scenarios, str) or os.path.normpath(scenarios) not in again):
+            return False
+    warehouse.write_table("scenarios", registry.table("scenarios").empty_frame())
+    return True
 
 
 def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: list[Path]) -> tuple[list[str], list[str]]:
@@ -244,6 +274,8 @@ def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: l
     try:
         with warehouse.publishing():
             _set_aside_damaged_run_sets(warehouse, damaged_runs)
+            if "scenarios" in tables:
+                _set_aside_scenarios(warehouse, recorded)
             for results, scenarios, options in recorded:
                 ingest_forgeloop(warehouse, results, scenarios, full=True, **options)
     except Exception as error:  # noqa: BLE001 - said, with the rest of the repair
