@@ -313,3 +313,31 @@ def test_a_run_set_compared_with_itself_is_told(corpus_warehouse):
     assert f"note: {run_set} is compared with itself: every ratio is 1" in same.stderr
     other = run_cli("compare", "codex-quality-repeat5-20260831", run_set, warehouse=corpus_warehouse)
     assert "compared with itself" not in other.stderr
+
+
+def test_a_ratio_beyond_any_double_is_judged_a_level_near_1_told_and_no_pooled_row_said(tmp_path):
+    """Wall times of 1e-4 ms against 1.7e308 ms (the contract's finite numbers): the log ratio, about 719,
+    lies beyond any double's exp, so the ratio and its ends are open (null), and the interval, wholly
+    above 1 + margin, is REGRESSED (IMPROVED the other way round). One scenario: no pooled row."""
+    documents = (_documents("b", "s", "direct", [1000, 1100, 1200], [1e-4, 1e-4, 2e-4])
+                 + _documents("c", "s", "direct", [1000, 1100, 1200], [1.7e308, 1.7e308, 1.6e308]))
+    write_tree(tmp_path / "results", documents, {"s": "light"})
+    warehouse = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(tmp_path / "results"), "--quiet", warehouse=warehouse)
+    forward = compared(warehouse, "b", "c")
+    row = by_key(forward)[("s", "direct", "time")]
+    assert (row["estimate"], row["low"], row["high"], row["verdict"]) == (None, None, None, "REGRESSED")
+    assert row["mde"] is not None and forward["pooled"] == [] and forward["family"]["pooledRows"] == 0
+    back = by_key(compared(warehouse, "c", "b"))[("s", "direct", "time")]
+    assert (back["estimate"], back["low"], back["high"], back["verdict"]) == (0, 0, 0, "IMPROVED")
+    text = " ".join(run_cli("compare", "b", "c", warehouse=warehouse, env={"COLUMNS": "100"}).stdout.split())
+    assert "not computed" not in text and "open: beyond any number at this level" in text
+    assert "Pooled rows: none (a mode and metric is pooled over at least 2 scenario rows that weigh" in text
+    # two gated rows at 0.99999: each at 1 - 0.00001 / 2, shown as itself, not as 100 %
+    near = " ".join(run_cli("compare", "b", "c", "--level", "0.99999", warehouse=warehouse,
+                            env={"COLUMNS": "100"}).stdout.split())
+    assert "each scenario row at 99.9995%" in near
+    # a level whose share per row is below what a double holds next to 1
+    wrong = run_cli("compare", "b", "c", "--level", "0.9999999999999999", warehouse=warehouse, check=2)
+    assert wrong.stdout == "" and wrong.stderr.count("\n") == 1
+    assert "--level 0.9999999999999999 is too close to 1 for 2 gated scenario rows" in wrong.stderr

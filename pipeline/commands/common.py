@@ -253,7 +253,7 @@ def _fail(error: BaseException) -> None:
         print(f"loopmeter: error: {clipped(one_line(explained))}", file=sys.stderr)
         raise typer.Exit(int(Exit.FATAL)) from None
     first = (str(error).strip().splitlines() or [""])[0]  # DuckDB's messages run on with hints: the line that says what
-    print(f"loopmeter: error: {type(error).__name__}: {one_line(first)} (rerun with --debug for the traceback)",
+    print(f"loopmeter: error: {type(error).__name__}: {one_line(first)} (`loopmeter --debug ...` shows the traceback)",
           file=sys.stderr)
     raise typer.Exit(int(Exit.FATAL)) from None
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from ..errors import LoopmeterError
+from ..errors import LoopmeterError, usage_error
 from ..numbers import js_round4
 from . import power
 from .contract import MODES
@@ -79,9 +79,10 @@ def figures(estimate: float, variance: float, df: float, level: float, margin: f
     low, high = _ratio(estimate - half), _ratio(estimate + half)
     detectable = power.detectable(variance, df, level)
     mde = _ratio(detectable)
+    judged = (math.inf if low is None else low, math.inf if high is None else high)  # None: above any double
     return {"estimate": _ratio(estimate), "low": low, "high": high, "mde": mde,
             "regressedAt": _ratio(math.log1p(margin) + detectable),
-            "verdict": verdict(low, high, margin)}
+            "verdict": verdict(*judged, margin)}
 
 
 def _sides(runs: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
@@ -141,6 +142,10 @@ def compare_run_sets(warehouse: Warehouse, baseline: str, candidate: str, margin
                 pools[(mode, metric)] = (found, unadjusted, chosen & adjusted)
     scenario_rows = int(np.sum(gated & np.isfinite(read[1])))
     row_level, pool_level = power.family_levels(level, scenario_rows, len(pools))
+    if max(row_level, pool_level) >= 1.0:
+        raise usage_error(f"--level {level!r} is too close to 1 for {scenario_rows} gated scenario rows and "
+                          f"{len(pools)} pooled rows: each row's share of the error allowed, 1 - level, rounds to "
+                          "nothing in a double; give a level further from 1")
 
     rows = []
     for i, record in enumerate(frame.iter_rows(named=True)):

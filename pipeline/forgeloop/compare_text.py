@@ -19,10 +19,17 @@ def _number(value: float | None, open_end: bool = False) -> str:
     return ("open" if open_end else "-") if value is None else js_number_text(value)
 
 
+def computed(row: dict) -> bool:
+    """Whether a row's figures were computed (each side had 2 runs with a value): a figure of such a row
+    that is null lies beyond any double (open); a row not computed has every figure null, INCONCLUSIVE."""
+    return row["verdict"] != "INCONCLUSIVE" or any(row[key] is not None for key in ("estimate", "low", "high", "mde",
+                                                                                    "regressedAt"))
+
+
 def _figures(row: dict, adjusting: bool) -> list[str]:
     """GM ratio, low, high, MDE, regressed at, verdict (and the unadjusted ratio when the report adjusts)."""
-    measured = row["estimate"] is not None
-    cells = [_number(row["estimate"]), _number(row["low"], measured), _number(row["high"], measured),
+    measured = computed(row)
+    cells = [_number(row["estimate"], measured), _number(row["low"], measured), _number(row["high"], measured),
              _number(row["mde"], measured), _number(row["regressedAt"], measured), row["verdict"]]
     if adjusting:
         cells.append("control" if not row["gated"] else _number(row["unadjustedEstimate"]) if row["adjusted"] else "-")
@@ -47,7 +54,15 @@ def _tables(report: dict) -> tuple[list[str], list[list[str]], list[str], list[l
 
 
 def _percent(level: float) -> str:
-    return f"{level * 100:.4g}%"
+    """A level in percent to 4 significant digits, or, nearer 100 %, to two digits of what it leaves out
+    (99.9988 %, not 100 %: an interval at 100 % would be unbounded)."""
+    import math
+
+    left = (1.0 - level) * 100
+    if left >= 0.01 or left <= 0:
+        return f"{level * 100:.4g}%"
+    places = math.ceil(-math.log10(left)) + 1
+    return f"{level * 100:.{places}f}".rstrip("0").rstrip(".") + "%"
 
 
 def summary(report: dict) -> str:
@@ -62,8 +77,11 @@ def summary(report: dict) -> str:
                 if report["adjust"] else "")
     levels = (f"each scenario row at {_percent(family['scenarioLevel'])}" +
               (f", each pooled row at {_percent(family['pooledLevel'])}" if report["pooled"] else ""))
-    unmeasured = any(row["estimate"] is None for row in (*report["rows"], *report["pooled"]))
-    return (f"Scenario rows: {told(report['rows'])}. Pooled rows: {told(report['pooled'])}. GM ratio: candidate / "
+    unmeasured = not all(map(computed, (*report["rows"], *report["pooled"])))
+    pooled = (told(report["pooled"]) if report["pooled"] else
+              "none (a mode and metric is pooled over at least 2 scenario rows that weigh: more than 2 degrees of "
+              "freedom and a spread)")
+    return (f"Scenario rows: {told(report['rows'])}. Pooled rows: {pooled}. GM ratio: candidate / "
             f"baseline, of the runs' geometric means (what is judged; the medians beside it are ForgeLoop's); margin "
             f"±{report['margin'] * 100:g}%{adjusted}. The gated intervals hold all at once at "
             f"{_percent(report['level'])} (t on log values, Bonferroni: {levels}). MDE: the true ratio these runs "
@@ -111,7 +129,7 @@ def render_compare(report: dict, console: Console) -> None:
     for line in (summary(report), gate_line(report)):
         if line:
             console.print(fit_line(line, width), markup=False)
-    if any(row["estimate"] is not None and (row["low"] is None or row["high"] is None or row["mde"] is None)
+    if any(computed(row) and None in (row["estimate"], row["low"], row["high"], row["mde"], row["regressedAt"])
            for row in (*report["rows"], *report["pooled"])):
         console.print(fit_line("open: beyond any number at this level (docs/statistics.md).", width), markup=False)
 
