@@ -111,6 +111,12 @@ outcomes AS (  -- the files' lists computed here, for outcomes only
       WHEN NOT (j_missing_or_null(f[9]) OR j_is_integer(f[9])) THEN {'field': 'data.horizon_days', 'rule': 'must be a whole number of days or null'}
       WHEN NOT (j_missing_or_null(f[10]) OR j_is_integer(f[10])) THEN {'field': 'data.added', 'rule': 'must be a count of lines or null'}
       WHEN NOT (j_missing_or_null(f[11]) OR j_is_integer(f[11])) THEN {'field': 'data.surviving', 'rule': 'must be a count of lines or null'}
+      WHEN j_bigint(f[9]) < 0 THEN {'field': 'data.horizon_days', 'rule': 'must be a whole number of days, at least 0, or null'}
+      WHEN j_bigint(f[10]) < 0 THEN {'field': 'data.added', 'rule': 'must be a count of lines (at least 0) or null'}
+      WHEN j_bigint(f[11]) < 0 THEN {'field': 'data.surviving', 'rule': 'must be a count of lines (at least 0) or null'}
+      WHEN j_bigint(f[11]) > j_bigint(f[10]) THEN {'field': 'data.surviving', 'rule': 'must be at most data.added (lines surviving of those added)'}
+      WHEN j_text(f[1]) = 'survival' AND coalesce(j_text(f[2]) NOT IN ('ok', 'no_additions', 'lost'), true)
+        THEN {'field': 'data.status', 'rule': 'must be ok, no_additions or lost (a survival outcome)'}
       WHEN NOT j_number_or_null(f[12]) OR j_double(f[12]) < 0 OR j_double(f[12]) >= 253402300800
         THEN {'field': 'data.integrated_ts', 'rule': 'must be unix seconds between 1970 and 9999, or null'}
       WHEN NOT j_number_or_null(f[13]) OR j_double(f[13]) < 0 OR j_double(f[13]) >= 253402300800

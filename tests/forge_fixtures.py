@@ -55,7 +55,9 @@ def seed_json(document: dict) -> str:
 
 
 def seed_harvest(store_dir: Path, **options):
-    """The seed's harvest over STORE_DIR/dataset.sqlite: (events, counts, git processes it ran)."""
+    """The seed's harvest over STORE_DIR/dataset.sqlite: (events, counts, git processes it ran), under
+    the spec's rule where the seed differs: a horizon still ahead of `now` is pending and records
+    nothing (the seed takes one as passed, ok or lost, once the branch holds a commit dated after it)."""
     from forge_oracle import outcomes
 
     forge_oracle.DATASET_DIR = store_dir
@@ -77,7 +79,12 @@ def seed_harvest(store_dir: Path, **options):
     finally:
         outcomes.subprocess.run, outcomes.subprocess.Popen = real_run, real_popen
         forge_oracle.DATASET_DIR = None
-    return events, counts, started["count"]
+    ahead = [item for item in events
+             if item[1]["data"]["integrated_ts"] + options.get("horizon_days", 14) * 86400 > options["now"]]
+    for _, event in ahead:
+        counts[event["data"]["status"]] -= 1
+        counts["pending"] += 1
+    return [item for item in events if item not in ahead], counts, started["count"]
 
 
 def tree_fingerprint(root: Path) -> dict[str, str]:

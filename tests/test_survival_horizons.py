@@ -167,9 +167,9 @@ def test_json_of_several_horizons_and_of_one(tmp_path):
     assert {outcome_rid(run_a["candidate"], run_a["tasks"][0]["reviewed"], days) for days in (7, 14, 30)} <= set(rids)
     again = json.loads(harvest_cli(warehouse, sample.now, "--json", "--horizon-days", "7", "--horizon-days", "14",
                                    "--horizon-days", "30", "--horizon-days", "60", check=0).stdout)
-    assert [entry["counts"] for entry in again["horizons"]] == [{"pending": 1, "already": 6}] * 3 + [
-        {"lost": 1, "pending": 6}]
-    assert again["recorded"] == 1 and warehouse.read(t.OUTCOMES).height == 19
+    # at 60 days every horizon is still ahead of now: pending, even where the candidate is off the branch
+    assert [entry["counts"] for entry in again["horizons"]] == [{"pending": 1, "already": 6}] * 3 + [{"pending": 7}]
+    assert again["recorded"] == 0 and warehouse.read(t.OUTCOMES).height == 18
     stored = warehouse.read(t.EVENTS).filter(warehouse.read(t.EVENTS)["kind"] == "outcome")
     assert sorted(stored["rid"].to_list()) == sorted(warehouse.read(t.OUTCOMES)["rid"].to_list())
 
@@ -190,10 +190,11 @@ def test_text_says_per_horizon_what_was_recorded_pending_and_left(tmp_path):
     # a repository gone: each integration is listed once, with the horizons it is missing at; exit 3
     retarget(warehouse, store, "api", tmp_path / "nowhere")
     gone = harvest_cli(warehouse, sample.now, "--horizon-days", "7", "--horizon-days", "60", check=3)
-    assert gone.stdout.splitlines() == ["recorded 2 survival outcome(s) at 7 and 60 days",  # web's run-w: lost
-                                        "  horizon  recorded  lost  repo_missing",
-                                        "       7d         1     1             3",
-                                        "      60d         1     1             3"]
+    # web's run-w: lost at 7 days; at 60 days, still ahead, pending
+    assert gone.stdout.splitlines() == ["recorded 1 survival outcome(s) at 7 and 60 days",
+                                        "  horizon  recorded  lost  pending  repo_missing",
+                                        "       7d         1     1        0             3",
+                                        "      60d         0     0        1             3"]
     listed = [line for line in gone.stderr.splitlines() if line.startswith("not harvested")]
     assert len(listed) == 3 and all(line.startswith("not harvested at 7 and 60 days: api (") for line in listed)
     assert gone.stderr.splitlines()[-1] == ("loopmeter: integration(s) or task(s) could not be harvested "

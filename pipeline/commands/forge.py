@@ -165,7 +165,7 @@ def harvest_survival(
     from ..operations import harvest_survival as harvest
     from ..operations.forge import parse_time
 
-    moment = parse_time(now) if now else None
+    moment = parse_time(now) if now is not None else None
     found = harvest(warehouse=warehouse, repo=repo, horizon_days=horizon_days or [14], now=moment, dry_run=dry_run,
                     include_temp=include_temp, workers=workers, wait=wait)
     from ..forge.reports import harvest_problems_line, harvest_text, routing_json, skipped_temp_note, unharvested_notes

@@ -56,6 +56,7 @@ SAFE_CONFIG = (
     "gpg.ssh.program=false",
     "gpg.x509.program=false",
     "gc.auto=0",
+    "i18n.logOutputEncoding=UTF-8",  # else log re-encodes its output (UTF-16 puts a NUL in every character)
     "maintenance.auto=false",
     "protocol.allow=never",  # a partial clone's missing object is never fetched, by any transport
     *(f"protocol.{name}.allow=never" for name in ("file", "git", "ssh", "http", "https", "ext", "ftp", "ftps")),
@@ -195,8 +196,10 @@ class Git:
         """(commit, committer time, parents) along the first-parent chain from `tip`, newest first."""
         chain = []
         for line in self.text("log", "--no-show-signature", "--first-parent", "--format=%H %ct %P", tip).splitlines():
-            sha, ct, *parents = line.split()
-            chain.append((sha, int(ct), parents))
+            parts = line.split()
+            if len(parts) < 2 or not _SHA.match(parts[0]) or not parts[1].lstrip("-").isdigit():
+                raise GitError(f"log --first-parent {tip}: a line that is not a commit and its time: {line[:80]!r}")
+            chain.append((parts[0], int(parts[1]), parts[2:]))
         return chain
 
     def first_parent_changes(self, base: str, tip: str) -> list[tuple[str, set[str]]]:

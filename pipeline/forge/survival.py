@@ -42,9 +42,11 @@ from .measure import History, Job, measure
 
 HORIZON_DAYS = 14
 DAY_S = 86400
-COUNT_KEYS = ("ok", "no_additions", "lost", "pending", "already", "no_base", "candidate_missing", "repo_missing",
-              "skipped_temp", "git_error", "not_git", "shallow", "repo_unknown")
-PROBLEMS = ("git_error", "repo_missing", "not_git", "shallow")  # asked-for work that could not be done
+COUNT_KEYS = ("ok", "no_additions", "lost", "pending", "already", "no_base", "candidate_missing", "branch_missing",
+              "repo_missing", "skipped_temp", "git_error", "not_git", "shallow", "repo_unknown", "no_candidate")
+# asked-for work that could not be done: each listed in `unharvested`, tried again by the next harvest
+PROBLEMS = ("no_base", "candidate_missing", "branch_missing", "repo_missing", "git_error", "not_git", "shallow",
+            "repo_unknown")
 
 
 def outcome_rid(candidate: str, reviewed: str, horizon_days: int) -> str:
@@ -141,7 +143,11 @@ def read_state(warehouse: Warehouse) -> State:
 def _horizon(chain: list[tuple[str, int, list[str]]], index: dict[str, int], candidate: str, cutoff: float,
              now: float) -> tuple[str, str | None, int | None]:
     """The seed's horizon_rev on a branch's first-parent chain (newest first):
-    ('ok', rev, ts) | ('lost', None, None) | ('pending', None, None)."""
+    ('ok', rev, ts) | ('lost', None, None) | ('pending', None, None). A horizon still ahead of `now` is
+    pending whatever the chain holds: a commit dated after it (a clock set ahead) does not settle it,
+    and the candidate may be back on the branch by then."""
+    if now < cutoff:
+        return "pending", None, None  # more commits may still land before the horizon
     position = index.get(candidate)
     if position is None:
         return "lost", None, None  # a rebase, squash or reset took the candidate off the branch
@@ -150,8 +156,6 @@ def _horizon(chain: list[tuple[str, int, list[str]]], index: dict[str, int], can
         if ct > cutoff:
             return "ok", rev, rev_ts
         rev, rev_ts = sha, ct
-    if now < cutoff:
-        return "pending", None, None  # more commits may still land before the horizon
     return "ok", rev, rev_ts
 
 
@@ -197,6 +201,10 @@ def harvest_horizons(
         path = integration["path"]
         if wanted and (not path or str(Path(path).resolve()) != wanted):
             continue
+        if not integration["candidate"] or not integration["parent"]:  # nothing to measure, ever: counted
+            for result in results:
+                result.counts["no_candidate"] += 1
+            continue
         reason = _unreachable(path, include_temp)
         if reason is None:
             by_path[path].append(integration)
@@ -215,10 +223,16 @@ def harvest_horizons(
             processes += git.processes
     for result in results:
         result.git_processes = processes
+        found: set[str] = set()
         for outcome in slots[result.horizon_days]:
-            if outcome is not None:
-                result.outcomes.append(outcome)
-                result.counts[outcome["data"]["status"]] += 1
+            if outcome is None:
+                continue
+            if outcome["rid"] in found:  # the same candidate integrated again: its tasks are measured once, first
+                result.counts["already"] += 1
+                continue
+            found.add(outcome["rid"])
+            result.outcomes.append(outcome)
+            result.counts[outcome["data"]["status"]] += 1
     return Harvests(now=now, results=results, git_processes=processes)
 
 
@@ -299,11 +313,13 @@ def _plan(history: History, path: str, integrations: list[dict], state: State, r
                 continue
             cutoff = integration["ts_unix"] + horizon_days * DAY_S
             tip = resolved.get(branch + "^{commit}") if branch else None
-            if tip is None:
-                status, rev, rev_ts = "lost", None, None
-            else:
-                chain, index = history.chain(tip[0])
-                status, rev, rev_ts = _horizon(chain, index, resolved[candidate + "^{commit}"][0], cutoff, now)
+            if tip is None:  # no chain to follow: not "nothing survived"
+                counts["branch_missing"] += 1
+                _unharvested(result, integration, "branch_missing", f"branch {branch} is not in {path}" if branch
+                             else "the integration names no branch")
+                continue
+            chain, index = history.chain(tip[0])
+            status, rev, rev_ts = _horizon(chain, index, resolved[candidate + "^{commit}"][0], cutoff, now)
             rev_sha = rev
             if status == "ok" and rev == resolved[candidate + "^{commit}"][0]:
                 rev = candidate  # the seed names the candidate as the event gave it
