@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ from .errors import usage_error
 from .lifetime import end_with_parent, pdeathsig_setter, usable_cores
 
 ENGINES = ("local", "pool", "spark")
+QUIET_TRACKER = "ignore:resource_tracker:UserWarning"
 BUCKET_RUNS = 20_000  # aggregate: runs per bucket, about 100 MB of runs and their results in memory at once
 
 
@@ -66,6 +68,11 @@ def in_pool(workers: int, work: Callable, tasks: list[tuple]) -> Iterator:
     from concurrent.futures import ProcessPoolExecutor
 
     pdeathsig_setter()
+    # An interrupted command ends without the pool's semaphores released; multiprocessing's resource
+    # tracker (a process of its own, started with this interpreter's -W options) unlinks them after
+    # it and would warn of each on the terminal, after the command's last line.
+    if QUIET_TRACKER not in sys.warnoptions:
+        sys.warnoptions.append(QUIET_TRACKER)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=end_with_parent,
                                initargs=(os.getpid(), threading.current_thread() is threading.main_thread()))

@@ -27,8 +27,12 @@ from .errors import LoopmeterError, first_line, usage_error
 
 
 def session(master: str | None, job: str = "loopmeter"):
-    """A Spark session (created here: the caller stops it), or a usage error without pyspark. Its
-    Java process writes its log to an unnamed scratch file, not to this terminal (`_quiet_stderr`)."""
+    """A Spark session (created here: the caller ends it with `stop`), or a usage error without
+    pyspark. Its Java process writes its log to an unnamed scratch file, not to this terminal
+    (`_quiet_stderr`); a start that fails says Spark's reason in one line. The Java process a start
+    left behind (interrupted, or failed) is ended: pyspark starts it deaf to Ctrl-C, and once its
+    start was cut short it would serve nobody for ever. Ctrl-C keeps the handler it had (pyspark
+    sets its own, which prints py4j's tracebacks)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -39,6 +43,8 @@ def session(master: str | None, job: str = "loopmeter"):
     if not remote:
         chosen = master or "local[*]"
         builder = builder.master(chosen).config("spark.ui.enabled", "false").config("spark.log.level", "ERROR")
+        if chosen.startswith("spark://"):
+            _check_master(chosen)
     else:
         chosen = remote  # `local[...]`: pyspark starts a Spark Connect server in this process, `sc://...`: one elsewhere
         if remote.startswith("sc://"):
@@ -54,15 +60,165 @@ def session(master: str | None, job: str = "loopmeter"):
         if remote:  # the Connect server pyspark starts: on the loopback too, no UI
             builder = builder.config("spark.connect.grpc.binding.address", "127.0.0.1").config(
                 "spark.ui.enabled", "false").config("spark.log.level", "ERROR")
-    with _quiet_stderr(), warnings.catch_warnings():
+    _unlogged()
+    before = _descendants(os.getpid())
+    with _quiet_stderr() as log, warnings.catch_warnings(), _sigint_kept():
         warnings.simplefilter("ignore")
         try:
             return builder.getOrCreate()
-        except Exception as error:
-            if where is None or not type(error).__module__.startswith(("pyspark", "grpc")):
+        except BaseException as error:
+            spark_error = not isinstance(error, KeyboardInterrupt) and type(error).__module__.startswith(
+                ("pyspark", "py4j", "grpc"))
+            reason = (_rpc_reason(error) if where is not None else _java_reason(error, log)) if spark_error else ""
+            _end_gateway()
+            _kill(_descendants(os.getpid()) - before)
+            if not spark_error:
                 raise
-            raise LoopmeterError(f"--engine spark: Spark Connect at {where} (SPARK_REMOTE) did not start a session: "
-                                 f"{_rpc_reason(error)}") from None
+            if where is not None:
+                raise LoopmeterError(f"--engine spark: Spark Connect at {where} (SPARK_REMOTE) did not start a session: "
+                                     f"{reason}") from None
+            told = "SPARK_REMOTE" if remote else "--spark-master"
+            raise LoopmeterError(f"--engine spark: {told} {chosen!r}: Spark did not start a session: {reason}") from None
+
+
+def _unlogged() -> None:
+    """py4j logs through Python's logging, on its root logger too, with tracebacks ("KeyboardInterrupt
+    while sending command", a connection shut down by Ctrl-C): the root logger is given a handler that
+    drops records, once (loopmeter logs nothing; what fails reaches it as an exception)."""
+    import logging
+
+    root = logging.getLogger()
+    if not any(isinstance(handler, logging.NullHandler) for handler in root.handlers):
+        root.addHandler(logging.NullHandler())
+
+
+def stop(spark) -> None:
+    """End the session `session` made, and the Java process behind it: waited for, so that nothing
+    of it outlives the command (pyspark leaves it to notice this process's end)."""
+    try:
+        spark.stop()
+    finally:
+        _end_gateway()
+
+
+def _end_gateway() -> None:
+    """End pyspark's Java gateway process, if this process started one: its standard input closed
+    (the gateway ends at its end), killed when it has not ended within 10 s; the next session starts
+    another."""
+    import subprocess
+
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    SparkContext._gateway = SparkContext._jvm = None
+    if process is None:
+        return
+    try:
+        gateway.shutdown()
+    except Exception:  # noqa: BLE001 - a gateway already gone: its process is ended below all the same
+        pass
+    try:
+        process.stdin.close()
+        process.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        process.kill()
+        process.wait()
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes below `pid` (Linux's /proc; none found elsewhere)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as listing:
+                    children = {int(child) for child in listing.read().split()}
+            except (OSError, ValueError):
+                continue
+            todo += children - found
+            found |= children
+    return found
+
+
+def _kill(pids: set[int]) -> None:
+    """SIGKILL these processes (started by a session's start, which left them), and reap this
+    process's own children among them."""
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except OSError:  # not this process's child: its own parent, or init, reaps it
+            pass
+
+
+@contextmanager
+def _sigint_kept() -> Iterator[None]:
+    """SIGINT's handler as it was before the block (pyspark's SparkContext sets its own)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _check_master(master: str, seconds: float = 10.0) -> None:
+    """Refuse a standalone master (`spark://host:port[,host:port...]`) none of whose addresses takes
+    a connection within `seconds`: Spark would try it for more than a minute, then say nothing of why."""
+    import socket
+
+    reasons = []
+    for address in master[len("spark://"):].split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host or address, int(port) if port else 7077), timeout=seconds).close()
+            return
+        except (OSError, ValueError) as error:
+            reasons.append(f"{address}: {getattr(error, 'strerror', None) or error}")
+    raise LoopmeterError(f"--engine spark: --spark-master {master!r} cannot be reached ({'; '.join(reasons)})")
+
+
+def _java_reason(error: Exception, log) -> str:
+    """Why Spark did not start: the Java exception's message (`Could not parse Master URL ...`), from the
+    error (read while the gateway still answers) or else from the log the Java process wrote (its
+    reason for exiting), else the log's first line that says `Error`, else the error's first line."""
+    try:
+        told = str(error)
+    except Exception:  # noqa: BLE001 - py4j asks the gateway for the Java exception's text
+        told = ""
+    try:
+        log.seek(0)
+        logged = log.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        logged = ""
+    lines = [line.strip() for line in (told + "\n" + logged).splitlines() if line.strip()]
+    for line in lines:
+        found = re.match(r"(?:Exception in thread \"\w+\" |Caused by: )?[\w.$]+(?:Exception|Error): (.+)", line)
+        if found:
+            return found.group(1).strip()[:500]
+    said = next((line for line in lines if line.startswith("Error")), None)
+    return (said or (lines[0] if lines else type(error).__name__))[:500]
 
 
 def _rpc_reason(error: Exception) -> str:
@@ -118,7 +274,7 @@ def _check_reachable(remote: str, seconds: float = 10.0) -> str:
 
 
 @contextmanager
-def _quiet_stderr() -> Iterator[None]:
+def _quiet_stderr() -> Iterator:
     """File descriptor 2 pointed at an unnamed scratch file while the block runs: a process started
     in it (Spark's Java gateway, and through it the Python workers) keeps writing there."""
     sys.stderr.flush()
@@ -126,7 +282,7 @@ def _quiet_stderr() -> Iterator[None]:
     with tempfile.TemporaryFile() as scratch:
         os.dup2(scratch.fileno(), 2)
         try:
-            yield
+            yield scratch
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -190,4 +346,4 @@ def compute(work: Callable, tasks: list[tuple], master: str | None, job: str = "
         for start in range(0, len(tasks), size):
             yield from wave(spark, work, tasks[start:start + size])
     finally:
-        spark.stop()
+        stop(spark)

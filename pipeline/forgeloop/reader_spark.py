@@ -64,7 +64,9 @@ class SparkReading:
 
     def __exit__(self, *exc_info) -> None:
         if self.spark is not None:
-            self.spark.stop()
+            from ..on_spark import stop
+
+            stop(self.spark)
             self.spark = None
 
     def stream(self, tasks: Iterable, todo: Callable[[object], ToRead]) -> Iterator:
