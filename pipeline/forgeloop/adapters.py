@@ -65,10 +65,10 @@ class PythonAdapter:
         with contextlib.redirect_stdout(sys.stderr):
             try:
                 return function(*copy.deepcopy(arguments))
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as error:  # noqa: BLE001 - any failure of the adapter is its answer
-                raise AdapterFailed(f"{type(error).__name__}: {error}") from None
+            except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of the adapter is its answer
+                # sys.exit() in a hook is the adapter's failure, not the runner's exit; Ctrl-C and the
+                # runner's own termination (not Exception, not SystemExit) pass through
+                raise AdapterFailed(_failure_text(error)) from None
 
     def run(self, request: dict) -> Any:
         return self._call(self._run, request)
@@ -196,6 +196,13 @@ def _close_pipes(process: subprocess.Popen) -> None:
             pipe.close()
 
 
+def _failure_text(error: BaseException) -> str:
+    """`<ExceptionType>: <message>`; a SystemExit shows its code (`SystemExit: 0`), as sys.exit() gave it."""
+    if isinstance(error, SystemExit):
+        return f"SystemExit: {error.code}"
+    return f"{type(error).__name__}: {error}"
+
+
 def _last_line(path: Path) -> str:
     try:
         with open(path, "rb") as handle:
@@ -217,8 +224,8 @@ def _python_file(path: Path) -> PythonAdapter:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001 - any error while importing the adapter
-        raise LoopmeterError(f"adapter {path} cannot be loaded: {type(error).__name__}: {error}") from None
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - any error while importing the adapter
+        raise LoopmeterError(f"adapter {path} cannot be loaded: {_failure_text(error)}") from None
     return PythonAdapter(module, str(path))
 
 
@@ -253,8 +260,8 @@ def load_adapter(spec: str, stderr_log: Path) -> PythonAdapter | CommandAdapter:
             missing = error.name or ""
             if spec != missing and not spec.startswith(f"{missing}."):  # the adapter's own import failed
                 raise LoopmeterError(f"adapter module {spec} cannot be loaded: ModuleNotFoundError: {error}") from None
-        except Exception as error:  # noqa: BLE001
-            raise LoopmeterError(f"adapter module {spec} cannot be loaded: {type(error).__name__}: {error}") from None
+        except (Exception, SystemExit) as error:  # noqa: BLE001
+            raise LoopmeterError(f"adapter module {spec} cannot be loaded: {_failure_text(error)}") from None
         else:
             return PythonAdapter(module, spec)
     if shutil.which(spec) is not None:
