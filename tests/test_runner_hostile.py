@@ -82,3 +82,48 @@ def test_sys_exit_in_cleanup_is_a_warning_and_the_run_set_is_ingested(tmp_path, 
     assert "warning: the adapter's cleanup failed: SystemExit: cleanup gave up" in result.stderr
     assert output["aggregateDirectory"] == str(tmp_path / "results/aggregate/rs-clean")
     assert sorted(p.name for p in (tmp_path / "results/aggregate/rs-clean").iterdir()) == ["small-bug-fix.json", "summary.json"]
+
+
+# ---- numbers beyond 64 bits ---------------------------------------------------------------------
+COMMAND_ADAPTER = f"{sys.executable} {ADAPTERS / 'command_adapter.py'}"
+
+
+def test_an_integer_beyond_64_bits_is_judged_by_the_contract_not_called_not_json(tmp_path, scenarios, target):
+    log = tmp_path / "methods.txt"
+    env = {"CMD_TEST_LOG": str(log), "CMD_TEST_HUGE": "small-bug-fix/forgeloopBalanced/1",
+           "CMD_TEST_HUGE_EXTRA": "small-bug-fix/direct/1"}
+    result = execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-huge",
+                     "--keep-going", "--json", adapter=COMMAND_ADAPTER, env=env, check=3)
+    output = json.loads(result.stdout)
+    assert [(f["runId"], f["error"]) for f in output["failures"]] == [
+        ("run-small-bug-fix-forgeloopBalanced-001", "answer rejected: usage.inputTokens: must be at most 2^53 - 1")]
+    # the run whose answer holds a huge number outside the contract is written, and its answer handed
+    # back to finalizeBenchmark whole
+    assert sorted(run_files(tmp_path / "results", "rs-huge")) == [
+        "small-bug-fix/direct/run-001.json", "small-bug-fix/forgeloopAdaptive/run-001.json"]
+    assert log.read_text().splitlines() == ["runBenchmark"] * 3 + ["finalizeBenchmark", "cleanup"]
+    assert output["qualityFinalization"] == {"status": "MEASURED"}
+
+
+HUGE_PYTHON_ADAPTER = f'''
+import sys
+
+sys.path.insert(0, {str(ADAPTERS)!r})
+from deterministic import run_benchmark as deterministic_run
+
+
+def run_benchmark(request):
+    answer = deterministic_run(request)
+    if request["mode"] == "forgeloopBalanced":
+        answer["usage"]["costUsd"] = 10**400
+    return answer
+'''
+
+
+def test_a_python_adapter_s_number_beyond_any_double_is_a_rejected_answer(tmp_path, scenarios, target):
+    adapter = tmp_path / "huge_adapter.py"
+    adapter.write_text(HUGE_PYTHON_ADAPTER)
+    result = execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-big",
+                     "--keep-going", "--json", adapter=adapter, check=3)
+    assert [f["error"] for f in json.loads(result.stdout)["failures"]] == [
+        "answer rejected: usage.costUsd: must be a finite number >= 0 or null"]

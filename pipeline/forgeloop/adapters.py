@@ -23,6 +23,7 @@ import contextlib
 import copy
 import importlib
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -119,7 +120,7 @@ class CommandAdapter:
         if self.process is None or self.process.poll() is not None:
             self.start()  # the first call, or the process died after an earlier one
         self.next_id += 1
-        request = orjson.dumps({"id": self.next_id, "method": method, "params": params}) + b"\n"
+        request = _encoded({"id": self.next_id, "method": method, "params": params}) + b"\n"
         try:
             self.process.stdin.write(request)
             self.process.stdin.flush()
@@ -129,11 +130,7 @@ class CommandAdapter:
             line = self.process.stdout.readline()
             if not line:
                 raise self._exited()
-            try:
-                answer = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                shown = line.decode("utf-8", "replace").strip()
-                raise AdapterFailed(f"the adapter answered with a line that is not JSON: {shown[:200]!r}") from None
+            answer = _parsed(line)
             if not isinstance(answer, dict) or not ({"result", "error"} & answer.keys()):
                 raise AdapterFailed('the adapter\'s answer must be an object with "result" or "error"')
             number = answer.get("id", self.next_id)
@@ -187,6 +184,35 @@ class CommandAdapter:
                 process.kill()
                 process.wait()
         _close_pipes(process)
+
+
+def _parsed(line: bytes) -> Any:
+    """An answer line as JSON. orjson refuses integers beyond 64 bits, which JSON allows: such a line
+    is read again with the standard parser (NaN and Infinity, which JSON does not allow, still refused),
+    and the contract's rules judge the number (`answer rejected: <field>: <rule>`)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(line, parse_constant=_not_json)
+    except (ValueError, RecursionError) as error:  # ValueError: not JSON, or an integer of over 4300 digits
+        shown = line.decode("utf-8", "replace").strip()
+        reason = str(error) if "digits" in str(error) else "not JSON"
+        raise AdapterFailed(f"the adapter answered with a line that is {reason}: {shown[:200]!r}") from None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _encoded(request: dict) -> bytes:
+    """A request as one JSON line; with the standard encoder when orjson refuses it (an integer beyond
+    64 bits in an answer handed back to finalizeBenchmark)."""
+    try:
+        return orjson.dumps(request)
+    except orjson.JSONEncodeError:
+        return json.dumps(request, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _close_pipes(process: subprocess.Popen) -> None:

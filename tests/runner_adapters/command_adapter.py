@@ -7,6 +7,8 @@ integration in any language would speak them (see docs/runner.md).
 - CMD_TEST_CRASH: keys on which the process dies without answering
 - CMD_TEST_CLEANUP: the cleanup method appends "cleanup" to this file
 - CMD_TEST_STRAY: a line printed on stdout before the first answer (a stray debugging print)
+- CMD_TEST_HUGE: keys answered with usage.inputTokens 10**400 (JSON allows it; 64 bits do not)
+- CMD_TEST_HUGE_EXTRA: keys whose answer carries a field the contract ignores, "hostTrace": 10**400
 """
 import json
 import os
@@ -32,7 +34,7 @@ def run_benchmark(params):
     if key in keys("CMD_TEST_FAIL"):
         raise ValueError(f"host refused {key}")
     total = 40_000 + 1000 * params["runIndex"] + (500 if params["mode"] != "direct" else 0)
-    return {
+    answer = {
         "usage": {"totalTokens": total, "model": "cmd-model", "provider": "cmd-host", "source": "PROVIDER_REPORTED"},
         "verification": "PASS",
         "verificationCycles": 1,
@@ -41,6 +43,11 @@ def run_benchmark(params):
         "metadata": {"environmentClass": "cmd-env", "nodeVersion": "22.4.0", "os": "linux", "arch": "x64",
                      "resolvedProfile": "full" if params["mode"] == "forgeloopAdaptive" else None},
     }
+    if key in keys("CMD_TEST_HUGE"):
+        answer["usage"]["inputTokens"] = 10**400
+    if key in keys("CMD_TEST_HUGE_EXTRA"):
+        answer["hostTrace"] = 10**400
+    return answer
 
 
 def finalize_benchmark(params):
