@@ -127,3 +127,17 @@ def test_a_python_adapter_s_number_beyond_any_double_is_a_rejected_answer(tmp_pa
                      "--keep-going", "--json", adapter=adapter, check=3)
     assert [f["error"] for f in json.loads(result.stdout)["failures"]] == [
         "answer rejected: usage.costUsd: must be a finite number >= 0 or null"]
+
+
+# ---- what execute ingests -----------------------------------------------------------------------
+def test_execute_ingests_its_own_run_set_only(tmp_path, scenarios, target):
+    """runner.md: the other run sets in RESULTS are left as stored; `ingest forgeloop` takes them."""
+    from conftest import run_cli
+
+    results = tmp_path / "results"
+    run_cli("execute", "--adapter", str(ADAPTERS / "deterministic.py"), "--scenarios", str(scenarios), "--target",
+            str(target[0]), "--output", str(results), "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-before",
+            warehouse=tmp_path / "another-warehouse")
+    execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-mine")
+    ingested = run_cli("ingest", "forgeloop", str(results), "--scenarios", str(scenarios), warehouse=tmp_path / "warehouse")
+    assert "6 run files: 3 accepted, 3 unchanged, 0 rejected; run sets rs-before" in ingested.stdout, ingested.stdout
