@@ -141,3 +141,79 @@ def test_execute_ingests_its_own_run_set_only(tmp_path, scenarios, target):
     execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-mine")
     ingested = run_cli("ingest", "forgeloop", str(results), "--scenarios", str(scenarios), warehouse=tmp_path / "warehouse")
     assert "6 run files: 3 accepted, 3 unchanged, 0 rejected; run sets rs-before" in ingested.stdout, ingested.stdout
+
+
+# ---- one execute per run set ------------------------------------------------------------------
+WAITING_ADAPTER = f'''
+import os
+import sys
+import time
+
+sys.path.insert(0, {str(ADAPTERS)!r})
+from deterministic import run_benchmark as deterministic_run
+
+
+def run_benchmark(request):
+    with open(os.environ["WAIT_LOG"], "a") as log:
+        log.write(f"{{os.getpid()}} {{request['runId']}}\\n")
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.environ["WAIT_GO"]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return deterministic_run(request)
+'''
+
+
+def wait_for(condition, what: str, bound: float = 60.0):
+    """Poll `condition` until it holds (a generous bound: a slow machine is not a failure)."""
+    import time
+
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"waited {bound} s for {what}")
+
+
+def loopmeter_process(tmp_path, scenarios, target, adapter, *args, env=None):
+    import os
+    import subprocess
+
+    command = [sys.executable, "-m", "loopmeter", "execute", "--adapter", str(adapter), "--scenarios", str(scenarios),
+               "--target", str(target[0]), "--output", str(tmp_path / "results"), *args,
+               "--warehouse", str(tmp_path / "warehouse")]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})), cwd=Path(__file__).parent.parent)
+
+
+SECOND_BOUND = 120
+
+
+def test_a_second_execute_of_a_run_set_being_executed_is_refused(tmp_path, scenarios, target):
+    adapter = tmp_path / "waiting_adapter.py"
+    adapter.write_text(WAITING_ADAPTER)
+    log, go = tmp_path / "calls.txt", tmp_path / "go"
+    env = {"WAIT_LOG": str(log), "WAIT_GO": str(go)}
+    args = ("--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-twice")
+    first = loopmeter_process(tmp_path, scenarios, target, adapter, *args, env=env)
+    try:
+        wait_for(lambda: log.exists() and log.read_text(), "the first execute's first call")
+        for extra in ((), ("--wait",), ("--resume",)):
+            # a process of its own, bounded: an execute that is not refused waits on the first's adapter
+            second = execute(tmp_path, scenarios, target, *args, *extra, adapter=adapter, env=env, check=1, timeout=SECOND_BOUND)
+            assert second.stderr.strip() == (
+                f"loopmeter: error: run set rs-twice is being executed by another loopmeter execute (it holds "
+                f"{tmp_path / 'results/runner/rs-twice/.execute.lock'}); wait for it to end, or choose another --run-set")
+        assert len(log.read_text().splitlines()) == 1  # the refused ones made no call
+    finally:
+        go.touch()
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert [line.split()[1] for line in log.read_text().splitlines()] == [
+        f"run-small-bug-fix-{mode}-001" for mode in ("direct", "forgeloopBalanced", "forgeloopAdaptive")]
+    # once it has ended the run set is free again: --resume finds it whole
+    resumed = execute(tmp_path, scenarios, target, *args, "--resume", adapter=adapter, env=env)
+    assert "Runs: 3 (0 executed, 3 already written, 0 failed)" in resumed.stdout
+    again = execute(tmp_path, scenarios, target, *args, adapter=adapter, env=env, check=1)
+    assert "run set rs-twice already exists" in again.stderr

@@ -9,12 +9,14 @@ a previous invocation wrote (`read_existing_run`). `runner.py` executes the run 
 """
 from __future__ import annotations
 
+import fcntl
 import platform
 import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -181,12 +183,40 @@ class RunSetPaths:
         """`--until-resolved`: each scenario's runs and why it stopped (beside raw/, never in it)."""
         return self.runner / "stopping.json"
 
+    @property
+    def claim(self) -> Path:
+        """Held (flock) by the one `execute` working on the run set (`claim`)."""
+        return self.runner / ".execute.lock"
+
     def run_file(self, scenario_id: str, mode: str, run_index: int) -> Path:
         return self.raw / scenario_id / mode / f"run-{run_index:03d}.json"
 
     def exists(self) -> list[Path]:
         """What marks the run set as started: runs, an aggregate, a plan or failures."""
         return [path for path in (self.raw, self.aggregate, self.plan, self.failures, self.stopping) if path.exists()]
+
+
+def claim(paths: RunSetPaths) -> BinaryIO:
+    """The run set for this invocation alone: `paths.claim` locked (flock, not waited for) until the
+    returned file is closed; the kernel lets go when the process ends, however it ends, so a run set
+    an interrupted or killed execute left can be resumed. Taken before anything of the run set is
+    looked at, so that two executes of one run set never both find it free and both run its calls: the
+    second is refused in one line. The file is not inherited by the adapter (Python's files are not)."""
+    try:
+        paths.runner.mkdir(parents=True, exist_ok=True)
+        handle = open(paths.claim, "ab")
+    except OSError as error:
+        raise LoopmeterError(f"run set {paths.run_set_id} cannot be started in {paths.results}: "
+                             f"{paths.claim}: {error.strerror or error}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        handle.close()
+        if isinstance(error, BlockingIOError):
+            raise LoopmeterError(f"run set {paths.run_set_id} is being executed by another loopmeter execute (it holds "
+                                 f"{paths.claim}); wait for it to end, or choose another --run-set") from None
+        raise LoopmeterError(f"run set {paths.run_set_id}: {paths.claim} cannot be locked: {error.strerror or error}") from None
+    return handle
 
 
 def write_text(path: Path, text: str) -> None:
