@@ -217,3 +217,102 @@ def test_a_second_execute_of_a_run_set_being_executed_is_refused(tmp_path, scena
     assert "Runs: 3 (0 executed, 3 already written, 0 failed)" in resumed.stdout
     again = execute(tmp_path, scenarios, target, *args, adapter=adapter, env=env, check=1)
     assert "run set rs-twice already exists" in again.stderr
+
+
+# ---- no process outlives execute ----------------------------------------------------------------
+def alive(pid: int) -> bool:
+    """The process runs (a zombie nobody reaped yet, in a container without an init, counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def recorded(path: Path, what: str) -> list[int]:
+    if not path.exists():
+        return []
+    return [int(line.split()[1]) for line in path.read_text().splitlines() if line.startswith(f"{what} ")]
+
+
+def end_leftovers(pids_file: Path) -> None:
+    """A failing test leaves no process behind either."""
+    import os
+    import signal
+
+    for pid in recorded(pids_file, "adapter") + recorded(pids_file, "child"):
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def busy_adapter_env(tmp_path) -> tuple[Path, dict]:
+    pids = tmp_path / "pids.txt"
+    return pids, {"CMD_TEST_PIDS": str(pids), "CMD_TEST_CHILD": "1", "CMD_TEST_CLEANUP": str(tmp_path / "cleanup.txt"),
+                  "CMD_TEST_BUSY": "small-bug-fix/forgeloopBalanced/1"}
+
+
+@pytest.mark.parametrize(("signal_name", "code", "how"), [("SIGINT", 130, "interrupted"),
+                                                          ("SIGTERM", 143, "terminated (SIGTERM)")])
+def test_a_signal_while_the_adapter_is_stuck_ends_it_and_its_children(tmp_path, scenarios, target, signal_name, code, how):
+    """Ctrl-C or SIGTERM while the command adapter is stuck in a call and deaf to Ctrl-C: its cleanup
+    answer is awaited a bounded time, then the adapter and what it started are ended; the runs stay."""
+    import os
+    import signal
+
+    pids, env = busy_adapter_env(tmp_path)
+    runner = loopmeter_process(tmp_path, scenarios, target, COMMAND_ADAPTER, "--runs", "1", "--scenario", "small-bug-fix",
+                               "--run-set", "rs-stuck", env=env)
+    try:
+        wait_for(lambda: pids.exists() and "busy " in pids.read_text(), "the adapter to be stuck")
+        os.kill(runner.pid, getattr(signal, signal_name))
+        out, err = runner.communicate(timeout=120)  # the bound of a hang, far above cleanup's 10 s + 5 s
+        assert runner.returncode == code, err
+        results = tmp_path / "results"
+        assert err.strip().splitlines()[-1] == (
+            f"loopmeter: error: {how}; 1 runs kept in {results / 'raw/rs-stuck'}; rerun with --resume --run-set rs-stuck "
+            "to finish")
+        assert sorted(run_files(results, "rs-stuck")) == ["small-bug-fix/direct/run-001.json"]
+        assert "the adapter did not answer cleanup within 10 s; it was terminated" in err
+        left = [pid for pid in recorded(pids, "adapter") + recorded(pids, "child") if alive(pid)]
+        assert left == []
+    finally:
+        runner.kill()
+        runner.wait()
+        end_leftovers(pids)
+
+
+def test_an_adapter_dies_with_a_runner_killed_by_sigkill(tmp_path, scenarios, target):
+    import os
+    import signal
+
+    pids, env = busy_adapter_env(tmp_path)
+    runner = loopmeter_process(tmp_path, scenarios, target, COMMAND_ADAPTER, "--runs", "1", "--scenario", "small-bug-fix",
+                               "--run-set", "rs-killed", env=env)
+    try:
+        wait_for(lambda: pids.exists() and "busy " in pids.read_text(), "the adapter to be stuck")
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+        [adapter] = recorded(pids, "adapter")
+        wait_for(lambda: not alive(adapter), "the adapter to end with the runner", bound=30)
+    finally:
+        end_leftovers(pids)
+
+
+@pytest.mark.parametrize("how", ["python", "bash"])
+def test_what_a_command_adapter_starts_in_the_background_ends_with_it(tmp_path, scenarios, target, how):
+    pids = tmp_path / "pids.txt"
+    env = {"CMD_TEST_PIDS": str(pids), "CMD_TEST_CHILD": "1" if how == "python" else ""}
+    adapter = COMMAND_ADAPTER
+    if how == "bash":  # a wrapper script leaving a process behind, then handing over to the host
+        script = tmp_path / "host-adapter.sh"
+        script.write_text(f'#!/bin/bash\nsleep 303 &\necho "child $!" >> "$CMD_TEST_PIDS"\nexec {COMMAND_ADAPTER}\n')
+        script.chmod(0o755)
+        adapter = script
+    try:
+        execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-bg",
+                adapter=adapter, env=env)
+        children = recorded(pids, "child")
+        assert len(children) == 1 and len(recorded(pids, "adapter")) == 1
+        assert [pid for pid in children if alive(pid)] == []
+    finally:
+        end_leftovers(pids)

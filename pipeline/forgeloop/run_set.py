@@ -10,6 +10,7 @@ a previous invocation wrote (`read_existing_run`). `runner.py` executes the run 
 from __future__ import annotations
 
 import fcntl
+import os
 import platform
 import subprocess
 import sys
@@ -196,27 +197,49 @@ class RunSetPaths:
         return [path for path in (self.raw, self.aggregate, self.plan, self.failures, self.stopping) if path.exists()]
 
 
-def claim(paths: RunSetPaths) -> BinaryIO:
-    """The run set for this invocation alone: `paths.claim` locked (flock, not waited for) until the
-    returned file is closed; the kernel lets go when the process ends, however it ends, so a run set
-    an interrupted or killed execute left can be resumed. Taken before anything of the run set is
-    looked at, so that two executes of one run set never both find it free and both run its calls: the
-    second is refused in one line. The file is not inherited by the adapter (Python's files are not)."""
-    try:
-        paths.runner.mkdir(parents=True, exist_ok=True)
-        handle = open(paths.claim, "ab")
-    except OSError as error:
-        raise LoopmeterError(f"run set {paths.run_set_id} cannot be started in {paths.results}: "
-                             f"{paths.claim}: {error.strerror or error}") from None
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as error:
-        handle.close()
-        if isinstance(error, BlockingIOError):
-            raise LoopmeterError(f"run set {paths.run_set_id} is being executed by another loopmeter execute (it holds "
-                                 f"{paths.claim}); wait for it to end, or choose another --run-set") from None
-        raise LoopmeterError(f"run set {paths.run_set_id}: {paths.claim} cannot be locked: {error.strerror or error}") from None
-    return handle
+class Claim:
+    """The run set for one invocation alone: `paths.claim` locked (flock) until `close`, which removes the
+    file while the lock still holds. The kernel lets the lock go when the process ends, however it ends,
+    so a run set an interrupted or killed execute left can be resumed. Python's files are not inherited:
+    the adapter does not hold it."""
+
+    def __init__(self, paths: RunSetPaths):
+        self.path = paths.claim
+        refused = LoopmeterError(f"run set {paths.run_set_id} is being executed by another loopmeter execute (it holds "
+                                 f"{paths.claim}); wait for it to end, or choose another --run-set")
+        for _ in range(3):
+            self.handle = self._open(paths)
+            try:
+                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.fstat(self.handle.fileno()).st_ino == os.stat(self.path).st_ino:
+                    return
+            except BlockingIOError:
+                self.handle.close()
+                raise refused from None
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                self.handle.close()
+                raise LoopmeterError(f"run set {paths.run_set_id}: {paths.claim} cannot be locked: "
+                                     f"{error.strerror or error}") from None
+            self.handle.close()  # its holder let it go and removed it after we opened it: take the new one
+        raise refused
+
+    @staticmethod
+    def _open(paths: RunSetPaths) -> BinaryIO:
+        try:
+            paths.runner.mkdir(parents=True, exist_ok=True)
+            return open(paths.claim, "ab")
+        except OSError as error:
+            raise LoopmeterError(f"run set {paths.run_set_id} cannot be started in {paths.results}: "
+                                 f"{paths.claim}: {error.strerror or error}") from None
+
+    def close(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)  # while the lock holds: whoever opened it finds it gone and reopens
+        except OSError:
+            pass  # a claim file left is taken again by the next execute
+        self.handle.close()
 
 
 def write_text(path: Path, text: str) -> None:
