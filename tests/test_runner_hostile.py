@@ -275,6 +275,10 @@ def test_a_signal_while_the_adapter_is_stuck_ends_it_and_its_children(tmp_path, 
         assert "the adapter did not answer cleanup within 10 s; it was terminated" in err
         left = [pid for pid in recorded(pids, "adapter") + recorded(pids, "child") if alive(pid)]
         assert left == []
+        # the run set is free again: --resume finishes it
+        resumed = execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set",
+                          "rs-stuck", "--resume", adapter=COMMAND_ADAPTER)
+        assert "Runs: 3 (2 executed, 1 already written, 0 failed)" in resumed.stdout
     finally:
         runner.kill()
         runner.wait()
