@@ -54,10 +54,10 @@ def scenarios(tmp_path) -> Path:
     return directory
 
 
-def execute(tmp_path, scenarios, target, *args, adapter=PYTHON_ADAPTER, env=None, check=0, output=True):
+def execute(tmp_path, scenarios, target, *args, adapter=PYTHON_ADAPTER, env=None, check=0, output=True, timeout=None):
     extra = ["--output", str(tmp_path / "results")] if output else []
     return run_cli("execute", "--adapter", str(adapter), "--scenarios", str(scenarios), "--target", str(target[0]),
-                   *extra, *args, warehouse=tmp_path / "warehouse", env=env, check=check)
+                   *extra, *args, warehouse=tmp_path / "warehouse", env=env, check=check, timeout=timeout)
 
 
 def run_files(results: Path, run_set: str) -> dict[str, bytes]:

@@ -157,7 +157,9 @@ def command(function: Callable) -> Callable:
             _silence_stdout()
             raise typer.Exit(int(Exit.BROKEN_PIPE)) from None
         except LoopmeterError as error:
-            if is_interruption(error):  # an error a Ctrl-C swallowed by a native library led to
+            # an error a Ctrl-C swallowed by a native library led to; not the command's own word for the
+            # Ctrl-C (execute's: what it kept and how to finish), which is told as it is
+            if is_interruption(error) and error.exit_code != Exit.INTERRUPTED:
                 _interrupted()
             global INTERRUPT_REPORTED
             INTERRUPT_REPORTED = INTERRUPT_REPORTED or error.exit_code == Exit.INTERRUPTED  # execute's own word for it

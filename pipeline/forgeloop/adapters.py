@@ -13,7 +13,9 @@ An adapter is either
 
   The methods are `runBenchmark`, `finalizeBenchmark` and `cleanup`; an adapter answers
   `{"id": n, "result": null}` to a method it does not implement. After `cleanup` the
-  runner closes stdin and waits for the process to exit. Its stderr goes to a log file.
+  runner closes stdin and waits for the process to exit. Its stderr goes to a log file. The process
+  runs in a process group of its own, which the runner ends with it (`CommandAdapter._end`), and,
+  on Linux, is killed if the runner dies first.
 
 `docs/runner.md` describes the input, the answer and the protocol for adapter authors.
 """
@@ -23,21 +25,27 @@ import contextlib
 import copy
 import importlib
 import importlib.util
+import json
 import os
 import re
+import select
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ..errors import LoopmeterError
+from ..lifetime import pdeathsig_setter
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
-EXIT_WAIT_SECONDS = 10.0
+EXIT_WAIT_SECONDS = 10.0  # for the answer to cleanup, and for the adapter to exit once stdin is closed
+TERMINATE_WAIT = EXIT_WAIT_SECONDS / 2  # after SIGTERM, before SIGKILL
 
 
 class AdapterFailed(Exception):
@@ -65,10 +73,10 @@ class PythonAdapter:
         with contextlib.redirect_stdout(sys.stderr):
             try:
                 return function(*copy.deepcopy(arguments))
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except Exception as error:  # noqa: BLE001 - any failure of the adapter is its answer
-                raise AdapterFailed(f"{type(error).__name__}: {error}") from None
+            except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of the adapter is its answer
+                # sys.exit() in a hook is the adapter's failure, not the runner's exit; Ctrl-C and the
+                # runner's own termination (not Exception, not SystemExit) pass through
+                raise AdapterFailed(_failure_text(error)) from None
 
     def run(self, request: dict) -> Any:
         return self._call(self._run, request)
@@ -96,44 +104,43 @@ class CommandAdapter:
         with open(self.stderr_log, "ab") as log:
             try:
                 self.process = subprocess.Popen(
-                    self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, bufsize=0
+                    self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, bufsize=0,
+                    preexec_fn=_tied_to(os.getpid(), pdeathsig_setter()),
                 )
-            except OSError as error:
-                raise LoopmeterError(f"adapter {self.label} cannot be started: {error.strerror or error}") from None
+            except (OSError, subprocess.SubprocessError) as error:
+                raise LoopmeterError(f"adapter {self.label} cannot be started: {getattr(error, 'strerror', None) or error}") from None
+
+    def _running(self) -> bool:
+        """The adapter process runs; one found ended is reaped, its group killed first."""
+        if self.process is None:
+            return False
+        if not _ended(self.process, 0):
+            return True
+        self._end(0)
+        return False
 
     def _exited(self) -> AdapterFailed:
-        process, self.process = self.process, None
-        code = None
-        if process is not None:
-            try:
-                code = process.wait(timeout=EXIT_WAIT_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                code = process.wait()
-            _close_pipes(process)
+        code = self._end(EXIT_WAIT_SECONDS)
         last = _last_line(self.stderr_log)
         detail = f"; its last stderr line: {last}" if last else f"; its stderr is in {self.stderr_log}"
         return AdapterFailed(f"the adapter process exited (code {code}) without answering{detail}")
 
-    def _call(self, method: str, params: Any) -> Any:
-        if self.process is None or self.process.poll() is not None:
+    def _call(self, method: str, params: Any, timeout: float | None = None) -> Any:
+        if not self._running():
             self.start()  # the first call, or the process died after an earlier one
         self.next_id += 1
-        request = orjson.dumps({"id": self.next_id, "method": method, "params": params}) + b"\n"
+        request = _encoded({"id": self.next_id, "method": method, "params": params}) + b"\n"
         try:
             self.process.stdin.write(request)
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._exited() from None
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            line = self.process.stdout.readline()
+            line = self._line(deadline, method)
             if not line:
                 raise self._exited()
-            try:
-                answer = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                shown = line.decode("utf-8", "replace").strip()
-                raise AdapterFailed(f"the adapter answered with a line that is not JSON: {shown[:200]!r}") from None
+            answer = _parsed(line)
             if not isinstance(answer, dict) or not ({"result", "error"} & answer.keys()):
                 raise AdapterFailed('the adapter\'s answer must be an object with "result" or "error"')
             number = answer.get("id", self.next_id)
@@ -150,6 +157,23 @@ class CommandAdapter:
             raise AdapterFailed(error if isinstance(error, str) else orjson.dumps(error).decode())
         return answer.get("result")
 
+    def _line(self, deadline: float | None, method: str) -> bytes:
+        """The next stdout line (b"" at its end); with a deadline, NoAnswer once it passes. Read a byte at a
+        time (stdout is unbuffered), so what follows the line stays in the pipe for the next read."""
+        stdout = self.process.stdout
+        if deadline is None:
+            return stdout.readline()
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([stdout], [], [], left)[0]:
+                raise NoAnswer(f"the adapter did not answer {method} within {EXIT_WAIT_SECONDS:g} s; it was terminated")
+            byte = stdout.read(1)
+            if not byte:
+                return line
+            line += byte
+        return line
+
     def run(self, request: dict) -> Any:
         return self._call("runBenchmark", request)
 
@@ -157,36 +181,116 @@ class CommandAdapter:
         return self._call("finalizeBenchmark", payload)
 
     def cleanup(self) -> None:
-        if self.process is None or self.process.poll() is not None:
+        """`cleanup`, its answer awaited EXIT_WAIT_SECONDS at most (an adapter busy with a call a Ctrl-C
+        left, or hung, does not hold the runner), then stdin closed and the process group ended."""
+        if not self._running():
             return  # nothing running: nothing to clean up
         try:
-            self._call("cleanup", {})
-        finally:
-            self._close()
+            self._call("cleanup", {}, timeout=EXIT_WAIT_SECONDS)
+        except AdapterFailed as error:
+            self._end(0 if isinstance(error, NoAnswer) else EXIT_WAIT_SECONDS)
+            raise
+        except BaseException:  # Ctrl-C or SIGTERM while it is awaited: end the adapter now
+            self._end(0)
+            raise
+        self._end(EXIT_WAIT_SECONDS)
 
     def _abandon(self) -> None:
-        process, self.process = self.process, None
-        if process is not None:
-            process.kill()
-            process.wait()
-            _close_pipes(process)
+        self._end(0, terminate=False)
 
-    def _close(self) -> None:
+    def _end(self, wait: float, terminate: bool = True) -> int | None:
+        """End the adapter: stdin closed, `wait` seconds for it to exit, then its process group sent SIGTERM
+        (`terminate`) and TERMINATE_WAIT seconds more, then SIGKILL to the group whatever happened: the
+        processes the adapter started in the background end with it. The group is signalled before the
+        adapter is reaped, while its group id cannot be another's. Returns the adapter's exit code."""
         process, self.process = self.process, None
         if process is None:
-            return
-        with contextlib.suppress(OSError):
-            process.stdin.close()
+            return None
         try:
-            process.wait(timeout=EXIT_WAIT_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.terminate()
-            try:
-                process.wait(timeout=EXIT_WAIT_SECONDS / 2)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        _close_pipes(process)
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            if not _ended(process, wait) and terminate:
+                _signal_group(process, signal.SIGTERM)
+                _ended(process, TERMINATE_WAIT)
+        finally:  # even when a Ctrl-C cuts the waits short
+            _signal_group(process, signal.SIGKILL)
+            code = process.wait()
+            _close_pipes(process)
+        return code
+
+
+class NoAnswer(AdapterFailed):
+    """The adapter did not answer in the time it was given."""
+
+
+def _tied_to(parent: int, set_pdeathsig):
+    """What the adapter process runs before the adapter: a process group of its own (the runner ends the
+    whole group, and a terminal's Ctrl-C reaches the runner alone, which answers it), and, on Linux, death
+    by SIGKILL when the runner's thread that started it ends (PR_SET_PDEATHSIG: a runner killed with
+    SIGKILL takes the adapter with it; the processes the adapter started stay out of its reach)."""
+    def before_exec() -> None:
+        os.setpgid(0, 0)
+        if set_pdeathsig is not None:
+            set_pdeathsig()
+            if os.getppid() != parent:  # the runner died before the adapter was tied to it
+                os._exit(1)
+    return before_exec
+
+
+def _ended(process: subprocess.Popen, timeout: float) -> bool:
+    """Whether the adapter process has exited, waiting up to `timeout` seconds, without reaping it (its
+    process id, the group's id, stays its own until `wait`)."""
+    if process.returncode is not None:
+        return True
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
+
+
+def _signal_group(process: subprocess.Popen, number: int) -> None:
+    if process.returncode is not None:
+        return  # reaped already: its group id may be another's by now
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, number)
+
+
+def _parsed(line: bytes) -> Any:
+    """An answer line as JSON. orjson refuses integers beyond 64 bits, which JSON allows: such a line
+    is read again with the standard parser (NaN and Infinity, which JSON does not allow, still refused),
+    and the contract's rules judge the number (`answer rejected: <field>: <rule>`)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(line, parse_constant=_not_json)
+    except (ValueError, RecursionError) as error:  # ValueError: not JSON, or an integer of over 4300 digits
+        shown = line.decode("utf-8", "replace").strip()
+        reason = str(error) if "digits" in str(error) else "not JSON"
+        raise AdapterFailed(f"the adapter answered with a line that is {reason}: {shown[:200]!r}") from None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _encoded(request: dict) -> bytes:
+    """A request as one JSON line; with the standard encoder when orjson refuses it (an integer beyond
+    64 bits in an answer handed back to finalizeBenchmark)."""
+    try:
+        return orjson.dumps(request)
+    except orjson.JSONEncodeError:
+        return json.dumps(request, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _close_pipes(process: subprocess.Popen) -> None:
@@ -194,6 +298,13 @@ def _close_pipes(process: subprocess.Popen) -> None:
     for pipe in (process.stdin, process.stdout):
         with contextlib.suppress(OSError):
             pipe.close()
+
+
+def _failure_text(error: BaseException) -> str:
+    """`<ExceptionType>: <message>`; a SystemExit shows its code (`SystemExit: 0`), as sys.exit() gave it."""
+    if isinstance(error, SystemExit):
+        return f"SystemExit: {error.code}"
+    return f"{type(error).__name__}: {error}"
 
 
 def _last_line(path: Path) -> str:
@@ -217,8 +328,8 @@ def _python_file(path: Path) -> PythonAdapter:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001 - any error while importing the adapter
-        raise LoopmeterError(f"adapter {path} cannot be loaded: {type(error).__name__}: {error}") from None
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - any error while importing the adapter
+        raise LoopmeterError(f"adapter {path} cannot be loaded: {_failure_text(error)}") from None
     return PythonAdapter(module, str(path))
 
 
@@ -253,8 +364,8 @@ def load_adapter(spec: str, stderr_log: Path) -> PythonAdapter | CommandAdapter:
             missing = error.name or ""
             if spec != missing and not spec.startswith(f"{missing}."):  # the adapter's own import failed
                 raise LoopmeterError(f"adapter module {spec} cannot be loaded: ModuleNotFoundError: {error}") from None
-        except Exception as error:  # noqa: BLE001
-            raise LoopmeterError(f"adapter module {spec} cannot be loaded: {type(error).__name__}: {error}") from None
+        except (Exception, SystemExit) as error:  # noqa: BLE001
+            raise LoopmeterError(f"adapter module {spec} cannot be loaded: {_failure_text(error)}") from None
         else:
             return PythonAdapter(module, spec)
     if shutil.which(spec) is not None:

@@ -9,12 +9,15 @@ a previous invocation wrote (`read_existing_run`). `runner.py` executes the run 
 """
 from __future__ import annotations
 
+import fcntl
+import os
 import platform
 import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -181,12 +184,62 @@ class RunSetPaths:
         """`--until-resolved`: each scenario's runs and why it stopped (beside raw/, never in it)."""
         return self.runner / "stopping.json"
 
+    @property
+    def claim(self) -> Path:
+        """Held (flock) by the one `execute` working on the run set (`claim`)."""
+        return self.runner / ".execute.lock"
+
     def run_file(self, scenario_id: str, mode: str, run_index: int) -> Path:
         return self.raw / scenario_id / mode / f"run-{run_index:03d}.json"
 
     def exists(self) -> list[Path]:
         """What marks the run set as started: runs, an aggregate, a plan or failures."""
         return [path for path in (self.raw, self.aggregate, self.plan, self.failures, self.stopping) if path.exists()]
+
+
+class Claim:
+    """The run set for one invocation alone: `paths.claim` locked (flock) until `close`, which removes the
+    file while the lock still holds. The kernel lets the lock go when the process ends, however it ends,
+    so a run set an interrupted or killed execute left can be resumed. Python's files are not inherited:
+    the adapter does not hold it."""
+
+    def __init__(self, paths: RunSetPaths):
+        self.path = paths.claim
+        refused = LoopmeterError(f"run set {paths.run_set_id} is being executed by another loopmeter execute (it holds "
+                                 f"{paths.claim}); wait for it to end, or choose another --run-set")
+        for _ in range(3):
+            self.handle = self._open(paths)
+            try:
+                fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.fstat(self.handle.fileno()).st_ino == os.stat(self.path).st_ino:
+                    return
+            except BlockingIOError:
+                self.handle.close()
+                raise refused from None
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                self.handle.close()
+                raise LoopmeterError(f"run set {paths.run_set_id}: {paths.claim} cannot be locked: "
+                                     f"{error.strerror or error}") from None
+            self.handle.close()  # its holder let it go and removed it after we opened it: take the new one
+        raise refused
+
+    @staticmethod
+    def _open(paths: RunSetPaths) -> BinaryIO:
+        try:
+            paths.runner.mkdir(parents=True, exist_ok=True)
+            return open(paths.claim, "ab")
+        except OSError as error:
+            raise LoopmeterError(f"run set {paths.run_set_id} cannot be started in {paths.results}: "
+                                 f"{paths.claim}: {error.strerror or error}") from None
+
+    def close(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)  # while the lock holds: whoever opened it finds it gone and reopens
+        except OSError:
+            pass  # a claim file left is taken again by the next execute
+        self.handle.close()
 
 
 def write_text(path: Path, text: str) -> None:

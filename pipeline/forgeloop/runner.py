@@ -27,10 +27,13 @@ are settled by `run_set.py`.
 from __future__ import annotations
 
 import copy
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .. import progress
 from ..errors import LoopmeterError, usage_error
@@ -39,7 +42,7 @@ from . import sequential
 from .adapters import AdapterFailed, load_adapter
 from .contract import MODES
 from .run_document import BENCHMARK_VERSION, build_run, quality_shape, run_id, run_text, utc_timestamp
-from .run_set import (RunSetPaths, Size, append_failure, check_run_set_id, environment_defaults,
+from .run_set import (RunSetPaths, Size, append_failure, check_run_set_id, Claim, environment_defaults,
                       generated_run_set_id, load_scenarios, plan_document, project_revision, read_existing_run,
                       reconcile_plan, resolve_budget, resolve_runs, write_json, write_text)
 from .schema import RunRejected, flatten_run
@@ -253,72 +256,107 @@ def execute(
     results = Path(results).expanduser().resolve()
     scenarios = load_scenarios(scenarios_dir, only_scenarios)
     paths = RunSetPaths(results, run_set_id)
-    present = paths.exists()
-    if present and not resume:
-        raise LoopmeterError(
-            f"run set {run_set_id} already exists ({present[0]}) and will not be overwritten; "
-            "pass --resume to finish it, or choose another --run-set"
-        )
-    planned = None
-    if resume:
-        planned = reconcile_plan(paths, Size(tier, runs, max_runs), until_resolved, scenarios)
-        if not present:
-            on_note(f"note: run set {run_set_id} does not exist yet in {results}: starting it")
-    if planned is not None:
-        tier, runs, max_runs, until_resolved = planned.tier, planned.runs, planned.max_runs, planned.max_runs is not None
-    max_runs = resolve_budget(until_resolved, max_runs, tier, runs)
-    runs = max_runs if until_resolved else resolve_runs(tier, runs)
-    revision = project_revision(target)
-    execution = Execution(run_set_id, tier, runs, scenarios, paths, revision)
-
-    # what is already written (--resume): every file present was written whole (temp + rename)
-    todo = []
-    for scenario in scenarios:
-        for mode in MODES:
-            for run_index in range(1, runs + 1):
-                key = (scenario["scenarioId"], mode, run_index)
-                path = paths.run_file(*key)
-                if path.exists():
-                    execution.documents[key] = read_existing_run(path, paths, *key)
-                else:
-                    todo.append((scenario, mode, run_index))
-    execution.resumed = len(execution.documents)
-    earlier = sorted({doc["metadata"]["projectRevision"] or "null" for doc in execution.documents.values()})
-    if earlier and earlier != [revision or "null"]:
-        on_note(
-            f"note: the target is at {revision or 'no git revision'} but runs already written have "
-            f"{', '.join(earlier)}: their pairs with new runs will not be comparable"
-        )
-
-    adapter = load_adapter(adapter_spec, paths.adapter_log)
-    stopping = None if not until_resolved else planned.rule if planned is not None and planned.rule else \
-        sequential.settings(max_runs)
-    plan = plan_document(run_set_id, Size(tier, None if until_resolved else runs), scenarios, adapter_spec, target, stopping)
-    calls = _Calls(adapter, execution, target, environment_defaults(), keep_going, plan)
+    held = Claim(paths)  # before the run set is looked at: two executes of it never both find it free
     try:
-        adapter.start()
-        if until_resolved:
-            _run_rounds(calls, stopping)
-        else:
-            with progress.bar(f"execute {run_set_id}", len(todo)) as bar:
-                for scenario, mode, run_index in todo:
-                    bar.update(description=f"{scenario['scenarioId']} {mode} {run_index}/{runs}")
-                    calls.run(scenario, mode, run_index)
-                    bar.advance()
-        if execution.documents:
-            _finalize(adapter, execution, calls.answers, target)
-    except KeyboardInterrupt:
-        raise LoopmeterError(
-            f"interrupted; {execution.run_count} runs kept in {paths.raw}; rerun with --resume --run-set {run_set_id} to finish",
-            130,
-        ) from None
-    finally:
+        present = paths.exists()
+        if present and not resume:
+            raise LoopmeterError(
+                f"run set {run_set_id} already exists ({present[0]}) and will not be overwritten; "
+                "pass --resume to finish it, or choose another --run-set"
+            )
+        planned = None
+        if resume:
+            planned = reconcile_plan(paths, Size(tier, runs, max_runs), until_resolved, scenarios)
+            if not present:
+                on_note(f"note: run set {run_set_id} does not exist yet in {results}: starting it")
+        if planned is not None:
+            tier, runs, max_runs, until_resolved = planned.tier, planned.runs, planned.max_runs, planned.max_runs is not None
+        max_runs = resolve_budget(until_resolved, max_runs, tier, runs)
+        runs = max_runs if until_resolved else resolve_runs(tier, runs)
+        revision = project_revision(target)
+        execution = Execution(run_set_id, tier, runs, scenarios, paths, revision)
+
+        # what is already written (--resume): every file present was written whole (temp + rename)
+        todo = []
+        for scenario in scenarios:
+            for mode in MODES:
+                for run_index in range(1, runs + 1):
+                    key = (scenario["scenarioId"], mode, run_index)
+                    path = paths.run_file(*key)
+                    if path.exists():
+                        execution.documents[key] = read_existing_run(path, paths, *key)
+                    else:
+                        todo.append((scenario, mode, run_index))
+        execution.resumed = len(execution.documents)
+        earlier = sorted({doc["metadata"]["projectRevision"] or "null" for doc in execution.documents.values()})
+        if earlier and earlier != [revision or "null"]:
+            on_note(
+                f"note: the target is at {revision or 'no git revision'} but runs already written have "
+                f"{', '.join(earlier)}: their pairs with new runs will not be comparable"
+            )
+
+        adapter = load_adapter(adapter_spec, paths.adapter_log)
+        stopping = None if not until_resolved else planned.rule if planned is not None and planned.rule else \
+            sequential.settings(max_runs)
+        plan = plan_document(run_set_id, Size(tier, None if until_resolved else runs), scenarios, adapter_spec, target, stopping)
+        calls = _Calls(adapter, execution, target, environment_defaults(), keep_going, plan)
         try:
-            adapter.cleanup()
-        except AdapterFailed as error:
-            execution.cleanup_error = str(error)
-            on_note(f"warning: the adapter's cleanup failed: {error}")
+            with _sigterm_raises():
+                try:
+                    adapter.start()
+                    if until_resolved:
+                        _run_rounds(calls, stopping)
+                    else:
+                        with progress.bar(f"execute {run_set_id}", len(todo)) as bar:
+                            for scenario, mode, run_index in todo:
+                                bar.update(description=f"{scenario['scenarioId']} {mode} {run_index}/{runs}")
+                                calls.run(scenario, mode, run_index)
+                                bar.advance()
+                    if execution.documents:
+                        _finalize(adapter, execution, calls.answers, target)
+                finally:
+                    try:
+                        adapter.cleanup()
+                    except AdapterFailed as error:
+                        execution.cleanup_error = str(error)
+                        on_note(f"warning: the adapter's cleanup failed: {error}")
+        except (KeyboardInterrupt, Terminated) as stopped:
+            how, code = ("interrupted", 130) if isinstance(stopped, KeyboardInterrupt) else ("terminated (SIGTERM)", 143)
+            raise LoopmeterError(
+                f"{how}; {execution.run_count} runs kept in {paths.raw}; rerun with --resume --run-set {run_set_id} to finish",
+                code,
+            ) from None
+    finally:
+        held.close()
     return execution
+
+
+class Terminated(BaseException):
+    """SIGTERM while the adapter runs, raised where the runner is: answered as Ctrl-C is (the adapter's
+    cleanup, bounded, its processes ended, the runs written kept), exit 143 (128 + SIGTERM). Not an
+    Exception, so no adapter's failure is taken for it, nor it for one."""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises Terminated during the block (only the main thread sets handlers: elsewhere, and
+    before and after the block, SIGTERM ends the process as its default does)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(number, frame):
+        raise Terminated
+
+    try:
+        before = signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)
 
 
 class _Calls:

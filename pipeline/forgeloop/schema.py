@@ -10,6 +10,7 @@ booleans are not numbers. Integers must be safe in JavaScript (at most 2^53 - 1)
 from __future__ import annotations
 
 import math
+import sys
 import re
 from datetime import datetime, timezone
 from typing import Any
@@ -125,13 +126,19 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _whole_or_finite(value: Any) -> bool:
+    """A number that is an int or a finite float: an int beyond any double (an adapter's 10**400) is
+    compared as it is, never given to math.isfinite, which cannot take it."""
+    return _is_number(value) and (isinstance(value, int) or math.isfinite(value))
+
+
 def _count(value: Any, field: str) -> int | None:
     """An integer >= 0 or null (JavaScript's Number.isInteger: 3.0 counts)."""
     if value is None:
         return None
     if type(value) is int and 0 <= value <= MAX_SAFE_INTEGER:  # the common case, first
         return value
-    if _is_number(value) and math.isfinite(value) and value == int(value) and value >= 0:
+    if _whole_or_finite(value) and value == int(value) and value >= 0:
         if value > MAX_SAFE_INTEGER:
             raise RunRejected(field, "must be at most 2^53 - 1")
         return int(value)
@@ -156,7 +163,7 @@ def _counts(source: dict, names: tuple[str, ...], fields: tuple[str, ...], blank
 def _finite(value: Any, field: str) -> float | None:
     if value is None:
         return None
-    if _is_number(value) and math.isfinite(value) and value >= 0:
+    if _whole_or_finite(value) and 0 <= value <= sys.float_info.max:
         return float(value)
     raise RunRejected(field, "must be a finite number >= 0 or null")
 
@@ -358,7 +365,7 @@ def _quality(run: dict) -> tuple:
     values = []
     for name in QUALITY_SCORES:
         score = scores.get(name)
-        if score is not None and not (_is_number(score) and math.isfinite(score) and 0 <= score <= 5):
+        if score is not None and not (_whole_or_finite(score) and 0 <= score <= 5):
             raise RunRejected(f"quality.scores.{name}", "must be a number from 0 to 5 or null")
         values.append(None if score is None else float(score))
     if source == "UNKNOWN" and any(v is not None for v in values):
@@ -379,7 +386,7 @@ def flatten_run(run: Any) -> tuple:
     scenario_id = _identifier(run.get("scenarioId"), "scenarioId", SCENARIO_ID, SCENARIO_RULE)
     mode = _choice(run.get("mode"), "mode", MODES)
     run_index = run.get("runIndex")
-    if not (_is_number(run_index) and math.isfinite(run_index) and run_index == int(run_index) and run_index >= 1):
+    if not (_whole_or_finite(run_index) and run_index == int(run_index) and run_index >= 1):
         raise RunRejected("runIndex", "must be an integer >= 1")
     if run_index > MAX_SAFE_INTEGER:
         raise RunRejected("runIndex", "must be at most 2^53 - 1")

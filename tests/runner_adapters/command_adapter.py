@@ -7,10 +7,19 @@ integration in any language would speak them (see docs/runner.md).
 - CMD_TEST_CRASH: keys on which the process dies without answering
 - CMD_TEST_CLEANUP: the cleanup method appends "cleanup" to this file
 - CMD_TEST_STRAY: a line printed on stdout before the first answer (a stray debugging print)
+- CMD_TEST_PIDS: append "adapter <pid>" (and "child <pid>" for CMD_TEST_CHILD) to this file at start,
+  and "busy <key>" when a CMD_TEST_BUSY call begins
+- CMD_TEST_CHILD: start `sleep 300` in the background at start (a host left running)
+- CMD_TEST_BUSY: keys on which the call never returns (a host stuck), deaf to Ctrl-C (SIGINT ignored)
+- CMD_TEST_HUGE: keys answered with usage.inputTokens 10**400 (JSON allows it; 64 bits do not)
+- CMD_TEST_HUGE_EXTRA: keys whose answer carries a field the contract ignores, "hostTrace": 10**400
 """
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 
 
 def keys(name):
@@ -26,13 +35,18 @@ def log(text):
 def run_benchmark(params):
     scenario = params["scenario"]["scenarioId"]
     key = f"{scenario}/{params['mode']}/{params['runIndex']}"
+    if key in keys("CMD_TEST_BUSY"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        record(f"busy {key}")
+        while True:
+            time.sleep(60)
     if key in keys("CMD_TEST_CRASH"):
         print(f"host process died on {key}", file=sys.stderr, flush=True)
         sys.exit(3)
     if key in keys("CMD_TEST_FAIL"):
         raise ValueError(f"host refused {key}")
     total = 40_000 + 1000 * params["runIndex"] + (500 if params["mode"] != "direct" else 0)
-    return {
+    answer = {
         "usage": {"totalTokens": total, "model": "cmd-model", "provider": "cmd-host", "source": "PROVIDER_REPORTED"},
         "verification": "PASS",
         "verificationCycles": 1,
@@ -41,6 +55,11 @@ def run_benchmark(params):
         "metadata": {"environmentClass": "cmd-env", "nodeVersion": "22.4.0", "os": "linux", "arch": "x64",
                      "resolvedProfile": "full" if params["mode"] == "forgeloopAdaptive" else None},
     }
+    if key in keys("CMD_TEST_HUGE"):
+        answer["usage"]["inputTokens"] = 10**400
+    if key in keys("CMD_TEST_HUGE_EXTRA"):
+        answer["hostTrace"] = 10**400
+    return answer
 
 
 def finalize_benchmark(params):
@@ -59,7 +78,17 @@ def cleanup(_params):
 METHODS = {"runBenchmark": run_benchmark, "finalizeBenchmark": finalize_benchmark, "cleanup": cleanup}
 
 
+def record(text):
+    if os.environ.get("CMD_TEST_PIDS"):
+        with open(os.environ["CMD_TEST_PIDS"], "a") as handle:
+            handle.write(text + "\n")
+
+
 def main():
+    record(f"adapter {os.getpid()}")
+    if os.environ.get("CMD_TEST_CHILD"):
+        child = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        record(f"child {child.pid}")
     if os.environ.get("CMD_TEST_STRAY"):
         print(os.environ["CMD_TEST_STRAY"], flush=True)
     for line in sys.stdin:
