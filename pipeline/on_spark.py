@@ -103,8 +103,8 @@ def stop(spark) -> None:
 
 def _end_gateway() -> None:
     """End pyspark's Java gateway process, if this process started one: its standard input closed
-    (the gateway ends at its end), killed when it has not ended within 10 s; the next session starts
-    another."""
+    (the gateway ends at its end), killed when it has not ended within 10 s; a Spark session made
+    later in this process starts a Java process of its own."""
     import subprocess
 
     try:
