@@ -61,6 +61,7 @@ def run(args: list[str] | None = None) -> int:
     click's usage block."""
     import sys
 
+    from . import interrupts
     from .commands import common
 
     common.INTERRUPT_REPORTED = False
@@ -76,9 +77,9 @@ def run(args: list[str] | None = None) -> int:
         print("loopmeter: aborted", file=sys.stderr)
         code = 1
     except KeyboardInterrupt:  # between the command and its end
-        code = 130
+        code = interrupts.exit_code()
     code = code if isinstance(code, int) else 0
-    if code == 130:  # told here when typer took the Ctrl-C, outside the command's own answer
+    if code == interrupts.exit_code():  # told here when typer took the Ctrl-C, outside the command's own answer
         common.tell_interruption()
     return code
 
@@ -93,6 +94,8 @@ def main(restore_interrupt: bool = False) -> None:
     import signal
     import sys
 
+    from . import interrupts
+
     try:
         if restore_interrupt:
             from .interrupts import answer
@@ -100,17 +103,19 @@ def main(restore_interrupt: bool = False) -> None:
             answer()
         code = run()
     except KeyboardInterrupt:  # between the handler's return and here
-        code = 130
+        code = interrupts.exit_code()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if signal.getsignal(signal.SIGTERM) is interrupts.answering_sigterm():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the work is done: SIGTERM now would only cut the exit
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    if code == 130:
+    if code == interrupts.exit_code():
         # interrupted: end now, without the exit's joins of pool threads a Ctrl-C may have left waiting
         # (the warehouse lock and scratch space were let go as the command unwound; workers end with us)
-        os._exit(130)
+        os._exit(code)
     # done: what the command made is left out of the collections the interpreter's exit runs
     gc.freeze()
     sys.exit(code)

@@ -19,6 +19,7 @@ class Exit(IntEnum):
     REGRESSED = 5  # `compare --fail-on`: a gated row regressed, is inconclusive or underpowered (the comparison was printed)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); tables already replaced keep their new version, the others the old
     BROKEN_PIPE = 141  # stdout's reader left (`| head`): 128 + SIGPIPE, what the shell reports for any tool it ends
+    TERMINATED = 143  # SIGTERM (128 + SIGTERM), answered as Ctrl-C is
 
 
 class LoopmeterError(Exception):

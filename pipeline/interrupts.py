@@ -12,8 +12,11 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-# A Ctrl-C came to this process (`answer`'s handler).
+# A Ctrl-C (or SIGTERM) came to this process (`answer`'s handlers).
 RECEIVED = False
+# It was SIGTERM (a service manager, `timeout`, Kubernetes or Slurm stopping the command): answered as
+# Ctrl-C is, the command ending with 143 (128 + SIGTERM) rather than 130.
+TERMINATED = False
 # A Ctrl-C whose KeyboardInterrupt was raised inside a native library's call back into Python and
 # could not pass through it: set by `answer_swallowed`'s hook.
 SWALLOWED = False
@@ -22,53 +25,77 @@ SWALLOWED = False
 def answer() -> None:
     """Ctrl-C's answers in the process that answers it (`cli.main`): KeyboardInterrupt, as Python's own
     handler raises it, remembering that one came (a library that caught it inside its call back into
-    Python may wrap it in an error of its own: `errors.is_interruption`), and `answer_swallowed`."""
+    Python may wrap it in an error of its own: `errors.is_interruption`), and `answer_swallowed`.
+    SIGTERM, unless ignored by whoever started the process, is answered the same way (`TERMINATED`):
+    what the command was doing is undone or kept as after a Ctrl-C."""
     answer_swallowed()
     signal.signal(signal.SIGINT, _on_ctrl_c)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_ctrl_c)
 
 
 def _on_ctrl_c(number, frame) -> None:
-    global RECEIVED
+    global RECEIVED, TERMINATED
     RECEIVED = True
+    TERMINATED = TERMINATED or number == signal.SIGTERM
     raise KeyboardInterrupt
 
 
+def answering_sigterm():
+    """The handler `answer` gives SIGTERM."""
+    return _on_ctrl_c
+
+
+def exit_code() -> int:
+    """The exit code of a command stopped by `answer`'s handlers: 143 after SIGTERM, else 130."""
+    return 128 + signal.SIGTERM if TERMINATED else 130
+
+
 @contextmanager
-def _handled_by(handler) -> Iterator[object]:
-    """SIGINT handled by `handler` during the block, then as before; yields the handler it had
-    (None where no handler can be set: outside the main thread, where the block runs as it is)."""
+def _handled_by(handler) -> Iterator[dict]:
+    """SIGINT, and SIGTERM where `answer` answers it, handled by `handler` during the block, then as
+    before; yields the handlers they had, by signal (none where no handler can be set: outside the
+    main thread, where the block runs as it is)."""
     if threading.current_thread() is not threading.main_thread():
-        yield None
+        yield {}
         return
+    previous: dict = {}
     try:
-        previous = signal.signal(signal.SIGINT, handler)
+        for number in (signal.SIGINT, signal.SIGTERM):
+            if number == signal.SIGINT or signal.getsignal(number) is _on_ctrl_c:
+                previous[number] = signal.signal(number, handler)
     except ValueError:  # not the main interpreter
-        yield None
+        yield {}
         return
     try:
         yield previous
     finally:
-        # None: a handler set outside Python, which cannot be set again; Ctrl-C's default then
-        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+        # None: a handler set outside Python, which cannot be set again; the signal's default then
+        for number, before in previous.items():
+            signal.signal(number, signal.SIG_DFL if before is None else before)
 
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Ctrl-C (SIGINT) during the block takes effect when it ends (only the main thread can catch
-    it; elsewhere the block runs as it is)."""
+    """Ctrl-C (SIGINT), or SIGTERM where answered, during the block takes effect when it ends (only
+    the main thread can catch them; elsewhere the block runs as it is)."""
     received: list[int] = []
     with _handled_by(lambda number, frame: received.append(number)) as previous:
         yield
-    if received and previous is not signal.SIG_IGN:
-        if callable(previous):
-            previous(signal.SIGINT, None)
+    for number in dict.fromkeys(received):
+        before = previous.get(number)
+        if before is signal.SIG_IGN:
+            continue
+        if callable(before):
+            before(number, None)
         else:
             raise KeyboardInterrupt
 
 
 @contextmanager
 def ignored() -> Iterator[None]:
-    """Ctrl-C (SIGINT) during the block is dropped (a line being written is not cut short)."""
+    """Ctrl-C (SIGINT), and SIGTERM where answered, during the block are dropped (a line being written
+    is not cut short)."""
     with _handled_by(signal.SIG_IGN):
         yield
 

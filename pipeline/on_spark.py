@@ -65,7 +65,9 @@ def session(master: str | None, job: str = "loopmeter"):
     with _quiet_stderr() as log, warnings.catch_warnings(), _sigint_kept():
         warnings.simplefilter("ignore")
         try:
-            return builder.getOrCreate()
+            spark = builder.getOrCreate()
+            _quiet_accumulators(spark)
+            return spark
         except BaseException as error:
             spark_error = not isinstance(error, KeyboardInterrupt) and type(error).__module__.startswith(
                 ("pyspark", "py4j", "grpc"))
@@ -79,6 +81,19 @@ def session(master: str | None, job: str = "loopmeter"):
                                      f"{reason}") from None
             told = "SPARK_REMOTE" if remote else "--spark-master"
             raise LoopmeterError(f"--engine spark: {told} {chosen!r}: Spark did not start a session: {reason}") from None
+
+
+def _quiet_accumulators(spark) -> None:
+    """pyspark's accumulator server (a thread of this process the Java process connects to) prints a
+    traceback to the terminal when that connection ends mid-job (the Java process stopped by a signal
+    to the whole process group): it says nothing now; what fails reaches the command as the job's
+    error. A Spark Connect session has none."""
+    try:
+        server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext here
+        return
+    if server is not None:
+        server.handle_error = lambda request, address: None
 
 
 def _unlogged() -> None:

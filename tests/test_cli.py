@@ -30,7 +30,7 @@ def test_argument_errors_exit_2_without_heavy_imports():
 def test_exit_codes_are_documented_in_help():
     text = " ".join(run_cli("ingest", "forgeloop", "--help").stdout.split())  # as wrapped for the terminal
     assert ("Exit codes: 0 done, 1 failed, 2 wrong command line, 3 some inputs rejected (the rest stored), "
-            "4 warehouse locked by another writer; 130 and 141 as every command (loopmeter help exit-codes)") in text
+            "4 warehouse locked by another writer; 130, 141 and 143 as every command (loopmeter help exit-codes)") in text
 
 
 def test_aggregate_on_an_empty_warehouse_is_one_clear_line(tmp_path):

@@ -104,6 +104,31 @@ def test_a_killed_ingest_leaves_the_previous_warehouse_and_the_next_run_complete
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("point, told", [
+    ("wrote-file:runs", "no table was replaced: the warehouse keeps its previous tables"),
+    ("publishing:journal", "tables already replaced keep their new version (ingest_manifest, runs, scenarios), "
+                           "the others their previous one; run the command again to finish"),
+])
+def test_sigterm_is_answered_as_ctrl_c_with_143(tmp_path, trees, point, told):
+    """What a service manager, `timeout` or Kubernetes sends: the command unwinds as after a Ctrl-C
+    (nothing half made left behind, a publish begun finished) and says so in one line, exit 143."""
+    before, after, expected_before, expected_after, _ = trees
+    warehouse = tmp_path / "warehouse"
+    run_cli("ingest", "forgeloop", str(before), "--scenarios", str(before / "scenarios"), "--quiet", warehouse=warehouse)
+    stopped = run_cli("ingest", "forgeloop", str(after), "--scenarios", str(after / "scenarios"), "--quiet",
+                      warehouse=warehouse, check=143,
+                      env={"LOOPMETER_CRASH_AT": point, "LOOPMETER_CRASH_SIGNAL": "TERM"})
+    assert stopped.stderr.splitlines() == [f"loopmeter: terminated (SIGTERM); {told}"]
+    assert snapshot(warehouse) == (expected_before if point == "wrote-file:runs" else expected_after)
+    assert not (warehouse / ".state" / "publishing.json").exists()
+    # a writer's thread the signal left may still have written a file of its version: the next writer removes it
+    run_cli("ingest", "forgeloop", str(after), "--scenarios", str(after / "scenarios"), "--quiet", warehouse=warehouse)
+    assert snapshot(warehouse) == expected_after
+    versions = {table.name: len(list(table.iterdir())) for table in (warehouse / ".versions").iterdir()}
+    assert set(versions.values()) == {1}, versions
+
+
+@pytest.mark.slow
 def test_a_second_writer_is_told_who_holds_the_lock_and_can_wait(tmp_path, trees):
     before = trees[0]
     warehouse = Warehouse(tmp_path / "warehouse")

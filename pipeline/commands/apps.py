@@ -20,7 +20,7 @@ TOP_EPILOG = (
     "Exit codes: 0 done, 1 failed (nothing changed), 2 wrong command line, 3 some inputs rejected (the rest "
     "stored), 4 warehouse locked by another writer, 5 compare --fail-on met (a regressed, inconclusive or "
     "underpowered row), "
-    "130 interrupted, 141 the reader of the output left; "
+    "130 interrupted, 141 the reader of the output left, 143 terminated (SIGTERM); "
     "each command's -h lists those it can end with, and `loopmeter help exit-codes` says more."
 )
 

@@ -32,14 +32,17 @@ INTERRUPT_REPORTED = False  # a command's Ctrl-C was answered with its message
 
 
 def interrupted_message() -> str:
-    """What an interruption left: every table is replaced atomically, the set of them is not."""
+    """What an interruption (Ctrl-C, or SIGTERM) left: every table is replaced atomically, the set of them
+    is not."""
+    from ..interrupts import TERMINATED
     from ..operations.common import replaced_tables
 
+    how = "terminated (SIGTERM)" if TERMINATED else "interrupted"
     replaced = replaced_tables()
     if not replaced:
-        return "interrupted; no table was replaced: the warehouse keeps its previous tables"
+        return f"{how}; no table was replaced: the warehouse keeps its previous tables"
     shown = ", ".join(replaced[:8]) + (f" and {len(replaced) - 8} more" if len(replaced) > 8 else "")
-    return (f"interrupted; tables already replaced keep their new version ({shown}), the others their previous one; "
+    return (f"{how}; tables already replaced keep their new version ({shown}), the others their previous one; "
             "run the command again to finish")
 
 
@@ -215,8 +218,10 @@ def with_common_options(function: Callable, kwargs: dict[str, Any], context: typ
 
 
 def _interrupted() -> None:
+    from ..interrupts import exit_code
+
     tell_interruption()
-    raise typer.Exit(int(Exit.INTERRUPTED)) from None
+    raise typer.Exit(exit_code()) from None
 
 
 def tell_interruption() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..errors import Exit
 
-# What each exit code means; every command may end with the first three, 130 and 141.
+# What each exit code means; every command may end with the first three, 130, 141 and 143.
 MEANINGS = {
     Exit.OK: "done",
     Exit.FATAL: "failed; nothing was changed",
@@ -17,8 +17,9 @@ MEANINGS = {
     Exit.REGRESSED: "compare --fail-on: a gated row regressed, is inconclusive or is underpowered",
     Exit.INTERRUPTED: "interrupted (Ctrl-C); tables already replaced keep their new version",
     Exit.BROKEN_PIPE: "the reader of the output left (| head)",
+    Exit.TERMINATED: "terminated (SIGTERM), answered as Ctrl-C is",
 }
-EVERY_COMMAND = (Exit.OK, Exit.FATAL, Exit.USAGE, Exit.INTERRUPTED, Exit.BROKEN_PIPE)
+EVERY_COMMAND = (Exit.OK, Exit.FATAL, Exit.USAGE, Exit.INTERRUPTED, Exit.BROKEN_PIPE, Exit.TERMINATED)
 SOME_COMMANDS = (Exit.REJECTED, Exit.BUSY, Exit.REGRESSED)
 
 SHORT_MEANINGS = {
@@ -40,7 +41,7 @@ def exit_codes_table(width: int | None = None) -> str:
     for code in Exit:
         meaning = [MEANINGS[code]] if width is None else wrap_words(MEANINGS[code], max(20, width - 7), hang=0)
         lines += [(f"  {int(code):>3}  " if not at else " " * 7) + part for at, part in enumerate(meaning)]
-    lines += ["", fit_line("Every command may end with 0, 1, 2, 130 and 141; 3, 4 and 5 only where its help says so.",
+    lines += ["", fit_line("Every command may end with 0, 1, 2, 130, 141 and 143; 3, 4 and 5 only where its help says so.",
                            width)]
     return "\n".join(lines) + "\n"
 
@@ -48,7 +49,7 @@ def exit_codes_table(width: int | None = None) -> str:
 def exit_codes_line(codes: tuple[Exit, ...] = ()) -> str:
     """A command's exit codes: those every command has, then the ones of its own (`codes`)."""
     own = "".join(f", {int(code)} {SHORT_MEANINGS[code]}" for code in sorted(codes))
-    return f"Exit codes: 0 done, 1 failed, 2 wrong command line{own}; 130 and 141 as every command " \
+    return f"Exit codes: 0 done, 1 failed, 2 wrong command line{own}; 130, 141 and 143 as every command " \
            "(loopmeter help exit-codes)."
 
 
