@@ -99,7 +99,14 @@ class _Frame:
         return "".join(parts) + "</g>"
 
     def label(self, index: int, text: str) -> str:
-        return f'<text x="{self.left - 8}" y="{self.y(index) + 4}" text-anchor="end" class="label">{escape(text)}</text>'
+        """A row's label, right-aligned before the plot; one longer than the room there keeps its start
+        and its end (what tells long scenario ids and their modes apart) around an ellipsis, the whole
+        of it in the label's tooltip."""
+        room = max(8, int((self.left - 12) / CHAR))
+        shown = text if len(text) <= room else text[:(room - 1) // 2] + "\u2026" + text[len(text) - room // 2:]
+        tip = f"<title>{escape(text)}</title>" if shown != text else ""
+        return (f'<text x="{self.left - 8}" y="{self.y(index) + 4}" text-anchor="end" class="label">{escape(shown)}'
+                f'{tip}</text>')
 
     def vertical(self, value: float, text: str, *, anchor: str = "start", color: str = OUTLIER) -> str:
         x = self.x(value)

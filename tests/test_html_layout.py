@@ -205,6 +205,25 @@ def test_one_survival_horizon_is_a_dot_with_its_interval_per_model(pages, one_ho
     assert "survival curves" in demo and len(demo["survival curves"]["lines"]) >= 1
 
 
+def test_long_row_labels_keep_their_start_and_end_and_the_whole_in_a_tooltip():
+    """Scenario ids of up to 128 characters and a mode: cut in the middle, the two rows still read apart
+    (cut from the left, both read "...-rollback" and the same mode)."""
+    from html import unescape
+
+    from loopmeter.charts import CHAR, strip_chart
+
+    names = [f"{prefix}-authentication-change-with-oauth-migration-rollback" for prefix in ("alpha", "bravo")]
+    svg = strip_chart([(name, "forgeloopBalanced", [1.0, 2.0], [False, False]) for name in names], "tokens", "t")
+    shown = [unescape(text) for text in re.findall(r'class="label">([^<]*)', svg)]
+    assert len(shown) == 2 and shown[0] != shown[1]
+    assert [text[:6] for text in shown] == ["alpha-", "bravo-"] and all("\u2026" in text for text in shown)
+    left = float(re.search(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="end" class="label"', svg).group(1))
+    assert all(len(text) * CHAR <= left for text in shown)
+    assert [unescape(t) for t in re.findall(r'class="label">[^<]*<title>([^<]*)</title>', svg)] == names
+    short = strip_chart([("api", "direct", [1.0], [False])], "tokens", "t")
+    assert 'class="label">api</text>' in short
+
+
 def test_a_trend_joins_only_points_whose_time_is_theirs_alone():
     """x times 1, 3, 5, 5, 9: one series' line runs from 1 to 3; 5 and 5 are points; 9 is a point
     (its neighbour shares its time). Open ends are stubs and arrowheads, never a line to the edge."""
