@@ -129,6 +129,24 @@ def test_sigterm_is_answered_as_ctrl_c_with_143(tmp_path, trees, point, told):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("signal_name, code", [("INT", 130), ("TERM", 143)])
+def test_a_first_forge_ingest_stopped_leaves_no_folder_of_its_tables(tmp_path, trees, signal_name, code):
+    """The Forge tables' first versions, written and then given up: neither they nor their tables'
+    folders of versions stay in the warehouse (only the ForgeLoop tables it held before)."""
+    from loopmeter.forge import samples
+
+    before = trees[0]
+    warehouse = tmp_path / "warehouse"
+    run_cli("ingest", "forgeloop", str(before), "--quiet", warehouse=warehouse)
+    held = sorted(path.name for path in (warehouse / ".versions").iterdir())
+    store = samples.write_sqlite(tmp_path / "dataset.sqlite", [], samples.routing_events(60))
+    stopped = run_cli("ingest", "forge", str(store), "--quiet", warehouse=warehouse, check=code,
+                      env={"LOOPMETER_CRASH_AT": "wrote-file:forge_tasks", "LOOPMETER_CRASH_SIGNAL": signal_name})
+    assert stopped.stderr.splitlines()[-1].endswith("no table was replaced: the warehouse keeps its previous tables")
+    assert sorted(path.name for path in (warehouse / ".versions").iterdir()) == held
+
+
+@pytest.mark.slow
 def test_a_second_writer_is_told_who_holds_the_lock_and_can_wait(tmp_path, trees):
     before = trees[0]
     warehouse = Warehouse(tmp_path / "warehouse")

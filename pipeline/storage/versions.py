@@ -112,6 +112,16 @@ def swap(root: Path, name: str, version: Path) -> Path | None:
     return previous
 
 
+def discard(version: Path, remove: Callable[[Path], None] = remove_tree) -> None:
+    """Remove (with `remove`) a version never published, and its table's folder of versions when that
+    is left empty (a table's first version: nothing of the table stays behind)."""
+    remove(version)
+    try:
+        os.rmdir(Path(version).parent)
+    except OSError:  # other versions in it (the current one among them): kept
+        pass
+
+
 def remove_superseded(previous: Path | None, version: Path, remove: Callable[[Path], None] = remove_tree) -> None:
     """Remove (with `remove`) the version a table's link left for `version` (none, or the same one:
     nothing); `previous` is a real directory of the table's (`own`). No link inside is followed."""

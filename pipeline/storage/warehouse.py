@@ -328,7 +328,7 @@ class Warehouse:
             pending, self._pending = self._pending, None
             staged, self._pending_folders = self._pending_folders, []
             for version in pending.values():
-                self.verified.remove(version)
+                versions.discard(version, self.verified.remove)
             for entry in staged:
                 folders.discard(entry)
             raise

@@ -251,4 +251,6 @@ class TableBuilder:
             write_file(self.schema_frame, self.version / EMPTY_FILE, self.name)
 
     def discard(self) -> None:
-        self._remove(self.version)
+        from . import versions
+
+        versions.discard(self.version, self._remove)
