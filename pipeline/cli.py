@@ -79,16 +79,19 @@ def run(args: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # between the command and its end
         code = interrupts.exit_code()
     code = code if isinstance(code, int) else 0
+    if code == 130 and interrupts.TERMINATED:  # typer's own answer to the KeyboardInterrupt SIGTERM raised
+        code = interrupts.exit_code()
     if code == interrupts.exit_code():  # told here when typer took the Ctrl-C, outside the command's own answer
         common.tell_interruption()
     return code
 
 
-def main(restore_interrupt: bool = False) -> None:
+def main(restore_interrupt: bool = False, answer_sigterm: bool = False) -> None:
     """The `loopmeter` program: `run`, then the process's end. Once the command has ended, Ctrl-C is
     ignored: its work is done, and the interpreter's exit would end killed by SIGINT, without a word.
     `restore_interrupt`: give Ctrl-C back a handler raising KeyboardInterrupt first (`interrupts.answer`;
-    `entry.py` answers it until then)."""
+    `entry.py` answers it until then); `answer_sigterm`: answer SIGTERM the same way (`entry.py` found
+    it at its default)."""
     import gc
     import os
     import signal
@@ -97,16 +100,14 @@ def main(restore_interrupt: bool = False) -> None:
     from . import interrupts
 
     try:
-        if restore_interrupt:
-            from .interrupts import answer
-
-            answer()
+        if restore_interrupt or answer_sigterm:
+            interrupts.answer(sigint=restore_interrupt, sigterm=answer_sigterm)
         code = run()
     except KeyboardInterrupt:  # between the handler's return and here
         code = interrupts.exit_code()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if signal.getsignal(signal.SIGTERM) is interrupts.answering_sigterm():
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the work is done: SIGTERM now would only cut the exit
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the work is done: SIGTERM now ends the process at once
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -115,6 +116,12 @@ def main(restore_interrupt: bool = False) -> None:
     if code == interrupts.exit_code():
         # interrupted: end now, without the exit's joins of pool threads a Ctrl-C may have left waiting
         # (the warehouse lock and scratch space were let go as the command unwound; workers end with us)
+        os._exit(code)
+    import threading
+
+    if any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+           if thread is not threading.main_thread()):
+        # a thread the command did not start and cannot end (a Python adapter's) would hold the exit for ever
         os._exit(code)
     # done: what the command made is left out of the collections the interpreter's exit runs
     gc.freeze()

@@ -10,9 +10,11 @@ import sys
 
 
 def _interrupted_while_loading(signum, frame) -> None:
-    sys.stderr.write("loopmeter: interrupted before the command began; nothing was changed\n")
+    terminated = signum == _signal.SIGTERM
+    sys.stderr.write(f"loopmeter: {'terminated (SIGTERM)' if terminated else 'interrupted'} before the command "
+                     "began; nothing was changed\n")
     sys.stderr.flush()
-    os._exit(130)
+    os._exit(143 if terminated else 130)
 
 
 def main() -> None:
@@ -24,6 +26,11 @@ def main() -> None:
     answering = _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
     if answering:
         _signal.signal(_signal.SIGINT, _interrupted_while_loading)
+    # SIGTERM likewise, unless the process was started ignoring it (or with a handler of its caller's)
+    terminating = _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL
+    if terminating:
+        _signal.signal(_signal.SIGTERM, _interrupted_while_loading)
     from .cli import main as run
 
-    run(restore_interrupt=answering)  # restored inside its error handling: no moment without an answer
+    # restored inside its error handling: no moment without an answer
+    run(restore_interrupt=answering, answer_sigterm=terminating)

@@ -22,15 +22,16 @@ TERMINATED = False
 SWALLOWED = False
 
 
-def answer() -> None:
+def answer(sigint: bool = True, sigterm: bool = True) -> None:
     """Ctrl-C's answers in the process that answers it (`cli.main`): KeyboardInterrupt, as Python's own
     handler raises it, remembering that one came (a library that caught it inside its call back into
     Python may wrap it in an error of its own: `errors.is_interruption`), and `answer_swallowed`.
-    SIGTERM, unless ignored by whoever started the process, is answered the same way (`TERMINATED`):
-    what the command was doing is undone or kept as after a Ctrl-C."""
+    `sigterm`: SIGTERM is answered the same way (`TERMINATED`): what the command was doing is undone or
+    kept as after a Ctrl-C (for a process not started ignoring it: `entry.py` tells)."""
     answer_swallowed()
-    signal.signal(signal.SIGINT, _on_ctrl_c)
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    if sigint:
+        signal.signal(signal.SIGINT, _on_ctrl_c)
+    if sigterm:
         signal.signal(signal.SIGTERM, _on_ctrl_c)
 
 

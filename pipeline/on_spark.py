@@ -111,7 +111,9 @@ def stop(spark) -> None:
     """End the session `session` made, and the Java process behind it: waited for, so that nothing
     of it outlives the command (pyspark leaves it to notice this process's end)."""
     try:
-        spark.stop()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pyspark's, when the Java process a signal ended is gone already
+            spark.stop()
     finally:
         _end_gateway()
 

@@ -108,12 +108,12 @@ outcomes AS (  -- the files' lists computed here, for outcomes only
       WHEN NOT j_text_or_null(f[6]) THEN {'field': 'data.branch', 'rule': 'must be a string or null'}
       WHEN NOT j_text_or_null(f[7]) THEN {'field': 'data.horizon_rev', 'rule': 'must be a commit (a string) or null'}
       WHEN NOT j_text_or_null(f[8]) THEN {'field': 'data.integrate_run', 'rule': 'must be a string or null'}
-      WHEN NOT (j_missing_or_null(f[9]) OR j_is_integer(f[9])) THEN {'field': 'data.horizon_days', 'rule': 'must be a whole number of days or null'}
-      WHEN NOT (j_missing_or_null(f[10]) OR j_is_integer(f[10])) THEN {'field': 'data.added', 'rule': 'must be a count of lines or null'}
-      WHEN NOT (j_missing_or_null(f[11]) OR j_is_integer(f[11])) THEN {'field': 'data.surviving', 'rule': 'must be a count of lines or null'}
-      WHEN j_bigint(f[9]) < 0 THEN {'field': 'data.horizon_days', 'rule': 'must be a whole number of days, at least 0, or null'}
-      WHEN j_bigint(f[10]) < 0 THEN {'field': 'data.added', 'rule': 'must be a count of lines (at least 0) or null'}
-      WHEN j_bigint(f[11]) < 0 THEN {'field': 'data.surviving', 'rule': 'must be a count of lines (at least 0) or null'}
+      WHEN NOT (j_missing_or_null(f[9]) OR (j_is_integer(f[9]) AND j_bigint(f[9]) BETWEEN 0 AND 9007199254740991))
+        THEN {'field': 'data.horizon_days', 'rule': 'must be a whole number of days from 0 to 2^53 - 1, or null'}
+      WHEN NOT (j_missing_or_null(f[10]) OR (j_is_integer(f[10]) AND j_bigint(f[10]) BETWEEN 0 AND 9007199254740991))
+        THEN {'field': 'data.added', 'rule': 'must be a count of lines from 0 to 2^53 - 1, or null'}
+      WHEN NOT (j_missing_or_null(f[11]) OR (j_is_integer(f[11]) AND j_bigint(f[11]) BETWEEN 0 AND 9007199254740991))
+        THEN {'field': 'data.surviving', 'rule': 'must be a count of lines from 0 to 2^53 - 1, or null'}
       WHEN j_bigint(f[11]) > j_bigint(f[10]) THEN {'field': 'data.surviving', 'rule': 'must be at most data.added (lines surviving of those added)'}
       WHEN j_text(f[1]) = 'survival' AND coalesce(j_text(f[2]) NOT IN ('ok', 'no_additions', 'lost'), true)
         THEN {'field': 'data.status', 'rule': 'must be ok, no_additions or lost (a survival outcome)'}

@@ -105,6 +105,74 @@ def test_an_integer_beyond_64_bits_is_judged_by_the_contract_not_called_not_json
     assert output["qualityFinalization"] == {"status": "MEASURED"}
 
 
+def test_an_integer_of_more_digits_than_python_converts_is_judged_by_the_contract(tmp_path, scenarios, target):
+    env = {"CMD_TEST_HUGE": "small-bug-fix/forgeloopBalanced/1", "CMD_TEST_DIGITS": "50000"}
+    result = execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-digits",
+                     "--keep-going", "--json", adapter=COMMAND_ADAPTER, env=env, check=3)
+    assert [f["error"] for f in json.loads(result.stdout)["failures"]] == [
+        "answer rejected: usage.inputTokens: must be at most 2^53 - 1"]
+
+
+RAISING_ADAPTER = f'''
+import sys
+import threading
+import time
+
+sys.path.insert(0, {str(ADAPTERS)!r})
+from deterministic import run_benchmark as deterministic_run
+
+
+class HostGone(BaseException):
+    pass
+
+
+def run_benchmark(request):
+    if request["mode"] == "forgeloopBalanced" and sys.argv_kind != "thread":
+        raise {{"generator": GeneratorExit("g"), "own": HostGone("the host is gone")}}[sys.argv_kind]
+    if request["mode"] == "forgeloopAdaptive" and sys.argv_kind == "thread":
+        threading.Thread(target=time.sleep, args=(10**6,)).start()  # never ends, not a daemon
+    return deterministic_run(request)
+'''
+
+
+@pytest.mark.parametrize("kind, told", [("generator", "GeneratorExit: g"), ("own", "HostGone: the host is gone")])
+def test_any_exception_a_python_adapter_raises_is_a_failed_call(tmp_path, scenarios, target, kind, told):
+    adapter = tmp_path / "raising_adapter.py"
+    adapter.write_text(RAISING_ADAPTER.replace("sys.argv_kind", repr(kind)))
+    result = execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-raise",
+                     "--keep-going", "--json", adapter=adapter, check=3)
+    assert [f["error"] for f in json.loads(result.stdout)["failures"]] == [told] and "Traceback" not in result.stderr
+
+
+def test_a_thread_a_python_adapter_leaves_running_does_not_hold_the_command(tmp_path, scenarios, target):
+    adapter = tmp_path / "thread_adapter.py"
+    adapter.write_text(RAISING_ADAPTER.replace("sys.argv_kind", repr("thread")))
+    runner = loopmeter_process(tmp_path, scenarios, target, adapter, "--runs", "1", "--scenario", "small-bug-fix",
+                               "--run-set", "rs-thread", "--quiet")
+    try:
+        out, err = runner.communicate(timeout=SECOND_BOUND)  # a hang's bound: without the fix it never ends
+        assert runner.returncode == 0, err
+    finally:
+        runner.kill()
+        runner.wait()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_claim_file_that_is_no_regular_file_is_refused(tmp_path, scenarios, target, kind):
+    import os
+
+    claim = tmp_path / "results" / "runner" / "rs-claim" / ".execute.lock"
+    claim.parent.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    os.mkfifo(claim) if kind == "fifo" else os.symlink(outside, claim)
+    result = execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-claim",
+                     check=None, timeout=SECOND_BOUND)
+    told = "a FIFO or device, not a regular file" if kind == "fifo" else "a symbolic link"
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"loopmeter: error: run set rs-claim cannot be started in {tmp_path / 'results'}: {claim}: {told}"]
+    assert not outside.exists()
+
+
 HUGE_PYTHON_ADAPTER = f'''
 import sys
 
@@ -269,7 +337,7 @@ def test_a_signal_while_the_adapter_is_stuck_ends_it_and_its_children(tmp_path, 
         assert runner.returncode == code, err
         results = tmp_path / "results"
         assert err.strip().splitlines()[-1] == (
-            f"loopmeter: error: {how}; 1 runs kept in {results / 'raw/rs-stuck'}; rerun with --resume --run-set rs-stuck "
+            f"loopmeter: {how}; 1 runs kept in {results / 'raw/rs-stuck'}; rerun with --resume --run-set rs-stuck "
             "to finish")
         assert sorted(run_files(results, "rs-stuck")) == ["small-bug-fix/direct/run-001.json"]
         assert "the adapter did not answer cleanup within 10 s; it was terminated" in err
@@ -283,6 +351,74 @@ def test_a_signal_while_the_adapter_is_stuck_ends_it_and_its_children(tmp_path, 
         runner.kill()
         runner.wait()
         end_leftovers(pids)
+
+
+def test_a_run_set_stopped_in_its_first_call_is_resumed_at_its_own_size(tmp_path, scenarios, target):
+    """Stopped before any run is written, the run set still has its plan: --resume without --runs runs the
+    size it was started with (1 a mode here), not the tier's default."""
+    import os
+    import signal
+
+    pids, env = busy_adapter_env(tmp_path)
+    env["CMD_TEST_BUSY"] = "small-bug-fix/direct/1"
+    runner = loopmeter_process(tmp_path, scenarios, target, COMMAND_ADAPTER, "--runs", "1", "--scenario", "small-bug-fix",
+                               "--run-set", "rs-first", env=env)
+    try:
+        wait_for(lambda: pids.exists() and "busy " in pids.read_text(), "the adapter to be stuck")
+        os.kill(runner.pid, signal.SIGTERM)
+        runner.communicate(timeout=SECOND_BOUND)
+        assert runner.returncode == 143
+        assert json.loads((tmp_path / "results/runner/rs-first/plan.json").read_text())
+        resumed = execute(tmp_path, scenarios, target, "--scenario", "small-bug-fix", "--run-set", "rs-first", "--resume",
+                          adapter=COMMAND_ADAPTER)
+        assert "Runs: 3 (3 executed, 0 already written, 0 failed)" in resumed.stdout
+    finally:
+        runner.kill()
+        runner.wait()
+        end_leftovers(pids)
+
+
+WAITING_ADAPTER = f'''
+import os
+import sys
+import time
+
+sys.path.insert(0, {str(ADAPTERS)!r})
+from deterministic import run_benchmark as deterministic_run
+
+
+def run_benchmark(request):
+    open(os.environ["STARTED"], "a").close()
+    while not os.path.exists(os.environ["GO_ON"]):
+        time.sleep(0.02)
+    return deterministic_run(request)
+'''
+
+
+def test_a_sigterm_the_runner_was_started_ignoring_stays_ignored(tmp_path, scenarios, target):
+    import os
+    import signal
+    import subprocess
+
+    adapter = tmp_path / "waiting_adapter.py"
+    adapter.write_text(WAITING_ADAPTER)
+    started, go_on = tmp_path / "started", tmp_path / "go-on"
+    command = [sys.executable, "-m", "loopmeter", "execute", "--adapter", str(adapter), "--scenarios", str(scenarios),
+               "--target", str(target[0]), "--output", str(tmp_path / "results"), "--runs", "1", "--scenario",
+               "small-bug-fix", "--run-set", "rs-ignored", "--quiet", "--warehouse", str(tmp_path / "warehouse")]
+    runner = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, STARTED=str(started), GO_ON=str(go_on)),
+                              preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN))
+    try:
+        wait_for(started.exists, "the first call")
+        runner.send_signal(signal.SIGTERM)
+        go_on.touch()
+        out, err = runner.communicate(timeout=SECOND_BOUND)
+        assert runner.returncode == 0, err
+        assert len(run_files(tmp_path / "results", "rs-ignored")) == 3
+    finally:
+        runner.kill()
+        runner.wait()
 
 
 def test_an_adapter_dies_with_a_runner_killed_by_sigkill(tmp_path, scenarios, target):

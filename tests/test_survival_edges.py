@@ -100,10 +100,9 @@ def test_a_horizon_ahead_of_now_is_pending_though_a_commit_is_dated_after_it(tmp
 
 def test_an_integration_logged_twice_is_measured_once_and_one_without_a_branch_is_not_lost(tmp_path):
     store, _ = _store(tmp_path, integrations=[{}, {"branch": None}, {}])
-    found, result, warehouse = _harvested(tmp_path, store, "--now", str(T + 30 * DAY), check=3)
-    assert found["counts"] == {"ok": 1, "already": 1, "branch_missing": 1} and found["recorded"] == 1
-    assert [(entry["integration"], entry["reason"], entry["detail"]) for entry in found["unharvested"]] == [
-        ("i2", "branch_missing", "the integration names no branch")]
+    found, result, warehouse = _harvested(tmp_path, store, "--now", str(T + 30 * DAY))
+    # i3 repeats i1; i2 names no branch, but its candidate was measured through i1: nothing is left undone
+    assert found["counts"] == {"ok": 1, "already": 2} and found["recorded"] == 1 and found["unharvested"] == []
     (outcome,) = found["outcomes"]
     assert (outcome["data"]["surviving"], outcome["data"]["status"]) == (6, "ok")
     rids = run_cli("sql", "SELECT rid FROM forge_events WHERE kind = 'outcome'", "--format", "csv",
@@ -112,6 +111,13 @@ def test_an_integration_logged_twice_is_measured_once_and_one_without_a_branch_i
     again = json.loads(run_cli("harvest", "survival", "--include-temp", "--json", "--now", str(T + 30 * DAY),
                                warehouse=warehouse).stdout)
     assert again["counts"] == {"already": 3} and again["recorded"] == 0
+
+
+def test_an_integration_that_cannot_be_read_is_measured_through_a_later_one_of_its_candidate(tmp_path):
+    store, _ = _store(tmp_path, integrations=[{"branch": "gone"}, {}])
+    found, _, _ = _harvested(tmp_path, store, "--now", str(T + 30 * DAY))
+    assert found["counts"] == {"ok": 1, "already": 1} and found["unharvested"] == []
+    assert found["outcomes"][0]["data"]["surviving"] == 6
 
 
 def test_a_branch_that_is_not_in_the_repository_is_left_for_next_time(tmp_path):
@@ -153,14 +159,16 @@ def test_outcomes_in_a_store_must_be_what_a_harvest_writes(tmp_path):
                          "surviving": 6, "reverted_by": [], "status": "ok", **data}}
 
     extra = [outcome("o1", surviving=99), outcome("o2", horizon_days=-3), outcome("o3", added=-5, surviving=-7),
-             outcome("o4", status="weird"), outcome("o5", status=None), outcome("o6")]
+             outcome("o7", added=2 ** 53, surviving=2 ** 53 + 1), outcome("o4", status="weird"),
+             outcome("o5", status=None), outcome("o6")]
     store, _ = _store(tmp_path, extra=extra)
     ingested = run_cli("ingest", "forge", str(store), "--quiet", warehouse=tmp_path / "w", check=3)
     told = [line.split(": ", 1)[1] for line in ingested.stderr.splitlines() if line.startswith("rejected")]
     assert told == [
         "data.surviving: must be at most data.added (lines surviving of those added)",
-        "data.horizon_days: must be a whole number of days, at least 0, or null",
-        "data.added: must be a count of lines (at least 0) or null",
+        "data.horizon_days: must be a whole number of days from 0 to 2^53 - 1, or null",
+        "data.added: must be a count of lines from 0 to 2^53 - 1, or null",
+        "data.surviving: must be a count of lines from 0 to 2^53 - 1, or null",
         "data.status: must be ok, no_additions or lost (a survival outcome)",
         "data.status: must be ok, no_additions or lost (a survival outcome)",
     ], ingested.stderr

@@ -162,13 +162,15 @@ def command(function: Callable) -> Callable:
         except LoopmeterError as error:
             # an error a Ctrl-C swallowed by a native library led to; not the command's own word for the
             # Ctrl-C (execute's: what it kept and how to finish), which is told as it is
-            if is_interruption(error) and error.exit_code != Exit.INTERRUPTED:
+            own_word = error.exit_code in (Exit.INTERRUPTED, Exit.TERMINATED)  # execute's: what it kept, how to finish
+            if is_interruption(error) and not own_word:
                 _interrupted()
             global INTERRUPT_REPORTED
-            INTERRUPT_REPORTED = INTERRUPT_REPORTED or error.exit_code == Exit.INTERRUPTED  # execute's own word for it
+            INTERRUPT_REPORTED = INTERRUPT_REPORTED or own_word
             if DEBUG or os.environ.get("LOOPMETER_DEBUG"):
                 traceback.print_exc()
-            print(f"loopmeter: error: {clipped(one_line(str(error)))}", file=sys.stderr)
+            told = "" if own_word else "error: "  # an interruption's line reads as every command's does
+            print(f"loopmeter: {told}{clipped(one_line(str(error)))}", file=sys.stderr)
             raise typer.Exit(int(error.exit_code)) from None
         except KeyboardInterrupt:
             _interrupted()

@@ -336,7 +336,8 @@ def unharvested_notes(found) -> list[str]:
         entry = dict(items)
         what = f"{entry['run']} {entry['candidate'][:12]}" + (f" task {entry['task']}" if "task" in entry else "")
         where = "" if len(found.results) == 1 else f" at {harvest_days(horizons)}"
-        lines.append(f"not harvested{where}: {entry['repo']} ({entry['path']}) integration {what}: "
+        place = entry["path"] or "no path"
+        lines.append(f"not harvested{where}: {entry['repo']} ({place}) integration {what}: "
                      f"{entry['reason']}: {entry['detail']}")
     return lines
 

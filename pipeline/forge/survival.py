@@ -233,7 +233,23 @@ def harvest_horizons(
             found.add(outcome["rid"])
             result.outcomes.append(outcome)
             result.counts[outcome["data"]["status"]] += 1
+        _measured_elsewhere(result)
     return Harvests(now=now, results=results, git_processes=processes)
+
+
+def _measured_elsewhere(result: HarvestResult) -> None:
+    """An integration that could not be read (its branch missing, say) whose candidate another
+    integration of the same repository brought in and had measured: its tasks are those, measured
+    once; it counts as `already`, not as work left undone."""
+    measured = {(outcome["repo"], outcome["data"]["candidate"]) for outcome in result.outcomes}
+    left = []
+    for entry in result.unharvested:
+        if "task" not in entry and (entry["repo"], entry["candidate"]) in measured:
+            result.counts[entry["reason"]] -= 1
+            result.counts["already"] += 1
+        else:
+            left.append(entry)
+    result.unharvested = left
 
 
 def _unreachable(path: str | None, include_temp: bool) -> tuple[str, str] | None:

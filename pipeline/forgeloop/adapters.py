@@ -73,9 +73,11 @@ class PythonAdapter:
         with contextlib.redirect_stdout(sys.stderr):
             try:
                 return function(*copy.deepcopy(arguments))
-            except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of the adapter is its answer
-                # sys.exit() in a hook is the adapter's failure, not the runner's exit; Ctrl-C and the
-                # runner's own termination (not Exception, not SystemExit) pass through
+            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`interrupts.answer`): the runner's to answer
+                raise
+            except BaseException as error:  # noqa: BLE001 - any failure of the adapter is its answer
+                # sys.exit() in a hook, a GeneratorExit or an exception class of its own is the adapter's
+                # failure, not the runner's end
                 raise AdapterFailed(_failure_text(error)) from None
 
     def run(self, request: dict) -> Any:
@@ -273,11 +275,19 @@ def _parsed(line: bytes) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:
-        return json.loads(line, parse_constant=_not_json)
-    except (ValueError, RecursionError) as error:  # ValueError: not JSON, or an integer of over 4300 digits
+        return json.loads(line, parse_constant=_not_json, parse_int=_integer)
+    except (ValueError, RecursionError):
         shown = line.decode("utf-8", "replace").strip()
-        reason = str(error) if "digits" in str(error) else "not JSON"
-        raise AdapterFailed(f"the adapter answered with a line that is {reason}: {shown[:200]!r}") from None
+        raise AdapterFailed(f"the adapter answered with a line that is not JSON: {shown[:200]!r}") from None
+
+
+def _integer(text: str) -> int:
+    """A JSON integer; one of more digits than Python converts (4,300) as 10**4300 with its sign, which
+    the contract judges as it judges any number beyond its bounds."""
+    digits = text.lstrip("-")
+    if len(digits) <= 4300:
+        return int(text)
+    return -(10 ** 4300) if text.startswith("-") else 10 ** 4300
 
 
 def _not_json(constant: str) -> Any:
@@ -328,7 +338,9 @@ def _python_file(path: Path) -> PythonAdapter:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-    except (Exception, SystemExit) as error:  # noqa: BLE001 - any error while importing the adapter
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # noqa: BLE001 - any error while importing the adapter
         raise LoopmeterError(f"adapter {path} cannot be loaded: {_failure_text(error)}") from None
     return PythonAdapter(module, str(path))
 
@@ -364,7 +376,9 @@ def load_adapter(spec: str, stderr_log: Path) -> PythonAdapter | CommandAdapter:
             missing = error.name or ""
             if spec != missing and not spec.startswith(f"{missing}."):  # the adapter's own import failed
                 raise LoopmeterError(f"adapter module {spec} cannot be loaded: ModuleNotFoundError: {error}") from None
-        except (Exception, SystemExit) as error:  # noqa: BLE001
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # noqa: BLE001 - any error while importing the adapter
             raise LoopmeterError(f"adapter module {spec} cannot be loaded: {_failure_text(error)}") from None
         else:
             return PythonAdapter(module, spec)

@@ -9,6 +9,7 @@ a previous invocation wrote (`read_existing_run`). `runner.py` executes the run 
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import platform
@@ -227,12 +228,24 @@ class Claim:
 
     @staticmethod
     def _open(paths: RunSetPaths) -> BinaryIO:
+        """The claim file, opened without following a link and without waiting (a FIFO there would block
+        the open for ever); anything but a regular file there is refused."""
+        import stat
+
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
             paths.runner.mkdir(parents=True, exist_ok=True)
-            return open(paths.claim, "ab")
+            descriptor = os.open(paths.claim, flags, 0o644)
         except OSError as error:
+            reason = {errno.ELOOP: "a symbolic link", errno.ENXIO: "a FIFO or device, not a regular file"}.get(
+                error.errno, error.strerror or str(error))
             raise LoopmeterError(f"run set {paths.run_set_id} cannot be started in {paths.results}: "
-                                 f"{paths.claim}: {error.strerror or error}") from None
+                                 f"{paths.claim}: {reason}") from None
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise LoopmeterError(f"run set {paths.run_set_id} cannot be started in {paths.results}: {paths.claim} is "
+                                 "not a regular file (loopmeter's claim on the run set): remove it")
+        return os.fdopen(descriptor, "ab")
 
     def close(self) -> None:
         try:

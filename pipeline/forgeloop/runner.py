@@ -27,15 +27,12 @@ are settled by `run_set.py`.
 from __future__ import annotations
 
 import copy
-import signal
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from .. import progress
+from .. import interrupts, progress
 from ..errors import LoopmeterError, usage_error
 from ..numbers import js_round4
 from . import sequential
@@ -301,27 +298,28 @@ def execute(
         plan = plan_document(run_set_id, Size(tier, None if until_resolved else runs), scenarios, adapter_spec, target, stopping)
         calls = _Calls(adapter, execution, target, environment_defaults(), keep_going, plan)
         try:
-            with _sigterm_raises():
+            try:
+                adapter.start()
+                if until_resolved:
+                    _run_rounds(calls, stopping)
+                else:
+                    with progress.bar(f"execute {run_set_id}", len(todo)) as bar:
+                        for scenario, mode, run_index in todo:
+                            bar.update(description=f"{scenario['scenarioId']} {mode} {run_index}/{runs}")
+                            calls.run(scenario, mode, run_index)
+                            bar.advance()
+                if execution.documents:
+                    _finalize(adapter, execution, calls.answers, target)
+            finally:
                 try:
-                    adapter.start()
-                    if until_resolved:
-                        _run_rounds(calls, stopping)
-                    else:
-                        with progress.bar(f"execute {run_set_id}", len(todo)) as bar:
-                            for scenario, mode, run_index in todo:
-                                bar.update(description=f"{scenario['scenarioId']} {mode} {run_index}/{runs}")
-                                calls.run(scenario, mode, run_index)
-                                bar.advance()
-                    if execution.documents:
-                        _finalize(adapter, execution, calls.answers, target)
-                finally:
-                    try:
-                        adapter.cleanup()
-                    except AdapterFailed as error:
-                        execution.cleanup_error = str(error)
-                        on_note(f"warning: the adapter's cleanup failed: {error}")
-        except (KeyboardInterrupt, Terminated) as stopped:
-            how, code = ("interrupted", 130) if isinstance(stopped, KeyboardInterrupt) else ("terminated (SIGTERM)", 143)
+                    adapter.cleanup()
+                except AdapterFailed as error:
+                    execution.cleanup_error = str(error)
+                    on_note(f"warning: the adapter's cleanup failed: {error}")
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`interrupts.answer` raises it for both)
+            how, code = ("terminated (SIGTERM)", 143) if interrupts.TERMINATED else ("interrupted", 130)
+            if not paths.plan.exists():  # stopped in the first call: --resume, as told, needs the plan's size
+                write_json(paths.plan, plan)
             raise LoopmeterError(
                 f"{how}; {execution.run_count} runs kept in {paths.raw}; rerun with --resume --run-set {run_set_id} to finish",
                 code,
@@ -329,34 +327,6 @@ def execute(
     finally:
         held.close()
     return execution
-
-
-class Terminated(BaseException):
-    """SIGTERM while the adapter runs, raised where the runner is: answered as Ctrl-C is (the adapter's
-    cleanup, bounded, its processes ended, the runs written kept), exit 143 (128 + SIGTERM). Not an
-    Exception, so no adapter's failure is taken for it, nor it for one."""
-
-
-@contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises Terminated during the block (only the main thread sets handlers: elsewhere, and
-    before and after the block, SIGTERM ends the process as its default does)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminated(number, frame):
-        raise Terminated
-
-    try:
-        before = signal.signal(signal.SIGTERM, terminated)
-    except ValueError:  # not the main interpreter
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)
 
 
 class _Calls:

@@ -366,8 +366,8 @@ def _ended_by_sigterm():
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        return lambda: None  # a SIGTERM the process was started ignoring stays ignored
 
     def leave(signum, frame):
         raise SystemExit(128 + signal.SIGTERM)

@@ -11,7 +11,8 @@ integration in any language would speak them (see docs/runner.md).
   and "busy <key>" when a CMD_TEST_BUSY call begins
 - CMD_TEST_CHILD: start `sleep 300` in the background at start (a host left running)
 - CMD_TEST_BUSY: keys on which the call never returns (a host stuck), deaf to Ctrl-C (SIGINT ignored)
-- CMD_TEST_HUGE: keys answered with usage.inputTokens 10**400 (JSON allows it; 64 bits do not)
+- CMD_TEST_HUGE: keys answered with usage.inputTokens 10**400 (JSON allows it; 64 bits do not); with
+  CMD_TEST_DIGITS, a number of that many digits (more than 4,300: more than Python converts)
 - CMD_TEST_HUGE_EXTRA: keys whose answer carries a field the contract ignores, "hostTrace": 10**400
 """
 import json
@@ -56,7 +57,7 @@ def run_benchmark(params):
                      "resolvedProfile": "full" if params["mode"] == "forgeloopAdaptive" else None},
     }
     if key in keys("CMD_TEST_HUGE"):
-        answer["usage"]["inputTokens"] = 10**400
+        answer["usage"]["inputTokens"] = 10**400 if not os.environ.get("CMD_TEST_DIGITS") else "DIGITS"
     if key in keys("CMD_TEST_HUGE_EXTRA"):
         answer["hostTrace"] = 10**400
     return answer
@@ -98,7 +99,10 @@ def main():
             answer = {"id": request["id"], "result": METHODS[request["method"]](request["params"])}
         except Exception as error:  # the error travels back as the answer
             answer = {"id": request["id"], "error": f"{type(error).__name__}: {error}"}
-        print(json.dumps(answer), flush=True)
+        line = json.dumps(answer)
+        if os.environ.get("CMD_TEST_DIGITS"):
+            line = line.replace('"DIGITS"', "1" + "0" * int(os.environ["CMD_TEST_DIGITS"]))
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
