@@ -378,7 +378,7 @@ def test_a_run_set_stopped_in_its_first_call_is_resumed_at_its_own_size(tmp_path
         end_leftovers(pids)
 
 
-WAITING_ADAPTER = f'''
+GATED_ADAPTER = f'''
 import os
 import sys
 import time
@@ -400,8 +400,8 @@ def test_a_sigterm_the_runner_was_started_ignoring_stays_ignored(tmp_path, scena
     import signal
     import subprocess
 
-    adapter = tmp_path / "waiting_adapter.py"
-    adapter.write_text(WAITING_ADAPTER)
+    adapter = tmp_path / "gated_adapter.py"
+    adapter.write_text(GATED_ADAPTER)
     started, go_on = tmp_path / "started", tmp_path / "go-on"
     command = [sys.executable, "-m", "loopmeter", "execute", "--adapter", str(adapter), "--scenarios", str(scenarios),
                "--target", str(target[0]), "--output", str(tmp_path / "results"), "--runs", "1", "--scenario",

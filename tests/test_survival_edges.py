@@ -168,7 +168,7 @@ def test_outcomes_in_a_store_must_be_what_a_harvest_writes(tmp_path):
         "data.surviving: must be at most data.added (lines surviving of those added)",
         "data.horizon_days: must be a whole number of days from 0 to 2^53 - 1, or null",
         "data.added: must be a count of lines from 0 to 2^53 - 1, or null",
-        "data.surviving: must be a count of lines from 0 to 2^53 - 1, or null",
+        "data.added: must be a count of lines from 0 to 2^53 - 1, or null",
         "data.status: must be ok, no_additions or lost (a survival outcome)",
         "data.status: must be ok, no_additions or lost (a survival outcome)",
     ], ingested.stderr
