@@ -43,6 +43,8 @@ class Engine:
             raise usage_error(f"--workers must be between 1 and 256 (got {self.workers})")
         if self.bucket_runs < 1:
             raise usage_error(f"--bucket-runs must be at least 1 (got {self.bucket_runs})")
+        if self.master is not None and self.name != "spark":  # else a forgotten --engine spark goes unseen
+            raise usage_error(f"--spark-master applies to --engine spark only (got --engine {self.name})")
 
     def pool_size(self, tasks: int) -> int:
         return max(1, min(self.workers or usable_cores(), tasks))
