@@ -362,12 +362,14 @@ def mirrored(url: str) -> Iterator[Path]:
 def _ended_by_sigterm():
     """While a mirror exists, SIGTERM ends the command as an exit (143, as the signal's default does), so
     the mirror is removed on the way out rather than left in the temporary folder; returns what puts the
-    handler before back. Only the main thread sets handlers: elsewhere nothing changes."""
+    handler before back. Only where SIGTERM is at its default: one ignored stays ignored, and one the
+    command line already answers (`interrupts.answer`, which unwinds as Ctrl-C does) keeps its answer.
+    Only the main thread sets handlers: elsewhere nothing changes."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-        return lambda: None  # a SIGTERM the process was started ignoring stays ignored
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
 
     def leave(signum, frame):
         raise SystemExit(128 + signal.SIGTERM)
