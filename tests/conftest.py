@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +143,18 @@ def _run_here(command: list[str], env: dict, cwd: Path) -> Ran:
         os.environ.update(saved_environment)
         os.chdir(saved_directory)
     return Ran(command, code, out.getvalue(), err.getvalue())
+
+
+def wait_for(condition, what: str, bound: float = 60.0):
+    """Poll `condition` until it holds and return its value (a generous bound: a slow machine is not a
+    failure; the event is waited for, never a fixed time)."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"waited {bound} s for {what}")
 
 
 @pytest.fixture(scope="session")

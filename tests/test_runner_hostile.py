@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import wait_for
 from test_runner import execute, expected_files, run_files, scenarios, target  # noqa: F401 - fixtures
 
 ADAPTERS = Path(__file__).parent / "runner_adapters"
@@ -229,19 +230,6 @@ def run_benchmark(request):
         time.sleep(0.02)
     return deterministic_run(request)
 '''
-
-
-def wait_for(condition, what: str, bound: float = 60.0):
-    """Poll `condition` until it holds (a generous bound: a slow machine is not a failure)."""
-    import time
-
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"waited {bound} s for {what}")
 
 
 def loopmeter_process(tmp_path, scenarios, target, adapter, *args, env=None):

@@ -9,13 +9,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, wait_for
 
 BOUND = 180  # seconds: the longest wait for an event (a Java process to start, a command to end)
 
@@ -33,13 +32,6 @@ def started_by(marker: str, word: bytes) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} within {BOUND} s"
-        time.sleep(0.05)
 
 
 def aggregate(warehouse: Path, marker: str, *options: str) -> subprocess.Popen:
@@ -61,7 +53,7 @@ def warehouse(tmp_path_factory, corpus) -> Path:
 def test_ctrl_c_while_the_session_starts_leaves_no_java_process(warehouse):
     marker = f"LOOPMETER_TEST_{uuid.uuid4().hex}"
     process = aggregate(warehouse, marker, "--spark-master", "local[2]")
-    wait_for(lambda: started_by(marker, b"pyspark-shell"), "Java process")
+    wait_for(lambda: started_by(marker, b"pyspark-shell"), "Java process", BOUND)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=BOUND)
     assert process.returncode == 130 and stderr.startswith("loopmeter: interrupted"), stderr
@@ -72,7 +64,7 @@ def test_ctrl_c_while_the_session_starts_leaves_no_java_process(warehouse):
 def test_ctrl_c_while_a_job_runs_is_one_line_and_a_finished_command_leaves_no_java_process(warehouse):
     marker = f"LOOPMETER_TEST_{uuid.uuid4().hex}"
     process = aggregate(warehouse, marker, "--spark-master", "local[2]")
-    wait_for(lambda: started_by(marker, b"pyspark.daemon") or process.poll() is not None, "Spark Python worker")
+    wait_for(lambda: started_by(marker, b"pyspark.daemon") or process.poll() is not None, "Spark Python worker", BOUND)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=BOUND)
     assert process.returncode == 130, stderr
