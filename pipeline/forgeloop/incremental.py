@@ -81,15 +81,13 @@ def run_set_identities(warehouse: Warehouse, run_sets: list[str] | None = None) 
     warehouse copied or restored from a backup holds the same identities; a partition whose rows
     changed, whoever changed them, another. A file's digest is read from the verified record while
     the file is the same (`verified.py`), else the file is read, in pieces: memory holds none of it."""
-    partitions = warehouse.partitions(RUNS, "run_set_id")
-    wanted = sorted(partitions) if run_sets is None else [name for name in run_sets if name in partitions]
-    by_run_set: dict[str, list[Path]] = {}
-    for file in map(Path, warehouse.partition_files(RUNS, "run_set_id", wanted)):
-        by_run_set.setdefault(file.parent.name.partition("=")[2], []).append(file)
+    by_run_set = warehouse.files_by_partition(RUNS, "run_set_id")
+    wanted = sorted(by_run_set if run_sets is None else {name for name in run_sets if name in by_run_set})
+    warehouse.partition_files(RUNS, "run_set_id", wanted)  # checked
     identities: dict[str, str] = {}
-    for name, files in sorted(by_run_set.items()):
+    for name in wanted:
         hashed = hashlib.blake2b(digest_size=12)
-        for file in sorted(files, key=lambda path: path.name):
+        for file in sorted(by_run_set[name], key=lambda path: path.name):
             hashed.update(f"{file.name}\0{warehouse.verified.digest(RUNS, file)}\0".encode())
         identities[name] = hashed.hexdigest()
     return identities
@@ -121,12 +119,12 @@ def _digest(path: Path) -> str:
         return hashlib.file_digest(handle, lambda: hashlib.blake2b(digest_size=12)).hexdigest()
 
 
-def _document_identities(directory: Path, names: list[str], before: dict | None = None) -> dict[str, list] | None:
+def _document_identities(directory: str | Path, names: list[str], before: dict | None = None) -> dict[str, list] | None:
     """Per document: [size, modification time, digest of its bytes] (None: one is missing or is not a
     regular file). Where `before` holds the same size and time, its digest is taken without reading."""
     identities = {}
     for name in names:
-        path = directory / name
+        path = os.path.join(directory, name)
         try:
             stat = os.stat(path, follow_symlinks=False)
             if not S_ISREG(stat.st_mode):
@@ -156,7 +154,7 @@ def plan(warehouse: Warehouse, out: Path, tier: str | dict[str, str] | None, pro
     result = Plan(full=False, identities=identities)
     for run_set, identity in sorted(identities.items()):
         before = by_run_set.get(run_set)
-        documents = None if before is None else _document_identities(Path(out) / run_set, sorted(before["documents"]),
+        documents = None if before is None else _document_identities(os.path.join(out, run_set), sorted(before["documents"]),
                                                                      before["documents"])
         if before is None or before["runs"] != identity or not _same_documents(documents, before["documents"]):
             result.changed.append(run_set)
@@ -184,7 +182,7 @@ def record(warehouse: Warehouse, out: Path, tier: str | dict[str, str] | None, p
     run_sets = dict(kept)
     for documents in computed:
         names = [*(f"{scenario}.json" for scenario in documents.scenarios), "summary.json"]
-        identity = _document_identities(Path(out) / documents.run_set_id, names)
+        identity = _document_identities(os.path.join(out, documents.run_set_id), names)
         if documents.run_set_id not in identities or identity is None:
             continue
         run_sets[documents.run_set_id] = {"runs": identities[documents.run_set_id], "documents": identity, "facts": facts(documents)}

@@ -41,9 +41,11 @@ EMPTY_FILE = "part-empty.parquet"  # an empty partitioned table: one file at the
 
 @dataclass
 class Listing:
-    """A version's table files, and what in the folder is not one (path, problem)."""
+    """A version's table files, and what in the folder is not one (path, problem); for a partitioned
+    table, its partition folders too: value -> (folder, its files), in path order."""
     files: list[Path] = field(default_factory=list)
     problems: list[tuple[Path, str]] = field(default_factory=list)
+    partitions: dict[str, tuple[Path, list[Path]]] = field(default_factory=dict)
 
 
 def list_version(table: str, version: Path) -> Listing:
@@ -72,15 +74,19 @@ def list_version(table: str, version: Path) -> Listing:
             if problem is not None:
                 listing.problems.append((Path(entry.path), problem))
                 continue
+            folder: list[Path] = []
             for inner in _entries(entry.path, listing):
                 inner_kind = entry_kind(inner)
                 if inner_kind == "file":
                     if _parquet(inner.name):
-                        listing.files.append(Path(inner.path))
+                        folder.append(Path(inner.path))
                     else:
                         listing.problems.append((Path(inner.path), NOT_PARQUET))
                 elif inner_kind is not None:
                     listing.problems.append((Path(inner.path), f"is {WHAT[inner_kind]}, not a table file"))
+            if folder:
+                listing.files += folder
+                listing.partitions[value] = (Path(entry.path), folder)
             continue
         if kind is not None:
             listing.problems.append((Path(entry.path), f"is {WHAT[kind]}, not a table file"))
@@ -107,7 +113,8 @@ def _parquet(name: str) -> bool:
 def in_partition(table: str, path: Path) -> bool:
     """Whether the file `path` of `table` lies in a partition folder (so holds no partition column)."""
     column = registry.table(table).partition
-    return column is not None and os.path.basename(os.path.dirname(path)).startswith(column + "=")
+    parts = os.fspath(path).rsplit(os.sep, 2)
+    return column is not None and len(parts) >= 2 and parts[-2].startswith(column + "=")
 
 
 def file_problem(table: str, path: Path, *, whole: bool = False, opened: list | None = None) -> str | None:

@@ -23,15 +23,14 @@ def rewrite(warehouse, name: str, bad: list[tuple[Path, str]]) -> None:
         if refused is not None:
             raise LoopmeterError(refused)
     column = registry.table(name).partition
-    partitions = warehouse.partitions(name, column) if column is not None else {}
+    partitions = warehouse.files_by_partition(name, column)
     groups: dict[str | None, list[Path]] = {}
     for path, problem in bad:
         value = path.parent.name[len(f"{column}="):] if partitions and path.parent.name.startswith(f"{column}=") else None
         if partitions and value not in partitions:
             raise LoopmeterError(f"{shown[path]}: {problem}, and it lies outside {name}'s partition folders; "
                                  "move it out of the warehouse")
-        groups[value] = warehouse.partition_file_list(name, partitions[value]) if value is not None \
-            else warehouse.table_files(name)
+        groups[value] = partitions[value] if value is not None else warehouse.table_files(name)
     try:
         with warehouse.build_table(name, column if partitions else None) as builder:
             for value, files in groups.items():

@@ -170,15 +170,12 @@ class Verified:
             self.digests[found] = (hashed.hexdigest(), status.st_ctime_ns)
         return hashed.hexdigest()
 
-    def save(self, files: Iterable[tuple[str, Path]]) -> None:
-        """Record the files of (table, file) verified in this process, as they are now (the caller
-        holds the lock); the others are left out, and verified by the command that reads them next."""
+    def save(self, files: Iterable[tuple[str, Path, os.stat_result]]) -> None:
+        """Record the files of (table, file, status as seen just now) verified in this process with that
+        status (the caller holds the lock); the others are left out, and verified by the command that reads
+        them next. A file changed after its look has another change time then: its record matches nothing."""
         entries = []
-        for table, path in files:
-            try:
-                status = os.lstat(path)
-            except OSError:
-                continue
+        for table, path, status in files:
             found = identity(table, path, status)
             if self.here.get(found) == status.st_ctime_ns:
                 taken = self.digests.get(found)

@@ -150,31 +150,25 @@ class Warehouse:
     def table_files(self, name: str) -> list[Path]:
         return self.listing(name).files if self.has_table(name) else []
 
+    def _partition_index(self, name: str, column: str | None) -> dict[str, tuple[Path, list[Path]]]:
+        """Partition value -> (its folder, its files), of table `name` partitioned by `column` (none when
+        the table is not, or has no such table)."""
+        if column is None or not self.has_table(name) or registry.table(name).partition != column:
+            return {}
+        return self.listing(name).partitions
+
     def partitions(self, name: str, column: str) -> dict[str, Path]:
         """Partition value -> its folder, for a hive-partitioned table."""
-        prefix = column + "="
-        return {path.parent.name[len(prefix):]: path.parent for path in self.table_files(name)
-                if path.parent.name.startswith(prefix)}
+        return {value: folder for value, (folder, _) in self._partition_index(name, column).items()}
 
-    def partition_file_list(self, name: str, directory: Path) -> list[Path]:
-        return [path for path in self.table_files(name) if path.parent == directory]
-
-    def _partition_files(self, name: str, column: str | None) -> dict[str, list[Path]]:
+    def files_by_partition(self, name: str, column: str | None) -> dict[str, list[Path]]:
         """Partition value -> its files, of table `name`'s current version (none when unpartitioned)."""
-        found: dict[str, list[Path]] = {}
-        if column is not None and self.has_table(name):
-            for path in self.table_files(name):
-                if path.parent.name.startswith(column + "="):
-                    found.setdefault(path.parent.name[len(column) + 1:], []).append(path)
-        return found
+        return {value: files for value, (_, files) in self._partition_index(name, column).items()}
 
     def partition_files(self, name: str, column: str, values: Iterable[str]) -> list[str]:
         """The Parquet files of these partitions (those that exist), in the order given; checked."""
-        by_folder: dict[str, list[Path]] = {}
-        for path in self.table_files(name):
-            if path.parent.name.startswith(column + "="):
-                by_folder.setdefault(path.parent.name[len(column) + 1:], []).append(path)
-        files = [str(path) for value in values for path in by_folder.get(value, [])]
+        index = self._partition_index(name, column)
+        files = [str(path) for value in values if value in index for path in index[value][1]]
         self.check_table(name, files)
         return files
 
@@ -203,9 +197,11 @@ class Warehouse:
         listed = ", ".join(quote_path(os.path.abspath(file)) for file in files)
         return f"SELECT {columns} FROM read_parquet([{listed}], {options})"
 
-    def mismatches(self, name: str, files: Iterable[str | Path] | None = None) -> list[tuple[Path, str]]:
+    def mismatches(self, name: str, files: Iterable[str | Path] | None = None,
+                   verified: list[tuple[str, Path, os.stat_result]] | None = None) -> list[tuple[Path, str]]:
         """The files of table `name` (or these of its files) that are not what they must be, each with
-        its problem (`conformance.file_problem`); a file verified before (`verified.py`) is not opened."""
+        its problem (`conformance.file_problem`); a file verified before (`verified.py`) is not opened.
+        `verified` is given (table, file, status as listed) of each file verified, now or before."""
         found = []
         for path in self.table_files(name) if files is None else map(Path, files):
             try:
@@ -213,11 +209,15 @@ class Warehouse:
             except OSError:
                 status = None
             if status is not None and self.verified.known(name, path, status):
+                if verified is not None:
+                    verified.append((name, path, status))
                 continue
             opened: list[os.stat_result] = []
             problem = conformance.file_problem(name, path, opened=opened)
             if problem is None and status is not None and opened and _same(opened[0], status):
                 self.verified.add(name, path, status)  # the file verified is the one listed, unchanged since
+                if verified is not None:
+                    verified.append((name, path, status))
             elif problem is not None:
                 found.append((path, problem))
         return found
@@ -345,7 +345,7 @@ class Warehouse:
 
         registry.table(name)
         self.mark()  # a warehouse written through the library, without the lock, is one too
-        builder = TableBuilder(self.root, name, partition_by, lambda: self._partition_files(name, partition_by),
+        builder = TableBuilder(self.root, name, partition_by, lambda: self.files_by_partition(name, partition_by),
                                link=lambda source, target: self.verified.link(name, source, target),
                                remove=self.verified.remove)
         try:
@@ -433,13 +433,12 @@ class Warehouse:
 
     def _record_verified(self) -> None:
         """Record the current versions' files as verified (the files this process wrote verified now)."""
-        files = []
+        files: list[tuple[str, Path, os.stat_result]] = []
         for name in self.table_names():
             try:
-                self.mismatches(name)
+                self.mismatches(name, verified=files)
             except TableFileMismatch:  # a version holding what is not a table file: its files are not recorded
                 continue
-            files += [(name, path) for path in self.table_files(name)]
         self.verified.save(files)
 
     def _collect_garbage(self) -> None:
