@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import first_line, shown_path
+from ..errors import first_line, is_interruption, shown_path
 from ..storage import Warehouse, publish, registry, versions
 from ..storage.integrity import Report, check, journal_problems
 from ..storage.files import is_real_directory
@@ -74,6 +74,7 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
                 refresh_catalog(warehouse)
                 report.repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: rebuilt")
             except Exception as error:  # noqa: BLE001 - said, with the rest of the repair
+                _stop_if_interrupted(error)
                 report.not_repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: {first_line(error)}")
         else:
             report.not_repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: rebuilt once the tables "
@@ -81,6 +82,13 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     after = check(warehouse)
     report.problems = after.problems
     return report
+
+
+def _stop_if_interrupted(error: Exception) -> None:
+    """A library's error that is a Ctrl-C (or SIGTERM) in disguise (`errors.is_interruption`) stops the
+    repair as the interruption it is, never a line of what could not be rebuilt."""
+    if is_interruption(error):
+        raise KeyboardInterrupt from error
 
 
 def _repair_marker(warehouse: Warehouse, report: Report) -> list[str]:
@@ -152,8 +160,8 @@ def _repair_journal(warehouse: Warehouse) -> list[str]:
     if all(p.detail.startswith("a publish was left unfinished") for p in problems):
         try:
             warehouse.finish_publishing()
-        except Exception:  # noqa: BLE001 - what could not be finished: the journal is removed below
-            pass
+        except Exception as error:  # noqa: BLE001 - what could not be finished: the journal is removed below
+            _stop_if_interrupted(error)
         if not warehouse.state.exists(publish.JOURNAL):
             return [f"journal {shown_path(journal)}: its publish finished"]
     warehouse.state.remove(publish.JOURNAL)
@@ -213,7 +221,8 @@ def _scenarios_of(warehouse: Warehouse, results: Path, scenarios: str) -> bool:
     folder = os.path.normpath(scenarios)
     try:
         paths = warehouse.read("scenarios")["source_path"].to_list()
-    except Exception:  # noqa: BLE001 - a table that cannot be read is what is being repaired
+    except Exception as error:  # noqa: BLE001 - a table that cannot be read is what is being repaired
+        _stop_if_interrupted(error)
         return folder == os.path.normpath(results / "scenarios") or folder in _manifest_scenario_folders(warehouse)
     return bool(paths) and all(isinstance(path, str) and os.path.dirname(path) == folder for path in paths)
 
@@ -222,7 +231,8 @@ def _manifest_scenario_folders(warehouse: Warehouse) -> set[str]:
     """The folders `ingest_manifest` says scenarios were read from (none when it cannot be read)."""
     try:
         manifest = warehouse.read("ingest_manifest", ["kind", "source_root"])
-    except Exception:  # noqa: BLE001 - a damaged manifest names no folder
+    except Exception as error:  # noqa: BLE001 - a damaged manifest names no folder
+        _stop_if_interrupted(error)
         return set()
     if manifest is None:
         return set()
@@ -276,9 +286,12 @@ def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: l
             _set_aside_damaged_run_sets(warehouse, damaged_runs)
             if "scenarios" in tables:
                 _set_aside_scenarios(warehouse, recorded)
+            if "ingest_manifest" in tables:  # rows of every file read again are written anew
+                warehouse.write_table("ingest_manifest", registry.table("ingest_manifest").empty_frame())
             for results, scenarios, options in recorded:
                 ingest_forgeloop(warehouse, results, scenarios, full=True, **options)
     except Exception as error:  # noqa: BLE001 - said, with the rest of the repair
+        _stop_if_interrupted(error)
         return [], [f"{', '.join(tables)}: read again from {', '.join(shown_path(r) for r, _, _ in recorded)}, "
                     f"which failed, so nothing was changed: {first_line(error)}"]
     return [f"{', '.join(tables)}: read again from {shown_path(results)}" for results, _, _ in recorded], []

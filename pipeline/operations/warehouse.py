@@ -109,5 +109,6 @@ def check(*, warehouse: str | os.PathLike | Warehouse | None = None, repair: boo
     report = check_warehouse(store)
     found = list(report.problems)
     if repair and found:
+        watch(store.root)
         repair_warehouse(store, report, wait=wait)
     return found, report
