@@ -334,3 +334,29 @@ def test_sigterm_on_object_storage_removes_the_mirror_and_publishes_nothing(buck
     assert stopped.returncode == 143, stopped.stderr
     assert head(client, name) == before
     assert list(scratch.iterdir()) == []
+
+
+def test_an_upload_cut_short_or_an_object_of_another_size_is_never_taken_for_the_file(bucket, corpus, tmp_path):
+    """An upload stopped before its bytes are sent is kept apart from `objects/`, and an object planted
+    under a file's digest with other bytes (another size) is written over: the next commands read
+    the warehouse whole."""
+    import hashlib
+
+    client, name = bucket
+    url = f"s3://{name}/team"
+    local = tmp_path / "local"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+            "--scenarios", str(corpus / "scenarios"), "--quiet", warehouse=local)
+    marker = hashlib.sha256((local / ".loopmeter").read_bytes()).hexdigest()
+    client.put_object(Bucket=name, Key=f"team/objects/{marker}", Body=b"junk")
+    stopped = run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+                      "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url, check=143,
+                      env={"LOOPMETER_CRASH_AT": "remote:uploading", "LOOPMETER_CRASH_SIGNAL": "TERM"})
+    assert stopped.stderr.startswith("loopmeter: terminated (SIGTERM)")
+    objects = client.list_objects_v2(Bucket=name, Prefix="team/objects/").get("Contents", [])
+    assert [(item["Key"], item["Size"]) for item in objects] == [(f"team/objects/{marker}", 4)]
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+            "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url)
+    counted = "SELECT count(*) AS runs, sum(total_tokens) AS tokens FROM runs"
+    assert run_cli("sql", counted, "--warehouse", url).stdout == run_cli("sql", counted, warehouse=local).stdout
+    assert run_cli("check", "--warehouse", url).returncode == 0

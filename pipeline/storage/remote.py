@@ -7,6 +7,8 @@ one pointer written last:
     <prefix>/manifests/<id>.json     one state of the warehouse: each file's path, digest and size, and
                                      each table's current version
     <prefix>/HEAD.json               {"manifest": "manifests/<id>.json"}: the current state
+    <prefix>/uploads/                objects being uploaded, copied to objects/ once whole (an upload
+                                     cut short stays here, never named by a manifest)
 
 A command works on a mirror (`mirrored`): the current state's files are fetched into a scratch
 folder (each checked against its size and digest; every path and version under the warehouse's own
@@ -186,13 +188,27 @@ class Remote:
                                  f"({got} bytes read, {size} expected)")
 
     def put(self, digest: str, source: Path) -> None:
+        """Object `digest` from the file `source` (of those bytes). Uploaded under a key of its own and
+        copied into place once whole: an upload cut short (Ctrl-C, SIGTERM, a lost connection) ends the
+        stream as if it were whole, so only a whole upload may ever be named by its digest. An object of
+        that name already there is kept only when it has the file's size (anything else: written over)."""
         from pyarrow import fs
 
         key = f"{self.base}/objects/{digest}"
-        if self.fs.get_file_info(key).type == fs.FileType.File:
+        size = os.path.getsize(source)
+        found = self.fs.get_file_info(key)
+        if found.type == fs.FileType.File and found.size == size:
             return
-        with open(source, "rb") as data, self.fs.open_output_stream(key) as stream:
-            shutil.copyfileobj(data, stream, 8 << 20)
+        upload = f"{self.base}/uploads/{digest}.{secrets.token_hex(8)}"
+        with open(source, "rb") as data:
+            stream = self.fs.open_output_stream(upload)
+            try:
+                faults.checkpoint("remote:uploading")
+                shutil.copyfileobj(data, stream, 8 << 20)
+            finally:
+                stream.close()  # on an error too: whatever was sent is kept under `upload`, never named
+        self.fs.copy_file(upload, key)
+        self.fs.delete_file(upload)
 
 
 def manifest_problem(manifest: object) -> str | None:
