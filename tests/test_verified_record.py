@@ -233,9 +233,9 @@ def test_a_runs_file_changed_after_an_ingest_linked_it_is_read_again_by_the_next
 def test_a_file_changed_in_place_after_a_writer_verified_it_is_not_recorded_as_verified(
         demo_warehouse, tmp_path, monkeypatch):
     """A table file another program rewrites in place (its size and modification time given back)
-    after a writer verified it and before the writer records what it verified: the record does not
-    vouch for it (its change time is not the one it was verified at), so the next command verifies
-    it and names it."""
+    after a writer verified it and before the writer records what it verified: the record holds the
+    change time it was verified at, which is not the one it has now, so the next command verifies it
+    and names it."""
     from loopmeter.storage.verified import Verified
 
     warehouse = _copy(demo_warehouse, tmp_path)
@@ -254,8 +254,11 @@ def test_a_file_changed_in_place_after_a_writer_verified_it_is_not_recorded_as_v
     run_cli("catalog", warehouse=warehouse)  # a writer: every file verified as it takes the lock
     monkeypatch.setattr(Verified, "save", save)
     record = json.loads((warehouse / ".state" / "verified.json").read_bytes())
-    assert len(record["files"]) == len(_table_files(warehouse)) - 1
-    assert os.lstat(victim).st_ino not in {entry[3] for entry in record["files"]}
+    # recorded as it was when verified: its change time now is another, so the record does not match it
+    entries = {entry[3]: entry for entry in record["files"]}
+    now = os.lstat(victim)
+    assert len(record["files"]) == len(_table_files(warehouse))
+    assert entries[now.st_ino][6] != now.st_ctime_ns
 
     refused = run_cli("sql", COUNT, warehouse=warehouse, check=1)
     (line,) = refused.stderr.splitlines()

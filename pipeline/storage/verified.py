@@ -12,8 +12,8 @@ about half a millisecond: seconds for a warehouse of a million runs, paid by eve
   file listed, its change time unchanged from the listing to the verification's end.
 - Across processes, the writer records, as it lets the lock go, the files of the current versions
   verified in its process (the files it wrote are verified then), each with the identity above and
-  the file's change time: the one it had when it was verified. A file whose change time is another
-  by then (changed since, by anyone) is left out, and verified again by the next command. The links
+  the file's change time: the one it had when it was verified. A file changed since, by anyone, has
+  another change time by then: the record matches it no more, and the next command verifies it. The links
   loopmeter itself makes and removes (`link`, `remove`: an unchanged partition kept in a new
   version, the old version removed) change it too; the change time seen just after each is taken
   as the one verified when the one seen just before was. A later command takes a file as verified
