@@ -26,6 +26,7 @@ import io
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,6 +59,25 @@ def output_width(is_terminal: bool, terminal_width: int | None) -> int | None:
     return None
 
 
+def _out_encoding() -> str | None:
+    """stdout's encoding when it is not UTF-8 (a locale of ISO-8859-1 or ASCII), else None."""
+    import codecs
+
+    try:
+        name = codecs.lookup(sys.stdout.encoding or "utf-8").name
+    except (AttributeError, LookupError, TypeError):
+        return None
+    return None if name == "utf-8" else name
+
+
+def _cell(text: str) -> str:
+    """`text` for a table cell: printable (`errors.printable`), and in stdout's encoding, a character it
+    lacks (`Δ`) written as its escape before the columns are measured, so the borders stay aligned."""
+    encoding = _out_encoding()
+    shown = printable(text)
+    return shown if encoding is None else shown.encode(encoding, "backslashreplace").decode(encoding)
+
+
 def new_table(headers: Iterable[str], title: str | None = None, right: Iterable[str] = ()) -> Table:
     """A table of plain-text cells (no markup) that wrap rather than being cut; `right`: headers of
     columns aligned right. Fill it with `add_row`, print it with `print_table`."""
@@ -65,9 +85,13 @@ def new_table(headers: Iterable[str], title: str | None = None, right: Iterable[
     from rich.text import Text
 
     right = set(right)
-    table = Table(title=Text(printable(title)) if title else None, title_justify="left")
+    table = Table(title=Text(_cell(title)) if title else None, title_justify="left")
+    if _out_encoding() is not None:  # borders of ASCII where stdout's encoding lacks the box-drawing characters
+        from rich import box
+
+        table.box = box.ASCII
     for header in headers:
-        table.add_column(Text(printable(header)), justify="right" if header in right else "left", overflow="fold")
+        table.add_column(Text(_cell(header)), justify="right" if header in right else "left", overflow="fold")
     return table
 
 
@@ -75,7 +99,7 @@ def add_row(table: Table, cells: Iterable[str]) -> None:
     """A row of plain-text cells; a control character a cell holds (a name from a store) is shown escaped."""
     from rich.text import Text
 
-    table.add_row(*(Text(printable(cell)) for cell in cells))
+    table.add_row(*(Text(_cell(cell)) for cell in cells))
 
 
 def _plain(cell: Any) -> str:

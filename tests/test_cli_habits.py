@@ -250,3 +250,28 @@ def test_sql_out_with_a_format_takes_any_name(corpus_warehouse, tmp_path):
     out = tmp_path / "result.txt"
     run_cli("sql", QUERY, "--format", "csv", "--out", str(out), warehouse=corpus_warehouse)
     assert out.read_text() == 'id,name,score,note\n1,a,1.5,\n2,"b, ""c""",,x\n'
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_a_terminal_that_is_not_utf_8_gets_every_report_with_escapes_for_what_it_lacks(demo_warehouse, encoding):
+    """Under a locale of another encoding, a character it cannot show (`Δ`) is written as an escape:
+    the reports and help print whole, exit 0, and never blame the warehouse."""
+    import os
+
+    environment = dict(os.environ, PYTHONIOENCODING=encoding)
+    for command in (["report", "tail"], ["report", "summary"], ["report", "confidence"], ["report", "routing"],
+                    ["queries"], ["report", "survival", "--help"]):
+        done = subprocess.run([sys.executable, "-m", "loopmeter", "--warehouse", str(demo_warehouse), *command],
+                              capture_output=True, env=environment, cwd=ROOT)
+        assert done.returncode == 0 and done.stderr == b"", (command, done.stderr)
+        if "--help" not in command:  # help is typer's own text
+            done.stdout.decode(encoding)  # every byte of the encoding asked for
+        if command == ["report", "tail"]:  # the escape measured with its column: the borders stay aligned
+            widths, tables = set(), 0
+            for line in done.stdout.decode(encoding).splitlines() + [""]:
+                if line.startswith(("|", "+")):
+                    widths.add(len(line.rstrip()))
+                elif widths:
+                    assert len(widths) == 1, widths  # each table's lines of one width
+                    widths, tables = set(), tables + 1
+            assert b"\\u0394" in done.stdout and tables >= 1
