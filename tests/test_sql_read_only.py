@@ -327,3 +327,17 @@ def test_ctrl_c_during_a_long_query_ends_it_at_once_with_exit_130(demo_warehouse
     assert process.returncode == 130, (process.returncode, stderr)
     assert stderr == "loopmeter: interrupted; no table was replaced: the warehouse keeps its previous tables\n"
     assert stdout == ""
+
+
+def test_a_file_in_the_working_directory_s_tmp_folder_is_outside_too(warehouse, tmp_path):
+    """DuckDB's default folder for spilled data, `.tmp` under the working directory, is no folder of the
+    warehouse's: a query reads nothing there (and would write nothing there)."""
+    place = tmp_path / "elsewhere"
+    (place / ".tmp").mkdir(parents=True)
+    (place / ".tmp" / "notes.csv").write_text("outside,secret\n")
+    refused = run_cli("sql", f"SELECT * FROM read_csv('{place}/.tmp/notes.csv', header=false)", warehouse=warehouse,
+                      cwd=place, check=1)
+    assert "secret" not in refused.stdout and len(refused.stderr.strip().splitlines()) == 1
+    settings = run_cli("sql", "SELECT value FROM duckdb_settings() WHERE name = 'temp_directory'", "--format", "csv",
+                       warehouse=warehouse, cwd=place)
+    assert settings.stdout.splitlines() == ["value", '""']  # no folder: nothing spills, nothing is read there

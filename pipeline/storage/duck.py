@@ -67,8 +67,9 @@ def confine(connection: "duckdb.DuckDBPyConnection", root: Path, *, also: Iterab
         connection.execute(f"SET memory_limit = {quote_literal(memory_limit)}")
     if threads is not None:
         connection.execute(f"SET threads = {int(threads)}")
-    if temp_directory is not None:
-        connection.execute(f"SET temp_directory = {quote_literal(str(temp_directory))}")
+    # without a folder of the caller's, none: DuckDB's default (`.tmp` under the working directory) would
+    # be written when a query spills, and read by any query, outside the warehouse
+    connection.execute(f"SET temp_directory = {quote_literal(str(temp_directory) if temp_directory is not None else '')}")
     connection.execute("SET autoinstall_known_extensions = false")
     connection.execute("SET autoload_known_extensions = false")
     connection.execute("SET allow_community_extensions = false")
