@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -44,7 +45,12 @@ def refuse_inside_warehouse(option: str, path: Path, root: Path, allowed: Callab
                             hint: str = "write it outside the warehouse") -> None:
     """An output path inside the warehouse would overwrite what loopmeter keeps there (its tables,
     loopmeter.duckdb, its state): refused (a usage error), unless `allowed` accepts the path
-    relative to the warehouse root. Symbolic links are followed, so `link/x` is caught too."""
+    relative to the warehouse root. Symbolic links are followed, so `link/x` is caught too. A URL
+    (`s3://bucket/x`, which a path option receives as `s3:/bucket/x`) is refused first: outputs are
+    local files, and it would make a folder named `s3:` here."""
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", os.fspath(path)):
+        raise usage_error(f"{option} {shown_path(path)}: a URL; {option} writes local files only (./"
+                          f"{shown_path(path)} for a local folder of that name)")
     real, real_root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
     if real != real_root and real_root not in real.parents:
         return

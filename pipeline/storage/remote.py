@@ -97,6 +97,9 @@ def remote_url(given: str | os.PathLike | None) -> str | None:
         what = {"": "empty part (//)", ".": "part `.`", "..": "part `..`"}.get(wrong, "encoded `/` (%2F)")
         raise LoopmeterError(f"--warehouse {shown}: the bucket and prefix may hold no {what}: object storage would "
                              "take it for another place; name the prefix as it is (s3://bucket/prefix)")
+    if re.fullmatch(r"[A-Za-z0-9._-]+", names[0]) is None:  # user:password@, host:port: never echoed
+        raise LoopmeterError("--warehouse s3://...: the part after s3:// is not a bucket's name (letters, digits, `.`, "
+                             "`-`, `_`); the endpoint and credentials come from the AWS_* variables, never the URL")
     if len(names) < 2:
         raise LoopmeterError(f"--warehouse {shown}: give a prefix inside the bucket (s3://bucket/warehouse)")
     return "s3://" + "/".join(quote(name, safe="") for name in names)
