@@ -361,3 +361,19 @@ def test_an_upload_cut_short_or_an_object_of_another_size_is_never_taken_for_the
     counted = "SELECT count(*) AS runs, sum(total_tokens) AS tokens FROM runs"
     assert run_cli("sql", counted, "--warehouse", url).stdout == run_cli("sql", counted, warehouse=local).stdout
     assert run_cli("check", "--warehouse", url).returncode == 0
+
+
+def test_ctrl_c_as_the_mirror_is_removed_after_a_publish_removes_it_whole_and_ends_as_done(bucket, corpus, tmp_path):
+    """A Ctrl-C that comes once the command's state is published, as its scratch mirror is removed: the
+    mirror is removed whole (not left in the temporary folder) and the command ends as done, exit 0."""
+    client, name = bucket
+    url = f"s3://{name}/team"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+                   "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url,
+                   env={"TMPDIR": str(scratch), "LOOPMETER_CRASH_AT": "remote:removing-mirror",
+                        "LOOPMETER_CRASH_SIGNAL": "INT"})
+    assert done.stderr == "" and done.stdout.startswith("105 run files: 105 accepted")
+    assert head(client, name).startswith("manifests/")
+    assert list(scratch.iterdir()) == []

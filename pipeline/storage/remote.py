@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import faults
+from .. import faults, interrupts
 from ..errors import LoopmeterError, WarehouseBusy, shown_path
 from . import object_cache, registry, versions
 from .files import parse_json
@@ -371,10 +371,14 @@ def mirrored(url: str) -> Iterator[Path]:
         if cache is not None:
             cache.keep_only({digest for digest, _size in now["files"].values()})
     finally:
-        MIRRORS.discard(os.fspath(root))
-        shutil.rmtree(scratch, ignore_errors=True)
-        if cache is not None:
-            cache.close()
+        # removed whole even when Ctrl-C or SIGTERM comes now: the command's work is done or undone by
+        # then (a signal during the block has already ended it), and a copy left would stay for ever
+        with interrupts.ignored():
+            faults.checkpoint("remote:removing-mirror")
+            MIRRORS.discard(os.fspath(root))
+            shutil.rmtree(scratch, ignore_errors=True)
+            if cache is not None:
+                cache.close()
         terminate()
 
 
