@@ -16,7 +16,8 @@ from .errors import first_line, shown_path
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 _FULL_TEXT = re.compile(r"No space left on device|Disk quota exceeded|errno 28\b|os error 28\b", re.IGNORECASE)
-_PARQUET_TEXT = re.compile(r"parquet|magic bytes|footer|thrift", re.IGNORECASE)
+# a damaged page, as DuckDB, polars and pyarrow tell it, often names no file
+_PARQUET_TEXT = re.compile(r"parquet|magic bytes|footer|thrift|out of buffer|decompress|snappy|zstd", re.IGNORECASE)
 _DATABASE_TEXT = re.compile(r"Corrupt database file|not a valid DuckDB database|loopmeter\.duckdb", re.IGNORECASE)
 
 

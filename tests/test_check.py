@@ -97,14 +97,17 @@ def test_a_journal_naming_a_table_loopmeter_does_not_know_is_named_and_removed(c
     assert not (copy.parent.parent.parent / "x").exists()
 
 
-def test_a_damaged_file_of_a_table_read_from_outside_is_named_with_how_to_rebuild_it(copy):
+def test_a_damaged_month_of_a_table_read_from_outside_is_set_aside_to_be_read_again(copy):
     damaged = sorted((copy / "forge_events").glob("*/*.parquet"))[0]
     damaged.write_bytes(damaged.read_bytes()[:50])
+    month = damaged.parent.name.split("=")[1]
     code, report = checked(copy, "--repair")
-    assert code == 1 and [p["path"] for p in report["problems"]] == [str(damaged)]
-    assert report["notRepaired"][0] == ("table forge_events: read from a Forge store: run `loopmeter ingest forge "
-                                        "<store>` again to rebuild it")
-    assert damaged.stat().st_size == 50  # left as it was
+    assert code == 0 and report["problems"] == [] and report["notRepaired"] == []
+    assert [p["path"] for p in report["found"]] == [str(damaged)]
+    assert f"table forge_events: the damaged months set aside ({month}); `loopmeter ingest forge <store>` reads " \
+           "their events again, and `loopmeter harvest survival` measures again any outcome it had stored there" \
+           in report["repaired"]
+    assert not damaged.parent.exists()  # the month left out of the table, to be read again from the store
 
 
 @pytest.fixture(scope="module")

@@ -52,3 +52,44 @@ def test_ctrl_c_as_a_repair_builds_the_catalog_names_the_tables_it_replaced_and_
     assert "not repaired" not in stopped.stderr
     run_cli("check", "--repair", warehouse=copy)  # the catalog, built now
     assert run_cli("check", warehouse=copy).returncode == 0
+
+
+def damage_a_page(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 64] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("table", ["forgeloop_mode_stats", "forgeloop_documents"])
+def test_a_damaged_table_aggregate_computes_is_emptied_and_the_next_aggregate_computes_it(copy, table):
+    summary = run_cli("report", "summary", "--json", warehouse=copy).stdout
+    partition = "run_set_id=sample-tail-30" if table == "forgeloop_documents" else ""
+    damaged = table_file(copy, table, partition)
+    damaged.write_bytes(damaged.read_bytes()[:-50])
+    report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
+    assert report["ok"] and report["notRepaired"] == [], report
+    assert f"table {table}: emptied (damaged); `loopmeter aggregate` computes it again" in report["repaired"]
+    assert run_cli("aggregate", "--json", warehouse=copy).returncode == 0
+    assert run_cli("report", "summary", "--json", warehouse=copy).stdout == summary
+    assert run_cli("check", warehouse=copy).returncode == 0
+
+
+def test_a_damaged_month_of_forge_events_is_set_aside_and_read_again_from_the_store(copy, demo_warehouse):
+    counted = ("SELECT (SELECT count(*) FROM forge_events) AS events, (SELECT count(*) FROM forge_plans) AS plans, "
+               "(SELECT count(*) FROM forge_tasks) AS tasks")
+    before = run_cli("sql", counted, "--format", "json", warehouse=copy).stdout
+    routing = run_cli("report", "routing", "--json", warehouse=copy).stdout
+    month = sorted(path.name for path in (copy / "forge_events").iterdir())[0]
+    damage_a_page(table_file(copy, "forge_events", month))
+    named = run_cli("sql", "SELECT * FROM forge_events", "--format", "csv", warehouse=copy, check=1).stderr
+    assert named.startswith(f"loopmeter: error: {copy}/forge_events/{month}/part-0.parquet: a file of table forge_events "
+                            "is damaged"), named
+    report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
+    assert report["ok"], report
+    assert f"table forge_events: the damaged months set aside ({month.split('=')[1]}); `loopmeter ingest forge " \
+           "<store>` reads their events again, and `loopmeter harvest survival` measures again any outcome it had " \
+           "stored there" in report["repaired"]
+    run_cli("ingest", "forge", str(demo_warehouse.parent / "data" / "sample" / "forge" / "dataset.sqlite"), "--quiet",
+            warehouse=copy)
+    assert run_cli("sql", counted, "--format", "json", warehouse=copy).stdout == before
+    assert run_cli("report", "routing", "--json", warehouse=copy).stdout == routing

@@ -3,8 +3,10 @@
 The Forge summary tables (forge_attempts, forge_decisions, forge_tasks) from the per-event tables
 when those are whole; the ForgeLoop tables an ingest writes from the run files the warehouse's
 ingests recorded (when they are still where they were read); a journal left behind (finished, or
-removed when what it names is gone); the catalog. A table read from outside (forge_events ...) or
-computed by `aggregate` cannot be rebuilt from the warehouse: the line says which command does.
+removed when what it names is gone); the catalog. A table `aggregate` computes, or the months of
+forge_events, cannot be rebuilt from the warehouse: a damaged one is set aside (emptied; left out),
+so that the command the line names can write it again without reading the damaged file. Any other
+table read from outside cannot be: the line says which command rebuilds it.
 """
 from __future__ import annotations
 
@@ -67,6 +69,9 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
             report.not_repaired += undone
             if done and not undone:
                 left -= _FORGELOOP_INGESTED
+        set_aside = _set_aside_recomputed(warehouse, report, left)
+        report.repaired += set_aside.values()
+        left -= set(set_aside)
         for name in sorted(left - _FORGELOOP_INGESTED):
             report.not_repaired.append(f"table {name}: {_how_to_rebuild(name, inputs_damaged)}")
         if not left:
@@ -82,6 +87,35 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     after = check(warehouse)
     report.problems = after.problems
     return report
+
+
+def _set_aside_recomputed(warehouse: Warehouse, report: Report, damaged: set[str]) -> dict[str, str]:
+    """Damaged tables that the command which writes them computes again without reading them, set
+    aside so that it can (a writer cannot read past a damaged file of any table): a table `aggregate`
+    computes, emptied (its record then names another version, so the next aggregate computes every run
+    set); the months of forge_events holding a damaged file, left out (their events are then new to the
+    next `ingest forge` of the store, which stores them and what derives from them again; the survival
+    outcomes a harvest stored there are measured again by the next harvest). Table ->
+    the line saying what was done and what to run."""
+    done: dict[str, str] = {}
+    with warehouse.publishing():
+        for name in sorted(damaged & set(_FORGELOOP_AGGREGATES)):
+            warehouse.write_table(name, registry.table(name).empty_frame(),
+                                  partition_by=registry.table(name).partition)
+            done[name] = f"table {name}: emptied (damaged); `loopmeter aggregate` computes it again"
+        if "forge_events" in damaged:
+            months = warehouse.partitions("forge_events", "month")
+            files = {os.path.abspath(p.path) for p in report.problems if p.kind == "table file" and p.table == "forge_events"}
+            drop = {month for month, folder in months.items()
+                    if any(os.path.dirname(file) == os.path.abspath(folder) for file in files)}
+            if drop:
+                with warehouse.build_table("forge_events", "month") as builder:
+                    builder.keep_others, builder.drop = True, drop
+                    builder.schema_frame = registry.table("forge_events").empty_frame()
+                done["forge_events"] = (f"table forge_events: the damaged months set aside ({', '.join(sorted(drop))}); "
+                                        "`loopmeter ingest forge <store>` reads their events again, and "
+                                        "`loopmeter harvest survival` measures again any outcome it had stored there")
+    return done
 
 
 def _stop_if_interrupted(error: Exception) -> None:

@@ -96,7 +96,10 @@ def run_sql(
         if missing is not None and registry.known(missing.group(1)):
             raise LoopmeterError(f"table {missing.group(1)} is not in {shown_path(warehouse.root)} yet; "
                                  f"{what_makes(missing.group(1))}") from None
-        raise LoopmeterError(flat_message(error)) from None
+        from ..failures import explain
+
+        # a damaged page of a table file ("Out of buffer") names no file: the file found, named
+        raise LoopmeterError(explain(error, [warehouse.root], []) or flat_message(error)) from None
     finally:
         os.chdir(previous_directory)
         if not worker.get("running"):  # else the query is still being stopped, in a thread the exit ends
