@@ -291,3 +291,14 @@ def test_queries_lists_each_querys_parameters():
     assert listed["forge_routing_scope"]["parameters"] == [{"name": "repo", "optional": True},
                                                            {"name": "since", "optional": True}]
     assert listed["forge_attempts"]["parameters"] == []
+
+
+def test_a_sql_table_shows_its_first_10000_rows_and_counts_them_all(demo_warehouse):
+    """A table is for people: a result of a million rows is not drawn whole (it took minutes), its first
+    10,000 rows are, with the count of all of them and how to get every row."""
+    shown = run_cli("sql", "SELECT range AS i FROM range(10005)", warehouse=demo_warehouse)
+    cells = [line.strip("│ ") for line in shown.stdout.splitlines() if line.startswith("│")]
+    assert cells == [str(i) for i in range(10_000)]
+    assert shown.stderr == "(10005 rows; the first 10000 shown: --format csv or --out FILE gives them all)\n"
+    whole = run_cli("sql", "SELECT range AS i FROM range(10000)", warehouse=demo_warehouse)
+    assert whole.stderr == "(10000 rows)\n" and whole.stdout.count("│ 9999 │") == 1

@@ -32,7 +32,8 @@ def sql_command(
                                              "optional parameters a named query documents (they are NULL).")] = [],
     output_format: Annotated[Optional[str], typer.Option(
         "--format", metavar=FORMAT_METAVAR, show_default=False,
-        help="json: an array of objects; jsonl: one object a line. Default: the table, or as --out's name says. "
+        help="json: an array of objects; jsonl: one object a line. Default: the table (its first 10,000 rows), or as "
+        "--out's name says. "
         "NaN and infinities: NaN, inf, -inf in csv and the table; null in json and jsonl.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Write the result to this file instead of printing it, "
                                                 "in the format its name says (x.csv, x.json, x.jsonl, x.parquet).")] = None,
@@ -40,7 +41,7 @@ def sql_command(
     quiet: QuietOption = False,
 ) -> int:
     from ..operations import sql
-    from ..sql.output import parse_parameters, table_rows, write_result
+    from ..sql.output import TABLE_ROWS, parse_parameters, table_rows, write_result
 
     set_quiet(quiet)
     answer = sql(text, file=file, query=query, params=parse_parameters(param), output_format=output_format, out=out,
@@ -52,10 +53,11 @@ def sql_command(
         from ..tables_text import add_row, new_table, print_table
 
         table = new_table(frame.columns, right=[name for name, dtype in frame.schema.items() if dtype.is_numeric()])
-        for row in table_rows(frame):
+        for row in table_rows(frame.head(TABLE_ROWS)):
             add_row(table, row)
         print_table(stdout_console(250, emoji=False, markup=False, highlight=False), table)
-        note(f"({frame.height} row{'' if frame.height == 1 else 's'})")
+        shown = "" if frame.height <= TABLE_ROWS else f"; the first {TABLE_ROWS} shown: --format csv or --out FILE gives them all"
+        note(f"({frame.height} row{'' if frame.height == 1 else 's'}{shown})")
         return Exit.OK
     write_stdout(write_result(frame, answer.output_format, None))
     return Exit.OK

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 FORMATS = ("table", "csv", "json", "jsonl", "parquet")
+TABLE_ROWS = 10_000  # a table for people shows this many rows at most (the other formats give every row)
 # The format a file's name says (`sql --out x.parquet`), by its extension, in any case.
 EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 
