@@ -377,3 +377,29 @@ def test_ctrl_c_as_the_mirror_is_removed_after_a_publish_removes_it_whole_and_en
     assert done.stderr == "" and done.stdout.startswith("105 run files: 105 accepted")
     assert head(client, name).startswith("manifests/")
     assert list(scratch.iterdir()) == []
+
+
+def test_a_reader_finishing_a_journal_a_forged_state_names_publishes_nothing(bucket, corpus):
+    """A state whose manifest names a publishing journal (loopmeter never publishes one): a reader
+    finishes it in its mirror, as on a local warehouse, and publishes nothing (a read never writes the
+    bucket); the next writer's state holds no journal."""
+    import hashlib
+
+    client, name = bucket
+    url = f"s3://{name}/team"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+            "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url)
+    manifest_key = f"team/{head(client, name)}"
+    manifest = json.loads(client.get_object(Bucket=name, Key=manifest_key)["Body"].read())
+    journal = b'{"tables": {}, "folders": []}'
+    digest = hashlib.sha256(journal).hexdigest()
+    client.put_object(Bucket=name, Key=f"team/objects/{digest}", Body=journal)
+    manifest["files"][".state/publishing.json"] = [digest, len(journal)]
+    client.put_object(Bucket=name, Key=manifest_key, Body=json.dumps(manifest).encode())
+    keys = sorted(item["Key"] for item in client.list_objects_v2(Bucket=name, Prefix="team/")["Contents"])
+    run_cli("sql", "select count(*) from runs", "--warehouse", url)
+    run_cli("report", "tail", "--warehouse", url, check=None)
+    assert sorted(item["Key"] for item in client.list_objects_v2(Bucket=name, Prefix="team/")["Contents"]) == keys
+    run_cli("aggregate", "--quiet", "--warehouse", url)
+    published = json.loads(client.get_object(Bucket=name, Key=f"team/{head(client, name)}")["Body"].read())
+    assert published["files"] and ".state/publishing.json" not in published["files"]

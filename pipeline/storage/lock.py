@@ -25,6 +25,9 @@ from .files import NotAFile, open_regular
 FILE = ".lock"
 FINISHING = "a reader finishing an interrupted publish"
 REBUILDING = "a reader rebuilding loopmeter.duckdb"
+# The warehouses this process held the lock of as a writer (or to repair): on object storage, only
+# such a command's changes are published (`remote.mirrored`); a reader's moment of writing stays local.
+WRITTEN: set[str] = set()
 READER_FINISHING_WAIT = 10.0  # seconds a writer waits for such readers before saying the lock is held
 UNNAMED_HOLDER_WAIT = 1.0  # seconds a writer waits for a holder to say who it is
 NO_HOLDER_NAMED = "another process"
@@ -59,6 +62,7 @@ def hold(root: Path, *, wait: bool = False, command: str = "") -> Iterator[None]
                 raise WarehouseBusy(f"warehouse {shown_path(root)} is locked by {holder}; try again later or pass --wait")
             _wait_for(handle, holder)
         _name_holder(handle, _holder_line(command or "loopmeter"))
+        WRITTEN.add(os.fspath(root))
         try:
             yield
         finally:
@@ -88,6 +92,8 @@ def hold_if_free(root: Path, what: str, *, leave_name: bool = False, wait: bool 
         ours = _holder(handle).startswith(f"pid {os.getpid()} ")
         if not ours:
             _name_holder(handle, _holder_line(what))
+        if what not in (FINISHING, REBUILDING):
+            WRITTEN.add(os.fspath(root))
         try:
             yield True
         finally:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from .. import faults, interrupts
 from ..errors import LoopmeterError, WarehouseBusy, shown_path
-from . import object_cache, registry, versions
+from . import lock, object_cache, registry, versions
 from .files import parse_json
 from .object_cache import ObjectCache, copy_checked
 
@@ -365,7 +365,9 @@ def mirrored(url: str) -> Iterator[Path]:
         manifest["files"] = {path: entry for path, entry in manifest["files"].items() if path not in KEPT_LOCAL}
         yield root
         now, sources = state_of(root, placed)
-        if now != manifest:
+        # a reader publishes nothing: what it changed in the mirror (a journal a forged state named,
+        # finished) stays there; only a command that held the lock as a writer publishes
+        if now != manifest and os.fspath(root) in lock.WRITTEN:
             with _told(url, "publishing to it (the warehouse there is as it was)"):
                 push(remote, started_from, now, sources, cache, placed)
         if cache is not None:
