@@ -30,3 +30,22 @@ def test_every_example_of_the_api_page_runs(corpus, tmp_path):
     # the report written piece by piece is the command's --json
     assert (tmp_path / "summary.json").read_text() + "\n" == run_cli("report", "summary", "--json", warehouse=tmp_path / "lm").stdout
     assert sorted(os.listdir(tmp_path)) == ["fresh", "lm", "summary.json"]  # nothing but what the examples named
+
+
+def test_an_argument_of_the_wrong_kind_is_told_as_the_option_it_stands_for(demo_warehouse):
+    """From Python, a report's name left out or a number given as text is a usage error naming it (exit
+    code 2), as the program says it, not a KeyError or TypeError from deep inside."""
+    import pytest
+
+    from loopmeter import operations
+    from loopmeter.errors import LoopmeterError
+
+    for call, told in [(lambda: operations.forgeloop_report(None, warehouse=demo_warehouse),
+                        "report must be one of outliers, tail, summary, regression (got None)"),
+                       (lambda: operations.report_confidence(level="0.9", warehouse=demo_warehouse),
+                        "--level must be a number (got '0.9')"),
+                       (lambda: operations.report_routing(since="abc", warehouse=demo_warehouse),
+                        "--since must be a number (got 'abc')")]:
+        with pytest.raises(LoopmeterError) as raised:
+            call()
+        assert str(raised.value) == told and raised.value.exit_code == 2

@@ -18,6 +18,8 @@ def check_number(option: str, value: float | None, *, minimum: float, inclusive:
     floats, and would pass any range check typer makes."""
     if value is None:
         return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):  # from Python: `level="0.9"`
+        raise usage_error(f"{option} must be a number (got {value!r})")
     low_ok = value >= minimum if inclusive else value > minimum
     if not math.isfinite(value) or not low_ok or (maximum is not None and value > maximum):
         bound = f"{'at least' if inclusive else 'greater than'} {minimum:g}"
@@ -26,9 +28,9 @@ def check_number(option: str, value: float | None, *, minimum: float, inclusive:
         raise usage_error(f"{option} must be a finite number {bound} (got {value:g})")
 
 
-def check_choice(option: str, value: str | None, allowed: Iterable[str]) -> None:
+def check_choice(option: str, value: str | None, allowed: Iterable[str], *, required: bool = False) -> None:
     allowed = list(allowed)
-    if value is not None and value not in allowed:
+    if (value is not None or required) and (not isinstance(value, str) or value not in allowed):
         raise usage_error(f"{option} must be one of {', '.join(allowed)} (got {value!r})")
 
 

@@ -143,7 +143,7 @@ def forgeloop_report(name: str, *, warehouse: str | os.PathLike | Warehouse | No
     from ..forgeloop.reports import FRAMES_USED, REPORTS
     from ..forgeloop.stored import expected_profiles, stored_result
 
-    check_choice("report", name, REPORT_NAMES)
+    check_choice("report", name, REPORT_NAMES, required=True)
     store = open_warehouse(warehouse)
     profiles = expected_profiles(store)
     stored = stored_result(store, run_set, FRAMES_USED[name], profiles)
