@@ -41,6 +41,10 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table and not _foreign(warehouse, p)}
     report.repaired += _remove_lock(warehouse, report)  # else no lock can be taken, by this repair or any writer
     with warehouse.lock_if_free(REPAIRING, wait=wait) as taken:
+        if not taken and kind_of(warehouse.root / lock.FILE) not in (None, "file"):  # named above, left to the user
+            report.not_repaired.append(f"{shown_path(warehouse.root / lock.FILE)}: no lock can be taken while it is "
+                                       "there, so nothing was repaired: remove it, then run `loopmeter check --repair` again")
+            return report
         if not taken:
             raise WarehouseBusy(f"warehouse {shown_path(warehouse.root)} is locked by another process (or its lock "
                                 "file cannot be opened); run `loopmeter check --repair` again when it has ended, "

@@ -30,9 +30,9 @@ class Problem:
     path: Path
     detail: str
     table: str | None = None
-    removable: str | None = None  # a stray's kind when `--repair` removes it (`strays.Stray`)
 
     shown: str = ""  # the path for people (a table's file as under the table's link)
+    removable: str | None = None  # a stray's kind when `--repair` removes it (`strays.Stray`)
 
     def line(self) -> str:
         return f"{self.shown or shown_path(self.path)}: {self.detail}"
