@@ -253,3 +253,17 @@ def test_a_copied_warehouses_catalog_is_one_line_and_rebuilt_by_repair(demo_ware
     assert repaired.returncode == 0 and f"loopmeter: repaired: catalog {copy / 'loopmeter.duckdb'}: rebuilt" in \
         repaired.stderr.splitlines()
     assert checked(copy).returncode == 0
+
+
+def test_a_version_no_record_says_was_published_is_never_linked_as_the_table(copy):
+    """A killed writer's first version of a table (perhaps half written) is not the table: with no record
+    naming the table, its version is left for the next writer to remove, never linked by `--repair`."""
+    (copy / "runs").unlink()
+    for name in ("verified.json", "catalog.json"):
+        (copy / ".state" / name).unlink()
+    found = checked(copy, "--json")
+    assert found.returncode == 1
+    assert [(p["kind"], p["problem"]) for p in json.loads(found.stdout)["problems"]] == [
+        ("catalog", "holds a view 'runs' of no table")]
+    repaired = checked(copy, "--repair")
+    assert repaired.returncode == 0 and not os.path.lexists(copy / "runs"), repaired.stderr

@@ -7,8 +7,9 @@
 - The journal (`.state/publishing.json`) exists only while a publish is under way, and a reader
   finishes a killed writer's: one left behind names what could not be finished. It must name
   tables loopmeter knows and versions under `.versions/<table>/`.
-- Every other entry loopmeter did not make (`strays.py`), and a table whose link is missing or not
-  loopmeter's while `.versions/<table>/` holds its versions (`--repair` links it again).
+- Every other entry loopmeter did not make (`strays.py`), and a table the last writer left published
+  (`published`) whose link is missing or not loopmeter's while `.versions/<table>/` holds its versions
+  (`--repair` links it again).
 - The catalog (`loopmeter.duckdb`) must hold exactly the views loopmeter writes, for this
   warehouse's tables and place; its views are compared as text, never run.
 """
@@ -137,7 +138,7 @@ def _links(warehouse: Warehouse) -> tuple[list[Problem], set[Path]]:
             if versions.current(warehouse.root, entry.name) is not None:
                 continue
             target = versions.link_target(warehouse.root, entry.name)
-            held = len(versions.held(warehouse.root, entry.name))
+            held = len(versions.held(warehouse.root, entry.name)) if published(warehouse, entry.name) else 0
             if registry.known(entry.name) and versions.parts(entry.name, target) is not None:
                 found = versions.blocked_at(warehouse.root, versions.parts(entry.name, target))
                 named.add(found)
@@ -160,6 +161,19 @@ def _links(warehouse: Warehouse) -> tuple[list[Problem], set[Path]]:
     return problems, named
 
 
+def published(warehouse: Warehouse, name: str) -> bool:
+    """Whether the last writer left table `name` published: its record of verified files, or of the
+    catalog's build, names the table. A version of a table none names may be a writer's at work, or one
+    a killed writer never published (perhaps half written): it is never linked as the table."""
+    from .catalog import STATE
+    from .verified import RECORD
+
+    if kind_of(warehouse.state.path(RECORD)) == "file" and any(key[0] == name for key in warehouse.verified.recorded()):
+        return True
+    built = warehouse.state.read(STATE) if kind_of(warehouse.state.path(STATE)) == "file" else None
+    return isinstance(built, dict) and isinstance(built.get("tables"), list) and name in built["tables"]
+
+
 def _unlinked(warehouse: Warehouse) -> list[Problem]:
     """The tables with versions in `.versions/` and nothing in the root where their link belongs."""
     folder = warehouse.root / versions.FOLDER
@@ -168,7 +182,7 @@ def _unlinked(warehouse: Warehouse) -> list[Problem]:
     problems = []
     for name in sorted(os.listdir(folder)):
         held = len(versions.held(warehouse.root, name))
-        if held and not os.path.lexists(warehouse.root / name):
+        if held and not os.path.lexists(warehouse.root / name) and published(warehouse, name):
             problems.append(Problem("table link", warehouse.root / name, (
                 f"table {name} has no link, though {versions.FOLDER}/{name}/ holds {held} version(s) of it: "
                 "`loopmeter check --repair` links it again"), name))
