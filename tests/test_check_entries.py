@@ -14,6 +14,8 @@ from conftest import run_cli
 
 REPAIRS = "`loopmeter check --repair` removes it (the entry itself: what a link names is not touched)"
 USERS = "move it out of the warehouse (it may be yours: loopmeter does not remove it)"
+DOCUMENTS = ("in aggregate/, which holds a folder of documents per run set (`aggregate` refuses to write a run set's of "
+             "its name)")
 BOUND = 120  # seconds: a command meeting a FIFO runs in a process of its own, so a hang is a failure, not a stuck run
 
 
@@ -86,15 +88,13 @@ def documents_link(w):
     shutil.rmtree(w / "aggregate" / "sample-tail-30")
     (w.parent / "v").mkdir()
     (w / "aggregate" / "sample-tail-30").symlink_to(w.parent / "v")
-    return w / "aggregate" / "sample-tail-30", (f"is a symbolic link, where `aggregate` keeps a run set's folder of "
-                                                f"documents: it refuses to write that run set's documents; {REPAIRS}")
+    return w / "aggregate" / "sample-tail-30", (f"is a symbolic link, {DOCUMENTS}; {REPAIRS}")
 
 
 def documents_file(w):
     shutil.rmtree(w / "aggregate" / "sample-tail-30")
     (w / "aggregate" / "sample-tail-30").write_text("mine\n")
-    return w / "aggregate" / "sample-tail-30", (f"is a regular file, where `aggregate` keeps a run set's folder of "
-                                                f"documents: it refuses to write that run set's documents; {USERS}")
+    return w / "aggregate" / "sample-tail-30", (f"is a regular file, {DOCUMENTS}; {USERS}")
 
 
 def versions_of_no_table(w):

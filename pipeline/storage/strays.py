@@ -114,7 +114,10 @@ def _root_entry(found: Found, path: Path, name: str, kind: str | None) -> None:
 def _lock(found: Found, path: Path, kind: str | None) -> None:
     """`.lock` must be a regular file with no other link: anything else stops every writer."""
     if kind == "file":
-        links = os.lstat(path).st_nlink
+        try:
+            links = os.lstat(path).st_nlink
+        except FileNotFoundError:  # removed since it was listed
+            return
         if links > 1:  # removing this link leaves the other's bytes as they are
             found.strays.append(Stray(path, f"is a file with {links - 1} other link(s) (a hard link of a file "
                                       "elsewhere), not the warehouse's own lock file: every writer refuses it; "
@@ -177,8 +180,8 @@ def _aggregate(found: Found, folder: Path) -> None:
                 if entry.name.startswith(".") and entry.name.endswith((NEW, OLD)):
                     found.leftovers += 1
                 continue
-            found.strays.append(_stray(Path(entry.path), kind, "where `aggregate` keeps a run set's folder of "
-                                       "documents: it refuses to write that run set's documents"))
+            found.strays.append(_stray(Path(entry.path), kind, "in aggregate/, which holds a folder of documents "
+                                       "per run set (`aggregate` refuses to write a run set's of its name)"))
 
 
 def _count(folder: Path) -> int:
