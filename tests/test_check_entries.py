@@ -67,7 +67,8 @@ def lock_hard_link(w):
 def lock_folder(w):
     (w / ".lock").unlink()
     (w / ".lock").mkdir()
-    return w / ".lock", f"is a directory, not the regular file that is the warehouse's lock: every writer refuses it; {USERS}"
+    return w / ".lock", (f"is a directory, not the regular file that is the warehouse's lock: every writer refuses it; "
+                         f"{USERS}")
 
 
 def record_to_dev_zero(w):
@@ -95,6 +96,13 @@ def documents_file(w):
     shutil.rmtree(w / "aggregate" / "sample-tail-30")
     (w / "aggregate" / "sample-tail-30").write_text("mine\n")
     return w / "aggregate" / "sample-tail-30", (f"is a regular file, {DOCUMENTS}; {USERS}")
+
+
+def aggregate_link(w):
+    shutil.rmtree(w / "aggregate")
+    (w.parent / "v").mkdir()
+    (w / "aggregate").symlink_to(w.parent / "v")
+    return w / "aggregate", f"is a symbolic link, where loopmeter keeps a folder of its own: no writer can use it; {REPAIRS}"
 
 
 def versions_of_no_table(w):
@@ -129,6 +137,7 @@ STRAYS = {
     "a hard link as .lock": (lock_hard_link, True), "a folder as .lock": (lock_folder, False),
     ".state/verified.json linked to /dev/zero": (record_to_dev_zero, True), "a FIFO in .state": (state_fifo, True),
     "a link as a run set's documents": (documents_link, True), "a file as a run set's documents": (documents_file, False),
+    "a link as aggregate/": (aggregate_link, True),
     ".versions/evil/": (versions_of_no_table, True), "a FIFO in .versions": (versions_fifo, True),
     "a file in .versions": (versions_file, True), "a FIFO in the root": (root_fifo, True),
     "a file in the root": (root_file, False),
@@ -196,7 +205,8 @@ def absolute(copy):
 
 def removed(copy):
     (copy / "runs").unlink()
-    return "table runs has no link, though .versions/runs/ holds 1 version(s) of it: `loopmeter check --repair` links it again"
+    return ("table runs has no link, though .versions/runs/ holds 1 version(s) of it: `loopmeter check --repair` links "
+            "it again")
 
 
 @pytest.mark.parametrize("how", [hijacked, absolute, removed], ids=["to /etc", "absolute", "removed"])

@@ -4,9 +4,10 @@ The Forge summary tables (forge_attempts, forge_decisions, forge_tasks) from the
 when those are whole; the ForgeLoop tables an ingest writes from the run files the warehouse's
 ingests recorded (when they are still where they were read); a journal left behind (finished, or
 removed when what it names is gone); the catalog; a table's link, pointed again at the table's whole
-version in `.versions/` when it is missing or not loopmeter's. What loopmeter never makes is removed
-where that is safe (`strays.py`): the entry itself, never what a link names, never a user's file. A table read from outside (forge_events ...) or
-computed by `aggregate` cannot be rebuilt from the warehouse: the line says which command does.
+version in `.versions/` when it is missing or not loopmeter's. A table read from outside
+(forge_events ...) or computed by `aggregate` cannot be rebuilt from the warehouse: the line says
+which command does. What loopmeter never makes is removed where that is safe (`strays.py`): the
+entry itself, never what a link names, never a user's file.
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     with warehouse.lock_if_free(REPAIRING, wait=wait) as taken:
         if not taken and kind_of(warehouse.root / lock.FILE) not in (None, "file"):  # named above, left to the user
             report.not_repaired.append(f"{shown_path(warehouse.root / lock.FILE)}: no lock can be taken while it is "
-                                       "there, so nothing was repaired: remove it, then run `loopmeter check --repair` again")
+                                       "there, so nothing was repaired: remove it, then run `loopmeter check "
+                                       "--repair` again")
             return report
         if not taken:
             raise WarehouseBusy(f"warehouse {shown_path(warehouse.root)} is locked by another process (or its lock "

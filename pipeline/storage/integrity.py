@@ -100,8 +100,9 @@ def check(warehouse: Warehouse) -> Report:
         report.problems.append(Problem("marker", warehouse.root / MARKER, marker))
     links, named = _links(warehouse)
     report.problems += links
-    warehouse.links_named.update(p.path.name for p in links)
     found = strays.find(warehouse, named)
+    warehouse.links_named.update([p.path.name for p in links] + [s.path.name for s in found.strays
+                                                                  if s.path.parent == warehouse.root])
     report.leftovers = found.leftovers
     report.problems += [Problem("stray", s.path, s.detail, removable=s.removable) for s in found.strays]
     report.problems += _unlinked(warehouse)

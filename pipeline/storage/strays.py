@@ -105,8 +105,8 @@ def _root_entry(found: Found, path: Path, name: str, kind: str | None) -> None:
     elif kind == "file" and LEFTOVER_FILE.fullmatch(name):
         found.leftovers += 1
     elif kind == "directory" and registry.known(name):
-        found.strays.append(_stray(path, kind, f"in place of table {name}'s link, which no writer replaces: the "
-                                   f"table cannot be written"))
+        found.strays.append(_stray(path, kind, f"in place of the link of table {name}, which no writer replaces: "
+                                   "the table cannot be written"))
     else:
         found.strays.append(_stray(path, kind, "an entry loopmeter did not make"))
 
