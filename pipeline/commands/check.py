@@ -15,15 +15,16 @@ from .helptext import command_help
 
 @app.command("check", **command_help(
     "Check that the warehouse is whole.",
-    "Every table file is read to its end and its schema checked, then the publishing journal, loopmeter.duckdb "
-    "and its views; one line per problem, exit 1 when there is one. --repair rebuilds what can be rebuilt from "
+    "Every table file is read to its end and its schema checked, then every entry loopmeter did not make, the "
+    "publishing journal, loopmeter.duckdb and its views; one line per problem, exit 1 when there is one. --repair rebuilds what can be rebuilt from "
     "the warehouse and says what it could not.",
     example="loopmeter check --warehouse ~/lm\nloopmeter check --repair",
     codes=(Exit.BUSY,)))
 @command
 def check_command(
     repair: Annotated[bool, typer.Option("--repair", help="Rebuild what can be rebuilt (the catalog, the Forge summary "
-                                         "tables, a journal left behind); say how to rebuild the rest.")] = False,
+                                         "tables, a journal left behind, a table's link), remove the links, FIFOs and "
+                                         "strays loopmeter never makes; say how to rebuild the rest.")] = False,
     warehouse: WarehouseOption = None,
     json: JsonOption = False,
     quiet: QuietOption = False,
@@ -48,7 +49,9 @@ def check_command(
             from ..storage.remote import is_mirror
 
             parts = "journal" if is_mirror(report.root) else "journal and catalog"  # none kept on object storage
-            note(f"{shown_path(report.root)}: {report.tables} tables, {report.files} files, {parts}: all whole")
+            left = (f"; {report.leftovers} entries of a writer at work, or left by one killed (in .scratch/, or "
+                    "beside the file or folder it replaces), which the next writer removes" if report.leftovers else "")
+            note(f"{shown_path(report.root)}: {report.tables} tables, {report.files} files, {parts}: all whole{left}")
         elif repair and not report.problems:
             note(f"{shown_path(report.root)}: repaired; checked again: all whole")
     return int(Exit.FATAL) if report.problems else 0

@@ -3,10 +3,13 @@
 The Forge summary tables (forge_attempts, forge_decisions, forge_tasks) from the per-event tables
 when those are whole; the ForgeLoop tables an ingest writes from the run files the warehouse's
 ingests recorded (when they are still where they were read); a journal left behind (finished, or
-removed when what it names is gone); the catalog. A table `aggregate` computes, or the months of
-forge_events, cannot be rebuilt from the warehouse: a damaged one is set aside (emptied; left out),
-so that the command the line names can write it again without reading the damaged file. Any other
-table read from outside cannot be: the line says which command rebuilds it.
+removed when what it names is gone); the catalog; a table's link, pointed again at the table's whole
+version in `.versions/` when it is missing or not loopmeter's. A table `aggregate` computes, or the
+months of forge_events, cannot be rebuilt from the warehouse: a damaged one is set aside (emptied;
+left out), so that the command the line names can write it again without reading the damaged file.
+Any other table read from outside cannot be: the line says which command rebuilds it. What loopmeter
+never makes is removed where that is safe (`strays.py`): the entry itself, never what a link names,
+never a user's file.
 """
 from __future__ import annotations
 
@@ -14,9 +17,9 @@ import os
 from pathlib import Path
 
 from ..errors import first_line, is_interruption, shown_path
-from ..storage import Warehouse, publish, registry, versions
-from ..storage.integrity import Report, check, journal_problems
-from ..storage.files import is_real_directory
+from ..storage import Warehouse, conformance, lock, publish, registry, versions
+from ..storage.integrity import Report, check, file_problem, journal_problems
+from ..storage.files import is_real_directory, kind_of, remove_tree
 from ..storage.marker import MARKER
 from ..storage.warehouse import DATABASE
 
@@ -39,7 +42,13 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     from ..storage.catalog import refresh_catalog
 
     damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table and not _foreign(warehouse, p)}
+    report.repaired += _remove_lock(warehouse, report)  # else no lock can be taken, by this repair or any writer
     with warehouse.lock_if_free(REPAIRING, wait=wait) as taken:
+        if not taken and kind_of(warehouse.root / lock.FILE) not in (None, "file"):  # named above, left to the user
+            report.not_repaired.append(f"{shown_path(warehouse.root / lock.FILE)}: no lock can be taken while it is "
+                                       "there, so nothing was repaired: remove it, then run `loopmeter check "
+                                       "--repair` again")
+            return report
         if not taken:
             raise WarehouseBusy(f"warehouse {shown_path(warehouse.root)} is locked by another process (or its lock "
                                 "file cannot be opened); run `loopmeter check --repair` again when it has ended, "
@@ -52,6 +61,8 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
             report.repaired.append(f"state {shown_path(problem.path)}: the folder removed")
         if any(p.kind == "journal" for p in report.problems):
             report.repaired += _repair_journal(warehouse)
+        for problem in (p for p in report.problems if p.kind == "table link"):
+            _relink(warehouse, problem.table, report)
         summaries = _summaries()
         rebuildable = damaged & set(summaries)
         inputs_damaged = damaged & set(_summary_inputs())
@@ -139,28 +150,124 @@ def _repair_marker(warehouse: Warehouse, report: Report) -> list[str]:
 
 def _foreign(warehouse: Warehouse, problem) -> bool:
     """A problem that is an entry loopmeter never makes, which repairing removes: a link in the root that
-    is not a table, a link, FIFO, device or socket inside a table's version."""
+    is not a table, a link, FIFO, device or socket inside a table's version, a stray `strays.py` says
+    may go (the lock file aside: `_remove_lock`)."""
     from ..storage.files import kind_of
 
     if problem.kind == "link":
         return True
+    if problem.kind == "stray":
+        return problem.removable is not None and problem.path != warehouse.root / lock.FILE
     inside = os.path.commonpath([os.path.abspath(warehouse.root / versions.FOLDER), os.path.abspath(problem.path)])
     return (problem.kind == "table" and inside == os.path.abspath(warehouse.root / versions.FOLDER)
             and kind_of(problem.path) in ("link", "FIFO", "device", "socket"))
 
 
 def _remove_foreign(warehouse: Warehouse, report: Report) -> list[str]:
-    """Remove the entries loopmeter never makes (`_foreign`): the entry itself, never what a link names."""
+    """Remove the entries loopmeter never makes (`_foreign`): the entry itself, never what a link names;
+    a stray only while it is still of the kind `check` saw (a folder in `.versions/` or `.state/` with
+    what it holds, no link in it followed)."""
     removed = []
     for problem in report.problems:
-        if _foreign(warehouse, problem):
-            try:
+        if not _foreign(warehouse, problem):
+            continue
+        if problem.kind == "stray" and kind_of(problem.path) != problem.removable:
+            report.not_repaired.append(f"{problem.line()}: not removed (it changed since it was checked)")
+            continue
+        try:
+            if problem.kind == "stray" and problem.removable == "directory":
+                remove_tree(problem.path)
+            else:
                 os.unlink(problem.path)
-            except OSError as error:
-                report.not_repaired.append(f"{problem.line()}: cannot be removed ({error.strerror})")
-                continue
-            removed.append(f"{problem.shown or shown_path(problem.path)}: removed ({problem.detail})")
+        except OSError as error:
+            report.not_repaired.append(f"{problem.line()}: cannot be removed ({error.strerror})")
+            continue
+        if os.path.lexists(problem.path):
+            report.not_repaired.append(f"{problem.line()}: cannot be removed")
+            continue
+        said = problem.detail.rsplit("; ", 1)[0] if problem.kind == "stray" else problem.detail  # not how to repair it
+        removed.append(f"{problem.shown or shown_path(problem.path)}: removed ({said})")
     return removed
+
+
+def _remove_lock(warehouse: Warehouse, report: Report) -> list[str]:
+    """Remove a `.lock` no writer can use (`strays._lock`), while it is of the kind `check` saw: a hard
+    link only while no process holds it (a writer that opened it before the other link was made)."""
+    import fcntl
+
+    from ..storage.files import open_regular
+
+    path = warehouse.root / lock.FILE
+    problem = next((p for p in report.problems if p.kind == "stray" and p.path == path and p.removable), None)
+    if problem is None:
+        return []
+    if kind_of(path) != problem.removable:
+        report.not_repaired.append(f"{problem.line()}: not removed (it changed since it was checked)")
+        return []
+    try:
+        if problem.removable == "file":
+            with os.fdopen(open_regular(path), "rb") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    report.not_repaired.append(f"{problem.line()}: not removed (a process holds it)")
+                    return []
+                os.unlink(path)
+        else:
+            os.unlink(path)
+    except OSError as error:
+        report.not_repaired.append(f"{problem.line()}: cannot be removed ({error.strerror})")
+        return []
+    return [f"{shown_path(path)}: removed ({problem.detail.rsplit('; ', 1)[0]})"]
+
+
+def _relink(warehouse: Warehouse, name: str, report: Report) -> None:
+    """Point table `name`'s link (missing, or not loopmeter's) at its whole version in `.versions/`: the one
+    this user's record of verified files (`.state/verified.json`) names, else the newest (by the time in
+    its id). A version is whole when it holds nothing but table files, each read to its end."""
+    root, link = warehouse.root, warehouse.root / name
+    if versions.current(root, name) is not None:  # a journal finished above pointed it
+        return
+    if kind_of(link) not in (None, "link"):
+        report.not_repaired.append(f"table {name}: {shown_path(link)} is not a link; move it out of the warehouse, then "
+                                   "run `loopmeter check --repair` again")
+        return
+    held = versions.held(root, name)
+    whole = [version for version in held if _whole(name, version)]
+    if not whole:
+        report.not_repaired.append(f"table {name}: none of its {len(held)} version(s) in {versions.FOLDER}/{name}/ is "
+                                   f"whole; run the command that writes {name} again")
+        return
+    recorded = [version for version in whole if _recorded(warehouse, name, version)]
+    if len(recorded) == 1:
+        chosen, why = recorded[0], "the version .state/verified.json records"
+    elif len(whole) == 1:
+        chosen, why = whole[0], "its one whole version"
+    else:
+        chosen, why = whole[-1], f"the newest of its {len(whole)} whole versions; no record names one"
+    versions.swap(root, name, chosen)
+    report.repaired.append(f"table {name}: its link points at {os.path.relpath(chosen, root)} again ({why})")
+
+
+def _whole(name: str, version: Path) -> bool:
+    listing = conformance.list_version(name, version)
+    return not listing.problems and all(file_problem(name, path) is None for path in listing.files)
+
+
+def _recorded(warehouse: Warehouse, name: str, version: Path) -> bool:
+    """Whether this user's record of verified files holds exactly the files of `version` for table `name`,
+    each as it is now (device, inode, size, times: `verified.py`)."""
+    from ..storage.verified import identity
+
+    record = warehouse.verified.recorded()
+    files = conformance.list_version(name, version).files
+    if len(files) != sum(1 for key in record if key[0] == name):
+        return False
+    for path in files:
+        status = os.lstat(path)
+        if (*identity(name, path, status), status.st_ctime_ns) not in record:
+            return False
+    return True
 
 
 def _summaries() -> dict[str, tuple[str, ...]]:

@@ -212,6 +212,23 @@ def _duckdb_header(path: Path) -> bool:
         return True
 
 
+def _other_place(have: str, want: str | None, root: Path) -> str | None:
+    """The warehouse whose table a view reads when the view is, but for that place, the one loopmeter
+    writes here (`want`): the view of a copied or moved warehouse. None when it differs otherwise."""
+    import re
+
+    here = file_pattern(root).replace("'", "''")  # the place as the view's text holds it (`view_sql`)
+    if want is None or here not in want:
+        return None
+    before, after = want[:want.index(here)], want[want.index(here) + len(here):]
+    if not have.startswith(before) or not have.endswith(after) or len(have) <= len(before) + len(after):
+        return None
+    place = have[len(before):len(have) - len(after)]
+    if not place.startswith("/") or "'" in place.replace("''", "") or "\n" in place:
+        return None
+    return re.sub(r"\[([*?[])\]", r"\1", place.replace("''", "'"))
+
+
 def objects_problems(warehouse: Warehouse) -> list[str]:
     """What in loopmeter.duckdb loopmeter did not write, read without running anything: a view
     whose definition is not the one loopmeter writes, a view missing or of no table, a table,
@@ -249,10 +266,19 @@ def objects_problems(warehouse: Warehouse) -> list[str]:
     finally:
         connection.close()
     problems = [f"holds a {what} loopmeter did not write" for (what,) in others]
+    places = set()
     for name in names:
         if name not in have:
             problems.append(f"has no view of table {name}")
         elif have[name] != want.get(name):
-            problems.append(f"its view {name} is not the one loopmeter writes")
+            place = _other_place(have[name], want.get(name), real_root(warehouse))
+            if place is None:
+                problems.append(f"its view {name} is not the one loopmeter writes")
+            places.add(place)
+    if places and None not in places:  # every view that differs is loopmeter's, of another place: one line says it
+        others = f" (and {len(places) - 1} other places)" if len(places) > 1 else ""
+        problems.insert(0, f"its views read the tables of the warehouse at {shown_path(sorted(places)[0])}{others}, "
+                        "not of this place (a copied or moved warehouse): any other loopmeter command that opens the "
+                        "warehouse, or `loopmeter check --repair`, builds them anew for this place")
     problems += [f"holds a view {name!r} of no table" for name in sorted(set(have) - set(names))]
     return problems

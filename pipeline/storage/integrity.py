@@ -7,6 +7,9 @@
 - The journal (`.state/publishing.json`) exists only while a publish is under way, and a reader
   finishes a killed writer's: one left behind names what could not be finished. It must name
   tables loopmeter knows and versions under `.versions/<table>/`.
+- Every other entry loopmeter did not make (`strays.py`), and a table the last writer left published
+  (`published`) whose link is missing or not loopmeter's while `.versions/<table>/` holds its versions
+  (`--repair` links it again).
 - The catalog (`loopmeter.duckdb`) must hold exactly the views loopmeter writes, for this
   warehouse's tables and place; its views are compared as text, never run.
 """
@@ -17,19 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import shown_path
-from . import conformance, publish, registry, versions
+from . import conformance, publish, registry, strays, versions
 from .files import WHAT, kind_of
 from .marker import MARKER
-from .warehouse import DATABASE, Warehouse
+from .warehouse import DATABASE, OWN_ENTRIES, Warehouse
 
 @dataclass
 class Problem:
-    kind: str  # "table file", "table", "journal", "catalog", "link", "marker", "state"
+    kind: str  # "table file", "table", "table link", "journal", "catalog", "link", "marker", "state", "stray"
     path: Path
     detail: str
     table: str | None = None
 
     shown: str = ""  # the path for people (a table's file as under the table's link)
+    removable: str | None = None  # a stray's kind when `--repair` removes it (`strays.Stray`)
 
     def line(self) -> str:
         return f"{self.shown or shown_path(self.path)}: {self.detail}"
@@ -43,13 +47,14 @@ class Report:
     root: Path
     tables: int = 0
     files: int = 0
+    leftovers: int = 0  # entries of a writer at work (or one killed), which the next writer removes (`strays.py`)
     problems: list[Problem] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)  # what --repair rebuilt, one line each
     not_repaired: list[str] = field(default_factory=list)  # what it could not, with how to
 
     def as_dict(self) -> dict:
         return {"warehouse": shown_path(self.root), "tables": self.tables, "files": self.files,
-                "ok": not self.problems, "problems": [p.as_dict() for p in self.problems],
+                "leftovers": self.leftovers, "ok": not self.problems, "problems": [p.as_dict() for p in self.problems],
                 "repaired": self.repaired, "notRepaired": self.not_repaired}
 
 
@@ -93,7 +98,14 @@ def check(warehouse: Warehouse) -> Report:
     marker = warehouse.marker_problem()
     if marker is not None:
         report.problems.append(Problem("marker", warehouse.root / MARKER, marker))
-    report.problems += _links(warehouse)
+    links, named = _links(warehouse)
+    report.problems += links
+    found = strays.find(warehouse, named)
+    warehouse.links_named.update([p.path.name for p in links] + [s.path.name for s in found.strays
+                                                                  if s.path.parent == warehouse.root])
+    report.leftovers = found.leftovers
+    report.problems += [Problem("stray", s.path, s.detail, removable=s.removable) for s in found.strays]
+    report.problems += _unlinked(warehouse)
     names = warehouse.table_names()
     report.tables = len(names)
     for name in names:
@@ -104,35 +116,77 @@ def check(warehouse: Warehouse) -> Report:
             problem = file_problem(name, path)
             if problem is not None:
                 report.problems.append(Problem("table file", path, problem, name, warehouse.shown(path)))
-    report.problems += [Problem("state", warehouse.state.path(name), "is a folder where loopmeter keeps a file; "
-                                "`loopmeter check --repair` removes it") for name in warehouse.state.folders()
-                        if name != publish.JOURNAL]
-    report.problems += journal_problems(warehouse)
-    if not any(p.kind in ("table", "table file") for p in report.problems):
+    if kind_of(warehouse.state.folder) in (None, "directory"):  # else named as a stray
+        report.problems += [Problem("state", warehouse.state.path(name), "is a folder where loopmeter keeps a file; "
+                                    "`loopmeter check --repair` removes it") for name in warehouse.state.folders()
+                            if name != publish.JOURNAL]
+        report.problems += journal_problems(warehouse)
+    if not any(p.kind in ("table", "table file", "table link") for p in report.problems):
         report.problems += _catalog(warehouse, names)
     return report
 
 
-def _links(warehouse: Warehouse) -> list[Problem]:
-    """The links in the root that are not tables: loopmeter's that lead nowhere, and any other."""
-    problems = []
+def _links(warehouse: Warehouse) -> tuple[list[Problem], set[Path]]:
+    """The links in the root that are not tables: loopmeter's that lead nowhere, and any other; and the
+    paths those lines name already (what a table's link meets on its way to its version)."""
+    problems, named = [], set()
     with os.scandir(warehouse.root) as entries:
-        for entry in entries:
+        for entry in sorted(entries, key=lambda e: e.name):
             if entry.name.startswith(".") or not entry.is_symlink():
-                continue
+                continue  # a link named with a dot: `strays.py`
+            if entry.name in OWN_ENTRIES - {DATABASE, f"{DATABASE}.wal"}:
+                continue  # in place of loopmeter's own folder or file: `strays.py`
             if versions.current(warehouse.root, entry.name) is not None:
                 continue
             target = versions.link_target(warehouse.root, entry.name)
+            held = len(versions.held(warehouse.root, entry.name)) if published(warehouse, entry.name) else 0
             if registry.known(entry.name) and versions.parts(entry.name, target) is not None:
                 found = versions.blocked_at(warehouse.root, versions.parts(entry.name, target))
+                named.add(found)
                 kind = kind_of(found)
                 detail = (f"table {entry.name} points at a missing version ({shown_path(target or '')})" if kind is None
                           else f"table {entry.name} points at {shown_path(target or '')}, where {shown_path(found)} is "
                                f"{WHAT.get(kind, kind)}, not a folder (never followed)")
-                problems.append(Problem("table", Path(entry.path), detail, entry.name))
+                if held:
+                    detail += (f"; {versions.FOLDER}/{entry.name}/ holds {held} other version(s) of it: `loopmeter "
+                               "check --repair` points the link at one")
+                problems.append(Problem("table link" if held else "table", Path(entry.path), detail, entry.name))
+            elif held:
+                problems.append(Problem("table link", Path(entry.path), (
+                    f"a symbolic link loopmeter did not make (to {shown_path(target or '')}, never followed) in place of "
+                    f"table {entry.name}, whose {held} version(s) {versions.FOLDER}/{entry.name}/ holds: `loopmeter "
+                    "check --repair` points it back at one (what it points to now is not touched)"), entry.name))
             else:
                 problems.append(Problem("link", Path(entry.path), "a symbolic link loopmeter did not make (not a table; "
                                         "left out by every command): remove it (what it points to is not touched)"))
+    return problems, named
+
+
+def published(warehouse: Warehouse, name: str) -> bool:
+    """Whether the last writer left table `name` published: its record of verified files, or of the
+    catalog's build, names the table. A version of a table none names may be a writer's at work, or one
+    a killed writer never published (perhaps half written): it is never linked as the table."""
+    from .catalog import STATE
+    from .verified import RECORD
+
+    if kind_of(warehouse.state.path(RECORD)) == "file" and any(key[0] == name for key in warehouse.verified.recorded()):
+        return True
+    built = warehouse.state.read(STATE) if kind_of(warehouse.state.path(STATE)) == "file" else None
+    return isinstance(built, dict) and isinstance(built.get("tables"), list) and name in built["tables"]
+
+
+def _unlinked(warehouse: Warehouse) -> list[Problem]:
+    """The tables with versions in `.versions/` and nothing in the root where their link belongs."""
+    folder = warehouse.root / versions.FOLDER
+    if kind_of(folder) != "directory":
+        return []
+    problems = []
+    for name in sorted(os.listdir(folder)):
+        held = len(versions.held(warehouse.root, name))
+        if held and not os.path.lexists(warehouse.root / name) and published(warehouse, name):
+            problems.append(Problem("table link", warehouse.root / name, (
+                f"table {name} has no link, though {versions.FOLDER}/{name}/ holds {held} version(s) of it: "
+                "`loopmeter check --repair` links it again"), name))
     return problems
 
 

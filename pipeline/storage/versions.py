@@ -13,6 +13,7 @@ with each of the three a real directory. Any other link is not followed: a reade
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +24,9 @@ from . import registry
 from .files import is_real_directory, kind_of, remove_tree
 
 FOLDER = ".versions"
+# a version's id (`new`): when it was made (UTC, to the microsecond; its text sorts as its time), the
+# process that made it, a random token
+ID = re.compile(r"(\d{8}T\d{12})-\d+-[0-9a-f]{6}")
 
 
 def parts(name: str, relative: object) -> tuple[str, str, str] | None:
@@ -95,6 +99,17 @@ def new(root: Path, name: str) -> Path:
     directory = folder(root, name) / f"{stamp}-{os.getpid()}-{secrets.token_hex(3)}"
     directory.mkdir()
     return directory
+
+
+def held(root: Path, name: str) -> list[Path]:
+    """The versions `.versions/<name>/` holds, oldest first by the time in their ids: real folders
+    named as `new` names them (anything else there is none of loopmeter's versions)."""
+    folder = Path(root) / FOLDER / name
+    if not registry.known(name) or not is_real_directory(folder.parent) or not is_real_directory(folder):
+        return []
+    with os.scandir(folder) as entries:
+        ids = [entry.name for entry in entries if ID.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)]
+    return [folder / id for id in sorted(ids, key=lambda id: (ID.fullmatch(id)[1], id))]
 
 
 def swap(root: Path, name: str, version: Path) -> Path | None:

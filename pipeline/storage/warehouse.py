@@ -61,6 +61,7 @@ class Warehouse:
         self._pending_folders: list[folders.Staged] = []
         self._listings: dict[Path, conformance.Listing] = {}  # verified in this process, by version
         self.verified = Verified(self.state)  # table files verified: in this process, or recorded by a writer
+        self.links_named: set[str] = set()  # links in the root `check` names itself: `table_names` does not warn of them too
         for name in (".state", versions.FOLDER):  # loopmeter writes and removes in these: never through a link
             if kind_of(self.root / name) == "link":
                 raise LoopmeterError(
@@ -94,7 +95,7 @@ class Warehouse:
                         continue
                     if versions.current(self.root, entry.name) is not None:
                         names.add(entry.name)
-                    elif entry.name not in names:
+                    elif entry.name not in names and entry.name not in self.links_named:
                         warn(f"{shown_path(entry.path)}: a symbolic link loopmeter did not make (not a table of this "
                              "warehouse); left out")
         return sorted(names)
