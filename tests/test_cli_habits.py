@@ -285,3 +285,15 @@ def test_an_output_given_as_a_url_is_refused_and_no_folder_named_like_it_is_made
     (line,) = refused.stderr.splitlines()
     assert line.startswith("loopmeter: error: --out ") and "a URL; --out writes local files only" in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_warehouse_whose_every_run_file_was_rejected_says_what_to_run(tmp_path):
+    results = tmp_path / "results" / "raw" / "set-a" / "x"
+    results.mkdir(parents=True)
+    for name in ("one.json", "two.json"):
+        (results / name).write_text("{not json")
+    warehouse = tmp_path / "warehouse"
+    run_cli("ingest", "forgeloop", str(tmp_path / "results"), "--quiet", warehouse=warehouse, check=3)
+    told = run_cli("report", "confidence", warehouse=warehouse, check=1).stderr.splitlines()[-1]
+    assert told == (f"loopmeter: error: no runs in {warehouse}; run `loopmeter ingest forgeloop RESULTS` first (it names "
+                    "each run file it rejects)")

@@ -59,7 +59,7 @@ class Aggregated:
 def require_runs(warehouse: Warehouse, tier: str | None = None) -> None:
     """The errors an aggregate can tell before it starts."""
     if not warehouse.has_table(RUNS):
-        raise LoopmeterError(f"no runs in {warehouse.root}; run `loopmeter ingest forgeloop RESULTS` first")
+        raise buckets.no_runs(warehouse)
     if tier is not None and tier not in TIERS:
         raise LoopmeterError(f"--tier must be one of {', '.join(TIERS)} (got {tier!r})")
 
@@ -80,7 +80,7 @@ def compute(warehouse: Warehouse, run_set: str | None = None, tier: str | None =
     profiles = expected_profiles(warehouse) if profiles is None else profiles
     parts = list(buckets.compute(warehouse, wanted, profiles, recorded, rendered, engine))
     if not parts:
-        raise LoopmeterError(f"no runs in {warehouse.root}")
+        raise buckets.no_runs(warehouse)
     analysis = buckets.merge([part.analysis for part in parts])
     documents = [documents for part in parts for documents in part.documents]
     return Aggregated(analysis, documents, tier=tier, profiles=profiles, identities=identities)

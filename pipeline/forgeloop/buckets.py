@@ -50,6 +50,12 @@ def columns_used(queries: tuple[str, ...] = QUERIES) -> list[str]:
     return [name for name in registry.table(RUNS).column_names if name in words]
 
 
+def no_runs(warehouse: Warehouse) -> LoopmeterError:
+    """No run is stored: none was ingested, or every run file was rejected."""
+    return LoopmeterError(f"no runs in {warehouse.root}; run `loopmeter ingest forgeloop RESULTS` first (it names "
+                          "each run file it rejects)")
+
+
 @contextmanager
 def runs_in_duckdb(warehouse: Warehouse, columns: list[str], run_set: str | None = None,
                    run_sets: Collection[str] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -58,7 +64,7 @@ def runs_in_duckdb(warehouse: Warehouse, columns: list[str], run_set: str | None
     wanted = [run_set] if run_set is not None else run_sets if run_sets is not None else warehouse.partitions(RUNS, "run_set_id")
     files = warehouse.partition_files(RUNS, "run_set_id", sorted(wanted))
     if not files:
-        raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}" if run_set else f"no runs in {warehouse.root}")
+        raise LoopmeterError(f"no run set {run_set!r} in {warehouse.root}") if run_set else no_runs(warehouse)
     # one chunk per column (a file each else): cheaper to hand to DuckDB, and to scan
     runs = warehouse.read_files(RUNS, files, columns).rechunk()
     connection = duck.connect(warehouse.root)
