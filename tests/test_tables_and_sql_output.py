@@ -302,3 +302,11 @@ def test_a_sql_table_shows_its_first_10000_rows_and_counts_them_all(demo_warehou
     assert shown.stderr == "(10005 rows; the first 10000 shown: --format csv or --out FILE gives them all)\n"
     whole = run_cli("sql", "SELECT range AS i FROM range(10000)", warehouse=demo_warehouse)
     assert whole.stderr == "(10000 rows)\n" and whole.stdout.count("│ 9999 │") == 1
+
+
+def test_an_error_of_a_result_s_conversion_names_no_line_of_text_the_user_did_not_write(demo_warehouse):
+    """A value out of range fails as the result is read through loopmeter's projection of it: DuckDB's
+    `LINE 3:` would count the lines of that projection, so the line is left out."""
+    failed = run_cli("sql", "select 99999999999999999999999999999999999999999::hugeint", warehouse=demo_warehouse, check=1)
+    assert failed.stderr == ("loopmeter: error: Conversion Error: BIGNUM value 99999999999999999999999999999999999999999 "
+                             "is out of range for type INT128\n")

@@ -234,7 +234,12 @@ def _to_polars(relation: Any) -> "pl.DataFrame":
 
     try:
         frame = relation.pl()
-    except (duckdb.Error, KeyboardInterrupt, SystemExit):  # the query's own errors: run_sql tells them
+    except duckdb.Error as error:  # the query's own errors: run_sql tells them
+        if not changed:
+            raise
+        # the statement ran inside the projection above: the line DuckDB names is of that text, not the user's
+        raise type(error)(re.sub(r"\s*LINE \d+:.*", "", str(error), flags=re.DOTALL)) from None
+    except (KeyboardInterrupt, SystemExit):
         raise
     except RuntimeError as error:
         if is_interruption(error):
