@@ -285,6 +285,9 @@ def test_run_all_and_report_html_name_no_file_the_mirror_held(bucket, corpus, tm
     assert outcome["report"] is None and outcome["warehouse"] == url and outcome["aggregate"] == f"{url}/aggregate"
     assert any(step.startswith("report html: not written") for step in outcome["steps"])
     assert "loopmeter-mirror" not in done.stdout + done.stderr
+    people = run_cli("run-all", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--warehouse", url,
+                     cwd=tmp_path)
+    assert f"warehouse:    {url}  (Parquet tables)\n" in people.stdout  # no loopmeter.duckdb is kept there
     asked = run_cli("report", "html", "--warehouse", url, check=2, cwd=tmp_path)
     assert asked.stderr == (f"loopmeter: error: {url} is on object storage, which keeps no page: give --out FILE (a local "
                             "file) for the report\n")
@@ -403,3 +406,25 @@ def test_a_reader_finishing_a_journal_a_forged_state_names_publishes_nothing(buc
     run_cli("aggregate", "--quiet", "--warehouse", url)
     published = json.loads(client.get_object(Bucket=name, Key=f"team/{head(client, name)}")["Body"].read())
     assert published["files"] and ".state/publishing.json" not in published["files"]
+
+
+def test_a_repair_on_object_storage_names_no_catalog(bucket, corpus):
+    """`check --repair` there rebuilds what it can and says nothing of a loopmeter.duckdb, which object
+    storage does not keep."""
+    client, name = bucket
+    url = f"s3://{name}/team"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+            "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url)
+    manifest_key = f"team/{head(client, name)}"
+    manifest = json.loads(client.get_object(Bucket=name, Key=manifest_key)["Body"].read())
+    journal = b'{"tables": {}, "folders": []}'
+    import hashlib
+
+    digest = hashlib.sha256(journal).hexdigest()
+    client.put_object(Bucket=name, Key=f"team/objects/{digest}", Body=journal)
+    manifest["files"][".state/publishing.json"] = [digest, len(journal)]
+    client.put_object(Bucket=name, Key=manifest_key, Body=json.dumps(manifest).encode())
+    repaired = json.loads(run_cli("check", "--repair", "--json", "--warehouse", url).stdout)
+    assert repaired["ok"] and repaired["repaired"] and not any("catalog" in line for line in repaired["repaired"]), repaired
+    published = json.loads(client.get_object(Bucket=name, Key=f"team/{head(client, name)}")["Body"].read())
+    assert ".state/publishing.json" not in published["files"]

@@ -43,8 +43,10 @@ def _show(outcome, shown_steps: bool) -> None:
         console.print(text, markup=False, highlight=False)
     if outcome.sample is not None:
         console.print(f"\nsample data:  {shown_path(outcome.sample)}", markup=False, highlight=False)
-    console.print(f"warehouse:    {shown_path(outcome.warehouse)}  (Parquet tables, loopmeter.duckdb)", markup=False,
-                  highlight=False)
+    from ..storage.remote import is_mirror
+
+    kept = "Parquet tables" if is_mirror(outcome.warehouse) else "Parquet tables, loopmeter.duckdb"  # none on object storage
+    console.print(f"warehouse:    {shown_path(outcome.warehouse)}  ({kept})", markup=False, highlight=False)
     if outcome.forgeloop is not None:
         console.print(f"aggregates:   {shown_path(outcome.aggregate)}", markup=False, highlight=False)
     if outcome.report is not None:

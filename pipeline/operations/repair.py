@@ -40,6 +40,7 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     table's schema, and refuses a damaged one, which is what is to be replaced here."""
     from ..errors import WarehouseBusy
     from ..storage.catalog import refresh_catalog
+    from ..storage.remote import is_mirror
 
     damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table and not _foreign(warehouse, p)}
     report.repaired += _remove_lock(warehouse, report)  # else no lock can be taken, by this repair or any writer
@@ -85,7 +86,9 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
         left -= set(set_aside)
         for name in sorted(left - _FORGELOOP_INGESTED):
             report.not_repaired.append(f"table {name}: {_how_to_rebuild(name, inputs_damaged)}")
-        if not left:
+        if is_mirror(warehouse.root):
+            pass  # on object storage no catalog is kept (`remote.py`)
+        elif not left:
             try:
                 refresh_catalog(warehouse)
                 report.repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: rebuilt")
