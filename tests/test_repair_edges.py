@@ -3,6 +3,7 @@ Ctrl-C stops a repair midway."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -93,3 +94,31 @@ def test_a_damaged_month_of_forge_events_is_set_aside_and_read_again_from_the_st
             warehouse=copy)
     assert run_cli("sql", counted, "--format", "json", warehouse=copy).stdout == before
     assert run_cli("report", "routing", "--json", warehouse=copy).stdout == routing
+
+
+def test_a_writer_refuses_a_table_whose_link_is_gone_and_repair_links_it_back(copy, demo_warehouse):
+    """A table's link removed by hand: a writer took the table for absent, wrote it anew and removed its
+    versions (the survival outcomes a harvest stored, gone). It now refuses in one line, naming the
+    table and `check --repair`, which links it back."""
+    counted = "SELECT count(*) AS n FROM forge_outcomes"
+    before = run_cli("sql", counted, "--format", "csv", warehouse=copy).stdout
+    (copy / "forge_outcomes").unlink()
+    refused = run_cli("ingest", "forge", str(demo_warehouse.parent / "data" / "sample" / "forge" / "dataset.sqlite"),
+                      "--quiet", warehouse=copy, check=1)
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith(f"loopmeter: error: {copy}/forge_outcomes: table forge_outcomes has no link to its versions")
+    assert "run `loopmeter check --repair` to link it back" in line
+    assert list((copy / ".versions" / "forge_outcomes").iterdir())
+    run_cli("check", "--repair", warehouse=copy)
+    assert run_cli("sql", counted, "--format", "csv", warehouse=copy).stdout == before
+
+
+def test_a_fifo_in_place_of_a_run_set_s_file_is_removed_and_the_run_set_read_again(copy):
+    counted = "SELECT run_set_id, count(*) AS n FROM runs GROUP BY ALL ORDER BY ALL"
+    before = run_cli("sql", counted, "--format", "csv", warehouse=copy).stdout
+    replaced = table_file(copy, "runs", "run_set_id=sample-legacy-5")
+    replaced.unlink()
+    os.mkfifo(replaced)
+    report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
+    assert report["ok"] and any(line.startswith("runs: read again from") for line in report["repaired"]), report
+    assert run_cli("sql", counted, "--format", "csv", warehouse=copy).stdout == before

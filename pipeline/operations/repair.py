@@ -43,6 +43,9 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     from ..storage.remote import is_mirror
 
     damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table and not _foreign(warehouse, p)}
+    # an entry removed from where a table file belongs took that file's rows with it: its table is rebuilt too
+    in_place = [p for p in report.problems if p.kind == "table" and p.table and _foreign(warehouse, p)]
+    damaged |= {p.table for p in in_place}
     report.repaired += _remove_lock(warehouse, report)  # else no lock can be taken, by this repair or any writer
     with warehouse.lock_if_free(REPAIRING, wait=wait) as taken:
         if not taken and kind_of(warehouse.root / lock.FILE) not in (None, "file"):  # named above, left to the user
@@ -76,6 +79,7 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
         left = damaged - (rebuildable if not inputs_damaged else set())
         if left & _FORGELOOP_INGESTED:
             damaged_runs = [p.path for p in report.problems if p.kind == "table file" and p.table == "runs"]
+            damaged_runs += [p.path for p in in_place if p.table == "runs"]
             done, undone = _reingest_forgeloop(warehouse, sorted(left & _FORGELOOP_INGESTED), damaged_runs)
             report.repaired += done
             report.not_repaired += undone

@@ -277,6 +277,7 @@ class Warehouse:
         self.mark()
         with lock.hold(self.root, wait=wait, command=command):
             self.finish_publishing()
+            self._refuse_unlinked()
             self._collect_garbage()
             self._conform_tables()
             yield
@@ -441,6 +442,24 @@ class Warehouse:
             except TableFileMismatch:  # a version holding what is not a table file: its files are not recorded
                 continue
         self.verified.save(files)
+
+    def _refuse_unlinked(self) -> None:
+        """A table the last writer left published whose link is gone (removed or replaced by hand) while
+        `.versions/<table>/` holds its versions: a writer would take the table for absent, write it anew
+        and remove those versions. Refused, naming it (the caller holds the lock)."""
+        from .integrity import published
+
+        folder = self.root / versions.FOLDER
+        if not is_real_directory(folder):
+            return
+        with os.scandir(folder) as entries:
+            names = sorted(entry.name for entry in entries if registry.known(entry.name))
+        for name in names:
+            if versions.current(self.root, name) is None and versions.held(self.root, name) and published(self, name):
+                raise LoopmeterError(
+                    f"{shown_path(self.root / name)}: table {name} has no link to its versions in "
+                    f"{shown_path(folder / name)} (removed or replaced by hand); run `loopmeter check --repair` to link "
+                    f"it back (or remove {shown_path(folder / name)} to drop the table), then run this again")
 
     def _collect_garbage(self) -> None:
         """Remove what a killed writer left: versions no table points to, stray links, temporary files
