@@ -5,7 +5,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import LoopmeterError, is_utf8, shown_path
+from .errors import LoopmeterError, is_utf8, shown_path, without_credentials
 
 ENV_WAREHOUSE = "LOOPMETER_WAREHOUSE"
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -31,8 +31,9 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
         scheme, rest = url.groups()
         supported = "the command line opens it on a mirror" if scheme.lower() == "s3" else "only s3:// is supported"
         raise LoopmeterError(
-            f"{source} {shown_path(f'{scheme}://{rest}')}: a warehouse at a URL ({scheme}://) is not a local directory "
-            f"({supported}: docs/scale.md); give a local directory (./{scheme}:/{rest} for a folder of that name)")
+            f"{source} {without_credentials(shown_path(f'{scheme}://{rest}'))}: a warehouse at a URL ({scheme}://) is not a "
+            f"local directory ({supported}: docs/scale.md); give a local directory (an absolute path for a folder of "
+            "that name)")
     if not is_utf8(given):
         raise LoopmeterError(f"{source} {shown}: the path is not valid UTF-8; rename it")
     try:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
@@ -115,6 +116,11 @@ def printable(text: str) -> str:
     line breaks and tabs kept. Whatever a name from a store or a file holds, it cannot move the
     cursor, recolour, retitle or clear the terminal it is printed on."""
     return text.translate(_UNPRINTABLE)
+
+
+def without_credentials(text: str) -> str:
+    """`text` with the user and password of a URL in it (`s3://user:secret@bucket`) left out."""
+    return re.sub(r"(?<=:/)(/?)[^/@\s]*@", r"\1***@", text)
 
 
 def first_line(error: BaseException) -> str:

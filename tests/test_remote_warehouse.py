@@ -428,3 +428,44 @@ def test_a_repair_on_object_storage_names_no_catalog(bucket, corpus):
     assert repaired["ok"] and repaired["repaired"] and not any("catalog" in line for line in repaired["repaired"]), repaired
     published = json.loads(client.get_object(Bucket=name, Key=f"team/{head(client, name)}")["Body"].read())
     assert ".state/publishing.json" not in published["files"]
+
+
+def test_an_object_of_the_file_s_size_with_other_bytes_is_written_over(bucket, corpus, tmp_path):
+    import hashlib
+
+    client, name = bucket
+    url = f"s3://{name}/team"
+    local = tmp_path / "local"
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+            "--scenarios", str(corpus / "scenarios"), "--quiet", warehouse=local)
+    marker = (local / ".loopmeter").read_bytes()
+    client.put_object(Bucket=name, Key=f"team/objects/{hashlib.sha256(marker).hexdigest()}", Body=b"Z" * len(marker))
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+            "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url)
+    assert run_cli("check", "--warehouse", url).returncode == 0
+
+
+def test_a_mirror_under_a_temporary_folder_reached_through_a_link_publishes(bucket, corpus, tmp_path):
+    """$TMPDIR through a symbolic link (as on macOS): the warehouse's root, resolved as it is opened, is
+    the mirror's; the command publishes and names the URL, never the scratch folder."""
+    client, name = bucket
+    url = f"s3://{name}/team"
+    (tmp_path / "real").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    done = run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+                   "--scenarios", str(corpus / "scenarios"), "--warehouse", url, env={"TMPDIR": str(tmp_path / "linked")},
+                   process=True)
+    assert done.stdout.rstrip().endswith(f"-> {url}") and "loopmeter-mirror" not in done.stdout + done.stderr
+    assert head(client, name).startswith("manifests/")
+    assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_ctrl_c_once_head_is_written_says_the_state_was_published(bucket, corpus):
+    client, name = bucket
+    url = f"s3://{name}/team"
+    stopped = run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
+                      "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url, check=130,
+                      env={"LOOPMETER_CRASH_AT": "remote:head-written", "LOOPMETER_CRASH_SIGNAL": "INT"})
+    assert stopped.stderr.splitlines()[-1] == (f"loopmeter: interrupted once its new state was published: {url} holds "
+                                               "this command's tables")
+    assert head(client, name).startswith("manifests/")

@@ -37,7 +37,11 @@ def interrupted_message() -> str:
     from ..interrupts import TERMINATED
     from ..operations.common import replaced_tables
 
+    from ..storage.remote import PUBLISHED
+
     how = "terminated (SIGTERM)" if TERMINATED else "interrupted"
+    if PUBLISHED:  # the mirror's links say nothing of what object storage holds
+        return f"{how} once its new state was published: {', '.join(PUBLISHED)} holds this command's tables"
     replaced = replaced_tables()
     if not replaced:
         return f"{how}; no table was replaced: the warehouse keeps its previous tables"
@@ -141,7 +145,10 @@ def command(function: Callable) -> Callable:
         from ..errors import reset_warnings
         from ..operations.common import WATCHED
 
+        from ..storage.remote import PUBLISHED
+
         WATCHED.clear()  # this command's warehouses only (tests run many commands in one process)
+        PUBLISHED.clear()
         reset_warnings()
         context = kwargs.pop(_CONTEXT)
         try:

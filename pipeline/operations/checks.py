@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..errors import LoopmeterError, is_utf8, shown_path, usage_error
+from ..errors import LoopmeterError, is_utf8, shown_path, usage_error, without_credentials
 
 
 def check_number(option: str, value: float | None, *, minimum: float, inclusive: bool = True,
@@ -51,8 +51,8 @@ def refuse_inside_warehouse(option: str, path: Path, root: Path, allowed: Callab
     (`s3://bucket/x`, which a path option receives as `s3:/bucket/x`) is refused first: outputs are
     local files, and it would make a folder named `s3:` here."""
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", os.fspath(path)):
-        raise usage_error(f"{option} {shown_path(path)}: a URL; {option} writes local files only (./"
-                          f"{shown_path(path)} for a local folder of that name)")
+        raise usage_error(f"{option} {without_credentials(shown_path(path))}: a URL; {option} writes local files only "
+                          "(an absolute path for a local folder of that name)")
     real, real_root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
     if real != real_root and real_root not in real.parents:
         return

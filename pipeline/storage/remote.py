@@ -48,6 +48,7 @@ from .object_cache import ObjectCache, copy_checked
 
 SCHEMES = ("s3",)
 HEAD = "HEAD.json"
+PUBLISHED: list[str] = []  # the warehouses whose new state this process published (HEAD written)
 MAX_MANIFEST_BYTES = 512 * 1024 * 1024
 MAX_OBJECT_BYTES = 16 * 1024 * 1024 * 1024
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -82,7 +83,7 @@ def remote_url(given: str | os.PathLike | None) -> str | None:
     shown = shown_path(text)
     if not rest.startswith("/") or not rest.strip("/"):
         raise LoopmeterError(f"--warehouse {shown}: a warehouse on object storage is s3://bucket/prefix "
-                             "(./s3:... for a local folder of that name)")
+                             "(an absolute path, /.../s3:..., for a local folder of that name)")
     for character in "?#":
         if character in rest:
             raise LoopmeterError(f"--warehouse {shown}: a `{character}` would end the prefix there; name a prefix "
@@ -190,17 +191,25 @@ class Remote:
             raise LoopmeterError(f"{self.url}/objects/{digest}: its bytes are not those the manifest names "
                                  f"({got} bytes read, {size} expected)")
 
+    def _holds(self, key: str, digest: str) -> bool:
+        """Whether the object `key` holds bytes of that sha256 digest (read in pieces)."""
+        hashed = hashlib.sha256()
+        with self.fs.open_input_stream(key) as stream:
+            while chunk := stream.read(8 << 20):
+                hashed.update(chunk)
+        return hashed.hexdigest() == digest
+
     def put(self, digest: str, source: Path) -> None:
         """Object `digest` from the file `source` (of those bytes). Uploaded under a key of its own and
         copied into place once whole: an upload cut short (Ctrl-C, SIGTERM, a lost connection) ends the
         stream as if it were whole, so only a whole upload may ever be named by its digest. An object of
-        that name already there is kept only when it has the file's size (anything else: written over)."""
+        that name already there is kept only when it holds the file's bytes (anything else: written over)."""
         from pyarrow import fs
 
         key = f"{self.base}/objects/{digest}"
         size = os.path.getsize(source)
         found = self.fs.get_file_info(key)
-        if found.type == fs.FileType.File and found.size == size:
+        if found.type == fs.FileType.File and found.size == size and self._holds(key, digest):
             return
         upload = f"{self.base}/uploads/{digest}.{secrets.token_hex(8)}"
         with open(source, "rb") as data:
@@ -341,6 +350,8 @@ def push(remote: Remote, started_from: str | None, manifest: dict, sources: dict
                             "this one was published (run it again)")
     try:
         remote._write(HEAD, json.dumps({"manifest": key}).encode())
+        PUBLISHED.append(remote.url)  # an interruption from here on leaves this state published
+        faults.checkpoint("remote:head-written")
     except OSError as error:  # the store may have taken the object and lost its answer
         raise LoopmeterError(f"{remote.url}: publishing to it: writing {HEAD} failed ({' '.join(str(error).split())}), "
                              "so whether this command's state was published is not known: a report or `loopmeter check` "
@@ -354,7 +365,8 @@ def mirrored(url: str) -> Iterator[Path]:
     error and the warehouse changed; removed in any case."""
     remote = Remote(url)
     cache = object_cache.from_environment(url)
-    scratch = Path(tempfile.mkdtemp(prefix="loopmeter-mirror-"))
+    # its real path: the warehouse's root is resolved as it is opened, and must be the mirror's as named here
+    scratch = Path(os.path.realpath(tempfile.mkdtemp(prefix="loopmeter-mirror-")))
     root = scratch / "warehouse"
     MIRRORS.add(os.fspath(root))
     terminate = _ended_by_sigterm()
