@@ -32,12 +32,13 @@ from .. import faults
 from . import duck, lock, registry
 from .files import WHAT, NotAFile, kind_of, open_regular
 from .names import file_pattern, quote_identifier, quote_literal
+from .published import CATALOG_RECORD
 from .warehouse import DATABASE, Warehouse
 
 if TYPE_CHECKING:
     import duckdb
 
-STATE = "catalog.json"
+STATE = CATALOG_RECORD
 # DuckDB storage version 67: read by DuckDB 1.4.x (the long-term-support line BI drivers embed),
 # 1.5.x and 2.x; 2.x's own format (69) is read by no 1.x release. Views and comments need nothing newer.
 STORAGE_VERSION = "v1.4.0"

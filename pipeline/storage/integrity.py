@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..errors import shown_path
 from . import conformance, publish, registry, strays, versions
+from .published import published
 from .files import WHAT, kind_of
 from .marker import MARKER
 from .warehouse import DATABASE, OWN_ENTRIES, Warehouse
@@ -160,19 +161,6 @@ def _links(warehouse: Warehouse) -> tuple[list[Problem], set[Path]]:
                 problems.append(Problem("link", Path(entry.path), "a symbolic link loopmeter did not make (not a table; "
                                         "left out by every command): remove it (what it points to is not touched)"))
     return problems, named
-
-
-def published(warehouse: Warehouse, name: str) -> bool:
-    """Whether the last writer left table `name` published: its record of verified files, or of the
-    catalog's build, names the table. A version of a table none names may be a writer's at work, or one
-    a killed writer never published (perhaps half written): it is never linked as the table."""
-    from .catalog import STATE
-    from .verified import RECORD
-
-    if kind_of(warehouse.state.path(RECORD)) == "file" and any(key[0] == name for key in warehouse.verified.recorded()):
-        return True
-    built = warehouse.state.read(STATE) if kind_of(warehouse.state.path(STATE)) == "file" else None
-    return isinstance(built, dict) and isinstance(built.get("tables"), list) and name in built["tables"]
 
 
 def _unlinked(warehouse: Warehouse) -> list[Problem]:

@@ -31,6 +31,7 @@ from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
 from . import conformance, folders, lock, marker, publish, registry, versions
 from .marker import MARKER
 from .files import is_real_directory, kind_of, remove_tree
+from .published import published
 from .state import State
 from .verified import Verified
 
@@ -447,8 +448,6 @@ class Warehouse:
         """A table the last writer left published whose link is gone (removed or replaced by hand) while
         `.versions/<table>/` holds its versions: a writer would take the table for absent, write it anew
         and remove those versions. Refused, naming it (the caller holds the lock)."""
-        from .integrity import published
-
         folder = self.root / versions.FOLDER
         if not is_real_directory(folder):
             return
