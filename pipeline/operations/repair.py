@@ -43,8 +43,10 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     from ..storage.remote import is_mirror
 
     damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table and not _foreign(warehouse, p)}
-    # an entry removed from where a table file belongs took that file's rows with it: its table is rebuilt too
-    in_place = [p for p in report.problems if p.kind == "table" and p.table and _foreign(warehouse, p)]
+    # an entry removed from where a table file belongs (named *.parquet) took that file's rows with it: its
+    # table is rebuilt too
+    in_place = [p for p in report.problems
+                if p.kind == "table" and p.table and p.path.name.endswith(".parquet") and _foreign(warehouse, p)]
     damaged |= {p.table for p in in_place}
     report.repaired += _remove_lock(warehouse, report)  # else no lock can be taken, by this repair or any writer
     with warehouse.lock_if_free(REPAIRING, wait=wait) as taken:
