@@ -382,14 +382,10 @@ def test_ctrl_c_as_the_mirror_is_removed_after_a_publish_removes_it_whole_and_en
     assert list(scratch.iterdir()) == []
 
 
-def test_a_reader_finishing_a_journal_a_forged_state_names_publishes_nothing(bucket, corpus):
-    """A state whose manifest names a publishing journal (loopmeter never publishes one): a reader
-    finishes it in its mirror, as on a local warehouse, and publishes nothing (a read never writes the
-    bucket); the next writer's state holds no journal."""
+def a_state_naming_a_journal(client, name: str, url: str, corpus) -> None:
+    """A warehouse at `url` whose current manifest names a publishing journal (loopmeter never publishes one)."""
     import hashlib
 
-    client, name = bucket
-    url = f"s3://{name}/team"
     run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
             "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url)
     manifest_key = f"team/{head(client, name)}"
@@ -399,6 +395,14 @@ def test_a_reader_finishing_a_journal_a_forged_state_names_publishes_nothing(buc
     client.put_object(Bucket=name, Key=f"team/objects/{digest}", Body=journal)
     manifest["files"][".state/publishing.json"] = [digest, len(journal)]
     client.put_object(Bucket=name, Key=manifest_key, Body=json.dumps(manifest).encode())
+
+
+def test_a_reader_finishing_a_journal_a_forged_state_names_publishes_nothing(bucket, corpus):
+    """A reader finishes the journal in its mirror, as on a local warehouse, and publishes nothing (a read
+    never writes the bucket); the next writer's state holds no journal."""
+    client, name = bucket
+    url = f"s3://{name}/team"
+    a_state_naming_a_journal(client, name, url, corpus)
     keys = sorted(item["Key"] for item in client.list_objects_v2(Bucket=name, Prefix="team/")["Contents"])
     run_cli("sql", "select count(*) from runs", "--warehouse", url)
     run_cli("report", "tail", "--warehouse", url, check=None)
@@ -413,17 +417,7 @@ def test_a_repair_on_object_storage_names_no_catalog(bucket, corpus):
     storage does not keep."""
     client, name = bucket
     url = f"s3://{name}/team"
-    run_cli("ingest", "forgeloop", str(corpus / "results"), "--run-set", "codex-quality-repeat5-20260831",
-            "--scenarios", str(corpus / "scenarios"), "--quiet", "--warehouse", url)
-    manifest_key = f"team/{head(client, name)}"
-    manifest = json.loads(client.get_object(Bucket=name, Key=manifest_key)["Body"].read())
-    journal = b'{"tables": {}, "folders": []}'
-    import hashlib
-
-    digest = hashlib.sha256(journal).hexdigest()
-    client.put_object(Bucket=name, Key=f"team/objects/{digest}", Body=journal)
-    manifest["files"][".state/publishing.json"] = [digest, len(journal)]
-    client.put_object(Bucket=name, Key=manifest_key, Body=json.dumps(manifest).encode())
+    a_state_naming_a_journal(client, name, url, corpus)
     repaired = json.loads(run_cli("check", "--repair", "--json", "--warehouse", url).stdout)
     assert repaired["ok"] and repaired["repaired"] and not any("catalog" in line for line in repaired["repaired"]), repaired
     published = json.loads(client.get_object(Bucket=name, Key=f"team/{head(client, name)}")["Body"].read())
