@@ -265,6 +265,23 @@ def test_a_copied_warehouses_catalog_is_one_line_and_rebuilt_by_repair(demo_ware
     assert checked(copy).returncode == 0
 
 
+def test_a_copied_warehouse_with_one_view_changed_names_both(demo_warehouse, tmp_path):
+    """Views of another place and a view loopmeter did not write: each is named, the one line for the
+    first and one for the other."""
+    import duckdb
+
+    copy = tmp_path / "copied"
+    shutil.copytree(demo_warehouse, copy, symlinks=True)
+    with duckdb.connect(str(copy / "loopmeter.duckdb")) as connection:
+        connection.execute("CREATE OR REPLACE VIEW runs AS SELECT 1 AS x")
+    found = checked(copy)
+    assert found.returncode == 1
+    lines = found.stderr.splitlines()
+    assert lines[0].startswith(f"loopmeter: {copy / 'loopmeter.duckdb'}: its views read the tables of the warehouse "
+                               f"at {demo_warehouse}, not of this place")
+    assert f"loopmeter: {copy / 'loopmeter.duckdb'}: its view runs is not the one loopmeter writes" in lines
+
+
 def test_a_version_no_record_says_was_published_is_never_linked_as_the_table(copy):
     """A killed writer's first version of a table (perhaps half written) is not the table: with no record
     naming the table, its version is left for the next writer to remove, never linked by `--repair`."""

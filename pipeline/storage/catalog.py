@@ -276,7 +276,8 @@ def objects_problems(warehouse: Warehouse) -> list[str]:
             if place is None:
                 problems.append(f"its view {name} is not the one loopmeter writes")
             places.add(place)
-    if places and None not in places:  # every view that differs is loopmeter's, of another place: one line says it
+    places.discard(None)  # those views are named one by one above
+    if places:  # the views that are loopmeter's but for their place: one line says it
         others = f" (and {len(places) - 1} other places)" if len(places) > 1 else ""
         problems.insert(0, f"its views read the tables of the warehouse at {shown_path(sorted(places)[0])}{others}, "
                         "not of this place (a copied or moved warehouse): any other loopmeter command that opens the "
