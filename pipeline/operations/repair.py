@@ -242,12 +242,13 @@ def _relink(warehouse: Warehouse, name: str, report: Report) -> None:
                                    "run `loopmeter check --repair` again")
         return
     held = versions.held(root, name)
-    whole = [version for version in held if _whole(name, version)]
+    listings = {version: conformance.list_version(name, version) for version in held}
+    whole = [version for version in held if _whole(name, listings[version])]
     if not whole:
         report.not_repaired.append(f"table {name}: none of its {len(held)} version(s) in {versions.FOLDER}/{name}/ is "
                                    f"whole; run the command that writes {name} again")
         return
-    recorded = [version for version in whole if _recorded(warehouse, name, version)]
+    recorded = [version for version in whole if _recorded(warehouse, name, listings[version])]
     if len(recorded) == 1:
         chosen, why = recorded[0], "the version .state/verified.json records"
     elif len(whole) == 1:
@@ -258,25 +259,18 @@ def _relink(warehouse: Warehouse, name: str, report: Report) -> None:
     report.repaired.append(f"table {name}: its link points at {os.path.relpath(chosen, root)} again ({why})")
 
 
-def _whole(name: str, version: Path) -> bool:
-    listing = conformance.list_version(name, version)
+def _whole(name: str, listing: conformance.Listing) -> bool:
+    """A version (as `listing` lists it) holding nothing but table files of `name`, each read to its end."""
     return not listing.problems and all(file_problem(name, path) is None for path in listing.files)
 
 
-def _recorded(warehouse: Warehouse, name: str, version: Path) -> bool:
-    """Whether this user's record of verified files holds exactly the files of `version` for table `name`,
-    each as it is now (device, inode, size, times: `verified.py`)."""
-    from ..storage.verified import identity
-
-    record = warehouse.verified.recorded()
-    files = conformance.list_version(name, version).files
-    if len(files) != sum(1 for key in record if key[0] == name):
+def _recorded(warehouse: Warehouse, name: str, listing: conformance.Listing) -> bool:
+    """Whether this user's record of verified files holds exactly the files of a version of table `name`
+    (as `listing` lists it), each as it is now (`Verified.known`: device, inode, size, times)."""
+    files = listing.files
+    if len(files) != sum(1 for key in warehouse.verified.recorded() if key[0] == name):
         return False
-    for path in files:
-        status = os.lstat(path)
-        if (*identity(name, path, status), status.st_ctime_ns) not in record:
-            return False
-    return True
+    return all(warehouse.verified.known(name, path, os.lstat(path)) for path in files)
 
 
 def _summaries() -> dict[str, tuple[str, ...]]:
