@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import shown_path
 from . import conformance, publish, registry, strays, versions
-from .published import published
+from .published import published, unlinked
 from .files import WHAT, kind_of
 from .marker import MARKER
 from .warehouse import DATABASE, OWN_ENTRIES, Warehouse
@@ -164,14 +164,12 @@ def _links(warehouse: Warehouse) -> tuple[list[Problem], set[Path]]:
 
 
 def _unlinked(warehouse: Warehouse) -> list[Problem]:
-    """The tables with versions in `.versions/` and nothing in the root where their link belongs."""
-    folder = warehouse.root / versions.FOLDER
-    if kind_of(folder) != "directory":
-        return []
+    """The tables with versions in `.versions/` and nothing in the root where their link belongs (a link
+    there that is not loopmeter's: `_links`)."""
     problems = []
-    for name in sorted(os.listdir(folder)):
-        held = len(versions.held(warehouse.root, name))
-        if held and not os.path.lexists(warehouse.root / name) and published(warehouse, name):
+    for name in unlinked(warehouse):
+        if not os.path.lexists(warehouse.root / name):
+            held = len(versions.held(warehouse.root, name))
             problems.append(Problem("table link", warehouse.root / name, (
                 f"table {name} has no link, though {versions.FOLDER}/{name}/ holds {held} version(s) of it: "
                 "`loopmeter check --repair` links it again"), name))

@@ -31,7 +31,7 @@ from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
 from . import conformance, folders, lock, marker, publish, registry, versions
 from .marker import MARKER
 from .files import is_real_directory, kind_of, remove_tree
-from .published import published
+from .published import unlinked
 from .state import State
 from .verified import Verified
 
@@ -448,17 +448,12 @@ class Warehouse:
         """A table the last writer left published whose link is gone (removed or replaced by hand) while
         `.versions/<table>/` holds its versions: a writer would take the table for absent, write it anew
         and remove those versions. Refused, naming it (the caller holds the lock)."""
-        folder = self.root / versions.FOLDER
-        if not is_real_directory(folder):
-            return
-        with os.scandir(folder) as entries:
-            names = sorted(entry.name for entry in entries if registry.known(entry.name))
-        for name in names:
-            if versions.current(self.root, name) is None and versions.held(self.root, name) and published(self, name):
-                raise LoopmeterError(
-                    f"{shown_path(self.root / name)}: table {name} has no link to its versions in "
-                    f"{shown_path(folder / name)} (removed or replaced by hand); run `loopmeter check --repair` to link "
-                    f"it back (or remove {shown_path(folder / name)} to drop the table), then run this again")
+        for name in unlinked(self)[:1]:
+            folder = self.root / versions.FOLDER / name
+            raise LoopmeterError(
+                f"{shown_path(self.root / name)}: table {name} has no link to its versions in {shown_path(folder)} "
+                f"(removed or replaced by hand); run `loopmeter check --repair` to link it back (or remove "
+                f"{shown_path(folder)} to drop the table), then run this again")
 
     def _collect_garbage(self) -> None:
         """Remove what a killed writer left: versions no table points to, stray links, temporary files
