@@ -307,6 +307,7 @@ def busy_adapter_env(tmp_path) -> tuple[Path, dict]:
                   "CMD_TEST_BUSY": "small-bug-fix/forgeloopBalanced/1"}
 
 
+@pytest.mark.slow  # waits out the adapter's 10 s to answer cleanup
 @pytest.mark.parametrize(("signal_name", "code", "how"), [("SIGINT", 130, "interrupted"),
                                                           ("SIGTERM", 143, "terminated (SIGTERM)")])
 def test_a_signal_while_the_adapter_is_stuck_ends_it_and_its_children(tmp_path, scenarios, target, signal_name, code, how):
@@ -341,6 +342,7 @@ def test_a_signal_while_the_adapter_is_stuck_ends_it_and_its_children(tmp_path, 
         end_leftovers(pids)
 
 
+@pytest.mark.slow  # waits out the adapter's 10 s to answer cleanup
 def test_a_run_set_stopped_in_its_first_call_is_resumed_at_its_own_size(tmp_path, scenarios, target):
     """Stopped before any run is written, the run set still has its plan: --resume without --runs runs the
     size it was started with (1 a mode here), not the tier's default."""
