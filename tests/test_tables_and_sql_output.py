@@ -310,3 +310,67 @@ def test_an_error_of_a_result_s_conversion_names_no_line_of_text_the_user_did_no
     failed = run_cli("sql", "select 99999999999999999999999999999999999999999::hugeint", warehouse=demo_warehouse, check=1)
     assert failed.stderr == ("loopmeter: error: Conversion Error: BIGNUM value 99999999999999999999999999999999999999999 "
                              "is out of range for type INT128\n")
+
+
+# ---- csv, json and jsonl a piece at a time ------------------------------------------------------
+
+def _frame_of_every_kind(rows: int):
+    """A result with a column of each kind sql renders specially: NaN and infinities, nulls, text with
+    quotes and newlines, lists, bytes, timestamps with and without a zone, 128-bit integers."""
+    import datetime as dt
+
+    import polars as pl
+
+    floats = [float("nan"), float("inf"), -float("inf"), None, 1e-7, 2.5]
+    return pl.DataFrame({
+        "n": list(range(rows)),
+        "x": [floats[i % len(floats)] for i in range(rows)],
+        "s": [None if i % 5 == 0 else f'row "{i}",\nnext' for i in range(rows)],
+        "l": [[1.0, None] if i % 2 else None for i in range(rows)],
+        "b": [bytes([i % 256]) for i in range(rows)],
+        "t": [dt.datetime(2026, 12, 3, 13, 20, 7, 148104 if i % 2 else 0, tzinfo=dt.timezone.utc) for i in range(rows)],
+        "naive": [dt.datetime(2026, 12, 3, 13, 20, i % 60) for i in range(rows)],
+        "h": pl.Series([10**30 + i for i in range(rows)], dtype=pl.Int128),
+    })
+
+
+@pytest.mark.parametrize("output_format", ["csv", "json", "jsonl"])
+@pytest.mark.parametrize("rows", [0, 1, 7])
+def test_the_text_made_a_piece_at_a_time_is_the_whole_result_s(output_format, rows):
+    """Every cut of the rows into pieces gives the text the whole frame rendered at once gives; json's
+    is the rows as objects (128-bit integers whole, NaN and infinities null), jsonl's a line each."""
+    from loopmeter.sql.output import result_pieces
+
+    frame = _frame_of_every_kind(rows)
+    whole = "".join(result_pieces(frame, output_format, rows=10**9))
+    for size in range(1, rows + 2):
+        assert "".join(result_pieces(frame, output_format, rows=size)) == whole, size
+    if output_format == "json":
+        parsed = json.loads(whole)
+        assert whole.endswith("]\n") and [row["n"] for row in parsed] == list(range(rows))
+        assert [row["h"] for row in parsed] == [10**30 + i for i in range(rows)]
+        assert [row["x"] for row in parsed] == [[None, None, None, None, 1e-7, 2.5][i % 6] for i in range(rows)]
+    elif output_format == "jsonl":
+        assert [json.loads(line)["n"] for line in whole.splitlines()] == list(range(rows))
+    else:
+        assert whole.splitlines()[0] == "n,x,s,l,b,t,naive,h" and whole.count("row ") == sum(i % 5 != 0 for i in range(rows))
+
+
+@pytest.mark.parametrize("output_format", ["json", "jsonl", "csv"])
+def test_writing_a_result_holds_one_piece_of_python_objects_whatever_its_rows(tmp_path, output_format):
+    """The Python memory a result's text takes to write (tracemalloc's peak: the rows as objects and
+    their text) follows the piece, not the result: 8 times the rows, at most 1.5 times the peak."""
+    import tracemalloc
+
+    from loopmeter.sql.output import write_result
+
+    peaks = []
+    for rows in (2_000, 16_000):
+        frame = _frame_of_every_kind(rows)
+        tracemalloc.start()
+        write_result(frame, output_format, tmp_path / f"{rows}.{output_format}", piece_rows=1_000)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        written = (tmp_path / f"{rows}.{output_format}").read_text()
+        assert written.count("\n") >= rows if output_format == "csv" else written.count('{"n":') == rows
+    assert peaks[1] <= 1.5 * peaks[0], peaks

@@ -41,7 +41,7 @@ def sql_command(
     quiet: QuietOption = False,
 ) -> int:
     from ..operations import sql
-    from ..sql.output import TABLE_ROWS, parse_parameters, table_rows, write_result
+    from ..sql.output import TABLE_ROWS, parse_parameters, result_pieces, table_rows
 
     set_quiet(quiet)
     answer = sql(text, file=file, query=query, params=parse_parameters(param), output_format=output_format, out=out,
@@ -59,7 +59,8 @@ def sql_command(
         shown = "" if frame.height <= TABLE_ROWS else f"; the first {TABLE_ROWS} shown: --format csv or --out FILE gives them all"
         note(f"({frame.height} row{'' if frame.height == 1 else 's'}{shown})")
         return Exit.OK
-    write_stdout(write_result(frame, answer.output_format, None))
+    for piece in result_pieces(frame, answer.output_format):
+        write_stdout(piece)
     return Exit.OK
 
 

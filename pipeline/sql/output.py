@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..errors import Exit, LoopmeterError, shown_path
 from ..storage.files import write_output
@@ -119,10 +119,12 @@ def _wide(frame: "pl.DataFrame") -> list[str]:
     return [name for name, dtype in frame.schema.items() if dtype in (pl.Int128, pl.UInt128)]
 
 
-def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) -> str | None:
+PIECE_ROWS = 10_000  # rows rendered at a time: csv, json and jsonl text is made and written a piece at a time
+
+
+def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None, piece_rows: int = PIECE_ROWS) -> str | None:
     """Render `frame` as csv/json/jsonl text (returned when `out` is None) or write it to `out` (atomically:
-    a failed write leaves what was there)."""
-    import orjson
+    a failed write leaves what was there; the text is made and written a piece at a time)."""
     import polars as pl
 
     if output_format not in FORMATS:
@@ -138,21 +140,54 @@ def write_result(frame: "pl.DataFrame", output_format: str, out: Path | None) ->
                                  "DECIMAL(38); cast them in SQL (e.g. CAST(x AS VARCHAR))") from None
         write_output(Path(out), frame.write_parquet)
         return None
-    if output_format == "csv":  # NaN, inf and -inf as polars writes them (the table shows the same text)
-        text = _flat(frame).write_csv()
-    elif output_format in ("json", "jsonl"):  # NaN, inf and -inf as null: JSON has no such numbers
-        rows = frame.to_dicts()
-        for name in _wide(frame):  # 128-bit integers as JSON integers (orjson stops at 64 bits)
-            for row in rows:
-                if row[name] is not None:
-                    row[name] = orjson.Fragment(str(row[name]))
-        text = _dumps(rows) + "\n" if output_format == "json" else "".join(_dumps(row) + "\n" for row in rows)
-    else:
-        raise LoopmeterError("--format table prints to the terminal; use csv, json, jsonl or parquet with --out", Exit.USAGE)
+    pieces = result_pieces(frame, output_format, piece_rows)
     if out is None:
-        return text
-    write_output(Path(out), lambda path: path.write_text(text, encoding="utf-8"))
+        return "".join(pieces)
+
+    def write(path: Path) -> None:
+        with open(path, "w", encoding="utf-8") as handle:
+            for piece in pieces:
+                handle.write(piece)
+
+    write_output(Path(out), write)
     return None
+
+
+def result_pieces(frame: "pl.DataFrame", output_format: str, rows: int = PIECE_ROWS) -> Iterator[str]:
+    """The csv, json or jsonl text of `frame`, `rows` rows at a time (memory: the frame and one piece's
+    text, never a Python object per row of the whole result): together, the text of the whole frame."""
+    if output_format not in ("csv", "json", "jsonl"):
+        raise LoopmeterError("--format table prints to the terminal; use csv, json, jsonl or parquet with --out", Exit.USAGE)
+    return _pieces(frame, output_format, rows)
+
+
+def _pieces(frame: "pl.DataFrame", output_format: str, rows: int) -> Iterator[str]:
+    starts = range(0, frame.height, rows) if frame.height else [0]
+    if output_format == "json":
+        yield "["
+    for start in starts:
+        piece = frame.slice(start, rows)
+        if output_format == "csv":  # NaN, inf and -inf as polars writes them (the table shows the same text)
+            yield _flat(piece).write_csv(include_header=start == 0)
+            continue
+        dumped = [_dumps(row) for row in _json_rows(piece)]  # NaN, inf and -inf as null: JSON has no such numbers
+        if output_format == "jsonl":
+            yield "".join(line + "\n" for line in dumped)
+        elif dumped:
+            yield ("," if start else "") + ",".join(dumped)
+    if output_format == "json":
+        yield "]\n"
+
+
+def _json_rows(frame: "pl.DataFrame") -> list[dict]:
+    import orjson
+
+    rows = frame.to_dicts()
+    for name in _wide(frame):  # 128-bit integers as JSON integers (orjson stops at 64 bits)
+        for row in rows:
+            if row[name] is not None:
+                row[name] = orjson.Fragment(str(row[name]))
+    return rows
 
 
 SQL_FILE_LIMIT = 16 << 20  # bytes of `sql --file`: far more than any query, far less than memory
