@@ -122,3 +122,73 @@ def test_a_fifo_in_place_of_a_run_set_s_file_is_removed_and_the_run_set_read_aga
     report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
     assert report["ok"] and any(line.startswith("runs: read again from") for line in report["repaired"]), report
     assert run_cli("sql", counted, "--format", "csv", warehouse=copy).stdout == before
+
+
+FORGE_COUNTS = ("SELECT (SELECT count(*) FROM forge_events) AS events, (SELECT count(*) FROM forge_plans) AS plans, "
+                "(SELECT count(*) FROM forge_plan_tasks) AS plan_tasks, (SELECT count(*) FROM forge_route_entries) AS "
+                "entries, (SELECT count(*) FROM forge_attempt_events) AS attempt_events, (SELECT count(*) FROM "
+                "forge_outcomes) AS outcomes, (SELECT count(*) FROM forge_attempts) AS attempts, (SELECT count(*) FROM "
+                "forge_decisions) AS decisions, (SELECT count(*) FROM forge_tasks) AS tasks")
+
+
+def _stored_again(copy: Path, demo_warehouse: Path) -> None:
+    """What the repair's lines say to run: the demo's store ingested again, and its harvest (its horizons, its time)."""
+    sample = demo_warehouse.parent / "data" / "sample" / "forge"
+    run_cli("ingest", "forge", str(sample / "dataset.sqlite"), "--quiet", warehouse=copy)
+    now = json.loads((sample / "sample.json").read_text())["now"]
+    run_cli("harvest", "survival", "--horizon-days", "7", "--horizon-days", "14", "--horizon-days", "30", "--now",
+            str(now), "--include-temp", "--quiet", warehouse=copy)
+
+
+@pytest.mark.parametrize("how", ["damaged", "gone"])
+@pytest.mark.parametrize("table", ["forge_plans", "forge_route_entries", "forge_outcomes"])
+def test_a_per_event_forge_table_damaged_or_gone_is_emptied_and_its_events_read_again(copy, demo_warehouse, table, how):
+    """Its rows come only from events new to an ingest: repair empties it and sets its events aside from
+    forge_events, so the ingest (and the harvest) the line names store every row again; nothing counted twice."""
+    before = run_cli("sql", FORGE_COUNTS, "--format", "json", warehouse=copy).stdout
+    routing = run_cli("report", "routing", "--json", warehouse=copy).stdout
+    survival = json.loads(run_cli("report", "survival", "--json", warehouse=copy).stdout)
+    if how == "damaged":
+        damaged = table_file(copy, table)
+        damaged.write_bytes(damaged.read_bytes()[:-50])
+    else:
+        shutil.rmtree(copy / ".versions" / table)
+        (copy / table).unlink()
+    found = run_cli("check", warehouse=copy, check=1).stderr
+    assert f"table {table} is gone" in found if how == "gone" else f"{copy}/{table}/part-0.parquet" in found, found
+    report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
+    assert report["ok"] and report["notRepaired"] == [], report
+    line = next(line for line in report["repaired"] if line.startswith(f"table {table}: "))
+    store = demo_warehouse.parent / "data" / "sample" / "forge" / "dataset.sqlite"
+    told = ("`loopmeter harvest survival` measures again, at the horizons given it, the outcomes it had stored"
+            if table == "forge_outcomes" else f"`loopmeter ingest forge` of {store} stores them again")
+    assert line == (f"table {table}: {'emptied (damaged)' if how == 'damaged' else 'made again, empty'}, and the events "
+                    f"it is made of set aside from forge_events; {told}"), line
+    _stored_again(copy, demo_warehouse)
+    assert run_cli("sql", FORGE_COUNTS, "--format", "json", warehouse=copy).stdout == before
+    assert run_cli("report", "routing", "--json", warehouse=copy).stdout == routing
+    again = json.loads(run_cli("report", "survival", "--json", warehouse=copy).stdout)
+    assert again == survival
+    assert run_cli("check", warehouse=copy).returncode == 0
+
+
+def test_a_table_gone_whole_is_named_until_the_command_that_writes_it_stores_it_again(copy, demo_warehouse):
+    """No link, no version: `check` names it (it once said only that the catalog held a view of no
+    table, and nothing after the catalog was rebuilt); a table of the ForgeLoop ingest is stored again by
+    the ingest the line names, into this warehouse (nothing of it is damaged)."""
+    counted = "SELECT run_set_id, count(*) AS n FROM runs GROUP BY ALL ORDER BY ALL"
+    before = run_cli("sql", counted, "--format", "csv", warehouse=copy).stdout
+    shutil.rmtree(copy / ".versions" / "runs")
+    (copy / "runs").unlink()
+    gone = (f"loopmeter: {copy}/runs: table runs is gone (no link, no version in .versions/runs/), though the last "
+            "writer's records name it: `loopmeter check --repair` stores it again where the warehouse holds its "
+            "inputs, else says what to run")
+    assert run_cli("check", warehouse=copy, check=1).stderr.splitlines() == [gone]
+    repaired = run_cli("check", "--repair", warehouse=copy, check=1).stderr.splitlines()
+    results = demo_warehouse.parent / "data" / "sample" / "forgeloop"
+    assert (f"loopmeter: not repaired: runs: cannot be rebuilt from the warehouse; its rows come from run files: "
+            f"`loopmeter ingest forgeloop {results} --scenarios {results / 'scenarios'}`") in repaired, repaired
+    assert run_cli("check", warehouse=copy, check=1).stderr.splitlines() == [gone]  # the records still name it
+    run_cli("ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"), "--quiet", warehouse=copy)
+    assert run_cli("sql", counted, "--format", "csv", warehouse=copy).stdout == before
+    assert run_cli("check", warehouse=copy).returncode == 0

@@ -4,9 +4,10 @@ The Forge summary tables (forge_attempts, forge_decisions, forge_tasks) from the
 when those are whole; the ForgeLoop tables an ingest writes from the run files the warehouse's
 ingests recorded (when they are still where they were read); a journal left behind (finished, or
 removed when what it names is gone); the catalog; a table's link, pointed again at the table's whole
-version in `.versions/` when it is missing or not loopmeter's. A table `aggregate` computes, or the
-months of forge_events, cannot be rebuilt from the warehouse: a damaged one is set aside (emptied;
-left out), so that the command the line names can write it again without reading the damaged file.
+version in `.versions/` when it is missing or not loopmeter's. A table `aggregate` computes, the
+months of forge_events, or a per-event Forge table cannot be rebuilt from the warehouse: a damaged
+(or gone) one is set aside (`set_aside.py`), so that the command the line names can write it again
+without reading the damaged file.
 Any other table read from outside cannot be: the line says which command rebuilds it. What loopmeter
 never makes is removed where that is safe (`strays.py`): the entry itself, never what a link names,
 never a user's file.
@@ -22,12 +23,9 @@ from ..storage.integrity import Report, check, file_problem, journal_problems
 from ..storage.files import is_real_directory, kind_of, remove_tree
 from ..storage.marker import MARKER
 from ..storage.warehouse import DATABASE
+from .set_aside import FORGELOOP_AGGREGATES, set_aside as set_aside_tables
 
 _FORGELOOP_INGESTED = {"runs", "scenarios", "ingest_manifest"}
-_FORGELOOP_AGGREGATES = (
-    "forgeloop_mode_runs", "forgeloop_mode_stats", "forgeloop_comparisons", "forgeloop_paired_runs",
-    "forgeloop_outliers", "forgeloop_outlier_fences", "forgeloop_context_inflation", "forgeloop_documents",
-)
 
 
 REPAIRING = "loopmeter check --repair"
@@ -43,11 +41,12 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     from ..storage.remote import is_mirror
 
     damaged = {p.table for p in report.problems if p.kind in ("table file", "table") and p.table and not _foreign(warehouse, p)}
+    gone = {p.table for p in report.problems if p.kind == "table gone"}  # stored again as a damaged table is
     # an entry removed from where a table file belongs (named *.parquet) took that file's rows with it: its
     # table is rebuilt too
     in_place = [p for p in report.problems
                 if p.kind == "table" and p.table and p.path.name.endswith(".parquet") and _foreign(warehouse, p)]
-    damaged |= {p.table for p in in_place}
+    damaged |= {p.table for p in in_place} | gone
     report.repaired += _remove_lock(warehouse, report)  # else no lock can be taken, by this repair or any writer
     with warehouse.lock_if_free(REPAIRING, wait=wait) as taken:
         if not taken and kind_of(warehouse.root / lock.FILE) not in (None, "file"):  # named above, left to the user
@@ -82,12 +81,13 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
         if left & _FORGELOOP_INGESTED:
             damaged_runs = [p.path for p in report.problems if p.kind == "table file" and p.table == "runs"]
             damaged_runs += [p.path for p in in_place if p.table == "runs"]
-            done, undone = _reingest_forgeloop(warehouse, sorted(left & _FORGELOOP_INGESTED), damaged_runs)
+            done, undone = _reingest_forgeloop(warehouse, sorted(left & _FORGELOOP_INGESTED), damaged_runs,
+                                               in_place=not damaged - gone & _FORGELOOP_INGESTED)
             report.repaired += done
             report.not_repaired += undone
             if done and not undone:
                 left -= _FORGELOOP_INGESTED
-        set_aside = _set_aside_recomputed(warehouse, report, left)
+        set_aside = set_aside_tables(warehouse, report, left, gone)
         report.repaired += set_aside.values()
         left -= set(set_aside)
         for name in sorted(left - _FORGELOOP_INGESTED):
@@ -107,35 +107,6 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
     after = check(warehouse)
     report.problems = after.problems
     return report
-
-
-def _set_aside_recomputed(warehouse: Warehouse, report: Report, damaged: set[str]) -> dict[str, str]:
-    """Damaged tables that the command which writes them computes again without reading them, set
-    aside so that it can (a writer cannot read past a damaged file of any table): a table `aggregate`
-    computes, emptied (its record then names another version, so the next aggregate computes every run
-    set); the months of forge_events holding a damaged file, left out (their events are then new to the
-    next `ingest forge` of the store, which stores them and what derives from them again; the survival
-    outcomes a harvest stored there are measured again by the next harvest). Table ->
-    the line saying what was done and what to run."""
-    done: dict[str, str] = {}
-    with warehouse.publishing():
-        for name in sorted(damaged & set(_FORGELOOP_AGGREGATES)):
-            warehouse.write_table(name, registry.table(name).empty_frame(),
-                                  partition_by=registry.table(name).partition)
-            done[name] = f"table {name}: emptied (damaged); `loopmeter aggregate` computes it again"
-        if "forge_events" in damaged:
-            months = warehouse.partitions("forge_events", "month")
-            files = {os.path.abspath(p.path) for p in report.problems if p.kind == "table file" and p.table == "forge_events"}
-            drop = {month for month, folder in months.items()
-                    if any(os.path.dirname(file) == os.path.abspath(folder) for file in files)}
-            if drop:
-                with warehouse.build_table("forge_events", "month") as builder:
-                    builder.keep_others, builder.drop = True, drop
-                    builder.schema_frame = registry.table("forge_events").empty_frame()
-                done["forge_events"] = (f"table forge_events: the damaged months set aside ({', '.join(sorted(drop))}); "
-                                        "`loopmeter ingest forge <store>` reads their events again, and "
-                                        "`loopmeter harvest survival` measures again any outcome it had stored there")
-    return done
 
 
 def _stop_if_interrupted(error: Exception) -> None:
@@ -289,7 +260,7 @@ def _how_to_rebuild(name: str, inputs_damaged: set[str]) -> str:
     if name in _summaries():
         return (f"not rebuilt: its inputs are damaged too ({', '.join(sorted(inputs_damaged))}); "
                 "run `loopmeter ingest forge <store>` again")
-    if name in _FORGELOOP_AGGREGATES:
+    if name in FORGELOOP_AGGREGATES:
         return "computed by `loopmeter aggregate`: run `loopmeter aggregate --full` to rebuild it"
     if name.startswith("forge_"):
         return "read from a Forge store: run `loopmeter ingest forge <store>` again to rebuild it"
@@ -414,17 +385,19 @@ def _set_aside_scenarios(warehouse: Warehouse, recorded: list[tuple[Path, Path |
     return True
 
 
-def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: list[Path]) -> tuple[list[str], list[str]]:
+def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: list[Path],
+                        in_place: bool = False) -> tuple[list[str], list[str]]:
     """Rebuild the tables `ingest forgeloop` writes from the run files they were read from: each
     ingest the warehouse recorded is run again with `full` (every file read and every run set
     written anew, whatever its size and time say), after the runs partitions holding a damaged
     file are set aside. All of it is published together, or, on an error, none of it.
-    (what was rebuilt, what was not and how to), one line each."""
+    (what was rebuilt, what was not and how to), one line each; `in_place`: none of the tables is
+    damaged (only gone), so the ingest that stores them again may write into this warehouse."""
     from ..forgeloop.ingest import ingest_forgeloop
 
     recorded = _recorded_ingests(warehouse)
     if not recorded:
-        return [], _forget_forgeloop_ingests(warehouse, tables)
+        return [], _forget_forgeloop_ingests(warehouse, tables, in_place)
     try:
         with warehouse.publishing():
             _set_aside_damaged_run_sets(warehouse, damaged_runs)
@@ -441,10 +414,12 @@ def _reingest_forgeloop(warehouse: Warehouse, tables: list[str], damaged_runs: l
     return [f"{', '.join(tables)}: read again from {shown_path(results)}" for results, _, _ in recorded], []
 
 
-def _forget_forgeloop_ingests(warehouse: Warehouse, tables: list[str]) -> list[str]:
+def _forget_forgeloop_ingests(warehouse: Warehouse, tables: list[str], in_place: bool) -> list[str]:
     """How to rebuild a table `ingest forgeloop` writes when none of the run files it was read from
     are where the ingests' records (`.state/forgeloop-ingest-*.json`) say: from the run files, into a
-    new warehouse."""
+    new warehouse (a writer refuses a damaged table file), or into this one when the tables are only
+    gone (`in_place`)."""
+    where = "" if in_place else " --warehouse <a new folder>"
     lines = []
     for name in warehouse.state.names("forgeloop-ingest-*.json"):
         try:
@@ -454,6 +429,6 @@ def _forget_forgeloop_ingests(warehouse: Warehouse, tables: list[str]) -> list[s
         if isinstance(key, dict) and isinstance(key.get("results"), str):
             scenarios = f" --scenarios {shown_path(key['scenarios'])}" if isinstance(key.get("scenarios"), str) else ""
             lines.append(f"{', '.join(tables)}: cannot be rebuilt from the warehouse; its rows come from run files: "
-                         f"`loopmeter ingest forgeloop {shown_path(key['results'])}{scenarios} --warehouse <a new folder>`")
+                         f"`loopmeter ingest forgeloop {shown_path(key['results'])}{scenarios}{where}`")
     return lines or [f"{', '.join(tables)}: cannot be rebuilt from the warehouse; its rows come from run files: "
-                     "`loopmeter ingest forgeloop <RESULTS> --warehouse <a new folder>`"]
+                     f"`loopmeter ingest forgeloop <RESULTS>{where}`"]

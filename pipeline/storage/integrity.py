@@ -9,7 +9,7 @@
   tables loopmeter knows and versions under `.versions/<table>/`.
 - Every other entry loopmeter did not make (`strays.py`), and a table the last writer left published
   (`published`) whose link is missing or not loopmeter's while `.versions/<table>/` holds its versions
-  (`--repair` links it again).
+  (`--repair` links it again), or of which nothing is left (`--repair` stores it again, as a damaged one).
 - The catalog (`loopmeter.duckdb`) must hold exactly the views loopmeter writes, for this
   warehouse's tables and place; its views are compared as text, never run.
 """
@@ -28,7 +28,7 @@ from .warehouse import DATABASE, OWN_ENTRIES, Warehouse
 
 @dataclass
 class Problem:
-    kind: str  # "table file", "table", "table link", "journal", "catalog", "link", "marker", "state", "stray"
+    kind: str  # "table file", "table", "table link", "table gone", "journal", "catalog", "link", "marker", "state", "stray"
     path: Path
     detail: str
     table: str | None = None
@@ -106,7 +106,7 @@ def check(warehouse: Warehouse) -> Report:
                                                                   if s.path.parent == warehouse.root])
     report.leftovers = found.leftovers
     report.problems += [Problem("stray", s.path, s.detail, removable=s.removable) for s in found.strays]
-    report.problems += _unlinked(warehouse)
+    report.problems += _unlinked(warehouse) + _gone(warehouse)
     names = warehouse.table_names()
     report.tables = len(names)
     for name in names:
@@ -122,7 +122,7 @@ def check(warehouse: Warehouse) -> Report:
                                     "`loopmeter check --repair` removes it") for name in warehouse.state.folders()
                             if name != publish.JOURNAL]
         report.problems += journal_problems(warehouse)
-    if not any(p.kind in ("table", "table file", "table link") for p in report.problems):
+    if not any(p.kind in ("table", "table file", "table link", "table gone") for p in report.problems):
         report.problems += _catalog(warehouse, names)
     return report
 
@@ -173,6 +173,20 @@ def _unlinked(warehouse: Warehouse) -> list[Problem]:
             problems.append(Problem("table link", warehouse.root / name, (
                 f"table {name} has no link, though {versions.FOLDER}/{name}/ holds {held} version(s) of it: "
                 "`loopmeter check --repair` links it again"), name))
+    return problems
+
+
+def _gone(warehouse: Warehouse) -> list[Problem]:
+    """The tables the last writer left published (`published`) of which nothing is left: no entry where
+    their link belongs, no version in `.versions/<table>/` (their rows are gone with them)."""
+    problems = []
+    for name in registry.tables():
+        if os.path.lexists(warehouse.root / name) or versions.held(warehouse.root, name) or not published(warehouse, name):
+            continue
+        problems.append(Problem("table gone", warehouse.root / name, (
+            f"table {name} is gone (no link, no version in {versions.FOLDER}/{name}/), though the last writer's records "
+            "name it: `loopmeter check --repair` stores it again where the warehouse holds its inputs, else says what "
+            "to run"), name))
     return problems
 
 
