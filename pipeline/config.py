@@ -5,7 +5,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import LoopmeterError, is_utf8, shown_path, without_credentials
+from .errors import Exit, LoopmeterError, is_utf8, shown_path, without_credentials
 
 ENV_WAREHOUSE = "LOOPMETER_WAREHOUSE"
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -19,6 +19,8 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
 
     A path that is not valid UTF-8 or holds a `?` or a `\\`, or a file (or a path under a file) where the
     directory should be, is refused with a one-line error naming where the path came from."""
+    if option is not None and not os.fspath(option):  # `--warehouse "$UNSET"`: neither here nor the default
+        raise LoopmeterError("--warehouse is empty: give the warehouse's directory", Exit.USAGE)
     if option:
         given, source = os.fspath(option), "--warehouse"
     elif os.environ.get(ENV_WAREHOUSE):
@@ -33,7 +35,7 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
         raise LoopmeterError(
             f"{source} {without_credentials(shown_path(f'{scheme}://{rest}'))}: a warehouse at a URL ({scheme}://) is not a "
             f"local directory ({supported}: docs/scale.md); give a local directory (an absolute path for a folder of "
-            "that name)")
+            "that name)", Exit.USAGE)
     if not is_utf8(given):
         raise LoopmeterError(f"{source} {shown}: the path is not valid UTF-8; rename it")
     try:
@@ -53,7 +55,7 @@ def warehouse_dir(option: str | os.PathLike | None = None) -> Path:
     return root
 
 
-# a scheme (two letters or more: a drive letter is a path) and its slashes; a Path option arrives with one slash
+# a scheme (two letters or more: a drive letter is a path) and its slashes; a Path from Python code holds one slash
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/+(.*)", re.DOTALL)
 
 

@@ -276,3 +276,13 @@ def _repeats(below: int, measured: int, fraction: float, level: float, chance: f
             return int(sizes[found[0]])
         first = int(sizes[-1]) + 1
     return None
+
+
+def level_text(level: float) -> str:
+    """A confidence level in percent to 4 significant digits, or, nearer 100 %, to two digits of what it
+    leaves out (99.9988 %, not 100 %: an interval at 100 % would be unbounded)."""
+    left = (1.0 - level) * 100
+    if left >= 0.01 or left <= 0:
+        return f"{level * 100:.4g}%"
+    places = math.ceil(-math.log10(left)) + 1
+    return f"{level * 100:.{places}f}".rstrip("0").rstrip(".") + "%"

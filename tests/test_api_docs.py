@@ -45,7 +45,13 @@ def test_an_argument_of_the_wrong_kind_is_told_as_the_option_it_stands_for(demo_
                        (lambda: operations.report_confidence(level="0.9", warehouse=demo_warehouse),
                         "--level must be a number (got '0.9')"),
                        (lambda: operations.report_routing(since="abc", warehouse=demo_warehouse),
-                        "--since must be a number (got 'abc')")]:
+                        "--since must be a number (got 'abc')"),
+                       (lambda: operations.forgeloop_report("tail", run_set=["sample-tail-30"], warehouse=demo_warehouse),
+                        "--run-set must be text (got ['sample-tail-30'])"),
+                       (lambda: operations.report_html(run_set=5, out="/nonexistent/r.html", warehouse=demo_warehouse),
+                        "--run-set must be text (got 5)"),
+                       (lambda: operations.compare(["a"], "b", warehouse=demo_warehouse),
+                        "BASELINE must be text (got ['a'])")]:
         with pytest.raises(LoopmeterError) as raised:
             call()
         assert str(raised.value) == told and raised.value.exit_code == 2

@@ -69,7 +69,7 @@ def test_a_warehouse_url_loopmeter_cannot_open_is_refused_and_nothing_is_made(tm
     """A URL is not taken for a path (which would make a folder `gs:` where the command runs);
     s3:// is opened on a mirror (tests/test_remote_warehouse.py)."""
     result = run_cli(*given.get("args", []), "ingest", "forgeloop", str(corpus / "results"), env=given.get("env"),
-                     cwd=tmp_path, check=1)
+                     cwd=tmp_path, check=2)  # a wrong command line (or environment), as a URL --out is
     scheme = shown.split()[1].split(":")[0]
     assert result.stderr == (f"loopmeter: error: {shown}: a warehouse at a URL ({scheme}://) is not a local directory "
                              f"(only s3:// is supported: docs/scale.md); give a local directory "

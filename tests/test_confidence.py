@@ -480,3 +480,18 @@ def test_at_72_100_and_300_pairs_each_exact_end_misses_at_most_3_5_percent(tmp_p
     for size in LARGE:
         _assert_covers(report, size, LARGE_RUN_SETS)
     _assert_exact(report, drawn)
+
+
+@pytest.mark.parametrize("level, shown", [(0.95, "95%"), (0.5, "50%"), (0.999, "99.9%"), (0.999999999, "99.9999999%"),
+                                          (0.9999988, "99.99988%")])
+def test_a_level_near_100_percent_is_never_shown_as_100(level, shown):
+    """An interval at 100 % would be unbounded: the text keeps two digits of what the level leaves out."""
+    from loopmeter.intervals import level_text
+
+    assert level_text(level) == shown
+
+
+def test_the_report_names_a_level_near_100_percent_as_given(demo_warehouse):
+    text = run_cli("report", "confidence", "--level", "0.999999999", "--resamples", "100", warehouse=demo_warehouse,
+                   env={"COLUMNS": "200"}).stdout
+    assert "cannot bound that end at 99.9999999%," in text and "one-sided 99.99999995% bound" in text, text[-600:]

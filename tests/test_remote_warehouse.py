@@ -164,17 +164,21 @@ def test_a_bucket_that_does_not_exist_is_told_before_any_work(bucket, corpus, tm
     ("s3://{b}/a%2Fb", "encoded `/` (%2F)"), ("s3://{b}/w#frag", "a `#` would end"),
     ("s3://", "s3://bucket/prefix"), ("S3:/", "s3://bucket/prefix"), ("s3:{b}/w", "s3://bucket/prefix"),
     ("s3://user:secret@{b}/w", "not a bucket's name"), ("s3://{b}:9000/w", "not a bucket's name"),
+    ("s3://{b}/./w", "part `.`"), ("s3://{b}//w", "empty part (//)"),
 ])
-def test_a_url_that_would_name_another_place_is_refused_before_any_work(bucket, corpus, tmp_path, given, told):
+@pytest.mark.parametrize("where", ["--warehouse", "$LOOPMETER_WAREHOUSE"])
+def test_a_url_that_would_name_another_place_is_refused_before_any_work(bucket, corpus, tmp_path, given, told, where):
     """A server takes `a/../b` for `b` (in this bucket or another) and a `#` ends the path: such a prefix, or
-    an `s3:` that is no URL, is refused in one line; nothing is written in any bucket or folder."""
+    an `s3:` that is no URL, is refused in one line naming where it came from, as a wrong command line
+    (exit 2), from the option as typed or the variable alike; nothing is written in any bucket or folder."""
     client, name = bucket
     client.create_bucket(Bucket=f"{name}-other")
     url = given.format(b=name)
+    option, env = (["--warehouse", url], None) if where == "--warehouse" else ([], {"LOOPMETER_WAREHOUSE": url})
     result = run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"),
-                     "--quiet", "--warehouse", url, check=1, cwd=tmp_path)
+                     "--quiet", *option, env=env, check=2, cwd=tmp_path)
     (line,) = result.stderr.splitlines()
-    assert line.startswith("loopmeter: error: --warehouse ") and told in line and "secret" not in line, result.stderr
+    assert line.startswith(f"loopmeter: error: {where} ") and told in line and "secret" not in line, result.stderr
     for bucket_name in (name, f"{name}-other"):
         assert client.list_objects_v2(Bucket=bucket_name).get("KeyCount", 0) == 0
     assert list(tmp_path.iterdir()) == []

@@ -341,3 +341,22 @@ def test_a_file_in_the_working_directory_s_tmp_folder_is_outside_too(warehouse, 
     settings = run_cli("sql", "SELECT value FROM duckdb_settings() WHERE name = 'temp_directory'", "--format", "csv",
                        warehouse=warehouse, cwd=place)
     assert settings.stdout.splitlines() == ["value", '""']  # no folder: nothing spills, nothing is read there
+
+
+def test_an_out_of_memory_error_is_one_line_without_advice_sql_refuses():
+    """DuckDB's own error (a real one: a session held to 20 MB) advises SET statements `sql` refuses:
+    the line keeps what failed and says what the user can do."""
+    import duckdb
+
+    from loopmeter.sql.run import out_of_memory
+
+    connection = duckdb.connect()
+    connection.execute("SET memory_limit = '20MB'")
+    connection.execute("SET threads = 1")
+    with pytest.raises(duckdb.OutOfMemoryException) as raised:
+        connection.execute("SELECT list(range) FROM range(30000000)").fetchall()
+    line = out_of_memory(raised.value)
+    assert line.startswith("the query needs more memory than DuckDB may take on this machine (Out of Memory Error: "
+                           "failed to allocate "), line
+    assert line.endswith("): ask for less at once (filter or aggregate its rows, fewer columns, a LIMIT)")
+    assert "\n" not in line and "SET" not in line

@@ -6,7 +6,6 @@ import functools
 import os
 import sys
 import traceback
-from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
@@ -14,9 +13,9 @@ import typer
 from ..errors import Exit, LoopmeterError, is_interruption, one_line, printable, usage_error
 
 WarehouseOption = Annotated[
-    Optional[Path],
+    Optional[str],  # text as given: a URL's `//`, `.` and `..` are its own (a Path would fold them away)
     typer.Option(
-        "--warehouse",
+        "--warehouse", metavar="<path>",
         help="Warehouse directory (else $LOOPMETER_WAREHOUSE, else data/warehouse).",
         show_default=False,
     ),
@@ -126,7 +125,8 @@ def _run(function: Callable, args: tuple, kwargs: dict) -> Any:
     if "warehouse" in kwargs:
         from ..storage.remote import remote_url
 
-        url = remote_url(kwargs["warehouse"] or os.environ.get(ENV_WAREHOUSE))
+        given = kwargs["warehouse"]
+        url = remote_url(given or os.environ.get(ENV_WAREHOUSE), "--warehouse" if given else f"${ENV_WAREHOUSE}")
     if url is None:
         return function(*args, **kwargs)
     from ..errors import shown_as

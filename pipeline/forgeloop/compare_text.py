@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..intervals import level_text
 from .compare import counts
 
 if TYPE_CHECKING:
@@ -53,18 +54,6 @@ def _tables(report: dict) -> tuple[list[str], list[list[str]], list[str], list[l
     return head, rows, pooled_head, pooled
 
 
-def _percent(level: float) -> str:
-    """A level in percent to 4 significant digits, or, nearer 100 %, to two digits of what it leaves out
-    (99.9988 %, not 100 %: an interval at 100 % would be unbounded)."""
-    import math
-
-    left = (1.0 - level) * 100
-    if left >= 0.01 or left <= 0:
-        return f"{level * 100:.4g}%"
-    places = math.ceil(-math.log10(left)) + 1
-    return f"{level * 100:.{places}f}".rstrip("0").rstrip(".") + "%"
-
-
 def summary(report: dict) -> str:
     """The counts and what the numbers are, in one paragraph."""
     def told(rows: list[dict]) -> str:
@@ -75,8 +64,8 @@ def summary(report: dict) -> str:
     family = report["family"]
     adjusted = (f"; {' and '.join(report['adjustedMetrics'])} of the ForgeLoop modes adjusted by the direct mode's ratio"
                 if report["adjust"] else "")
-    levels = (f"each scenario row at {_percent(family['scenarioLevel'])}" +
-              (f", each pooled row at {_percent(family['pooledLevel'])}" if report["pooled"] else ""))
+    levels = (f"each scenario row at {level_text(family['scenarioLevel'])}" +
+              (f", each pooled row at {level_text(family['pooledLevel'])}" if report["pooled"] else ""))
     unmeasured = not all(map(computed, (*report["rows"], *report["pooled"])))
     pooled = (told(report["pooled"]) if report["pooled"] else
               "none (a mode and metric is pooled over at least 2 scenario rows that weigh: more than 2 degrees of "
@@ -84,7 +73,7 @@ def summary(report: dict) -> str:
     return (f"Scenario rows: {told(report['rows'])}. Pooled rows: {pooled}. GM ratio: candidate / "
             f"baseline, of the runs' geometric means (what is judged; the medians beside it are ForgeLoop's); margin "
             f"±{report['margin'] * 100:g}%{adjusted}. The gated intervals hold all at once at "
-            f"{_percent(report['level'])} (t on log values, Bonferroni: {levels}). MDE: the true ratio these runs "
+            f"{level_text(report['level'])} (t on log values, Bonferroni: {levels}). MDE: the true ratio these runs "
             f"would tell apart from 1 80% of the time. Regressed at: the true ratio judged REGRESSED 80% of the time "
             f"(MDE × (1 + margin)): a smaller regression more likely than not passes the gate."
             + (" -: not computed (a side has fewer than 2 runs with a value)." if unmeasured else ""))

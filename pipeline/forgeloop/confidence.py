@@ -283,7 +283,7 @@ def render_confidence(report: dict, console: Console) -> None:
     from ..tables_text import add_row, fit_line, new_table, print_table
     from .reports import _percent, _text
 
-    level = f"{report['level'] * 100:g}%"
+    level = intervals.level_text(report["level"])
 
     def end(value: float | None) -> str:
         return "open" if value is None else _percent(value)
@@ -314,7 +314,7 @@ def render_confidence(report: dict, console: Console) -> None:
             add_row(table, (entry["runSetId"], entry["scenarioId"], f"{statistic} ≤ {_text(entry['threshold'])}%",
                             entry["verdict"], repeats_text(entry)))
         print_table(console, table, key=(0, 1, 2))  # run set, scenario and objective name a verdict
-    one_sided = f"{(1.0 + report['level']) * 50.0:g}%"
+    one_sided = intervals.level_text((1.0 + report["level"]) / 2)
     console.print(fit_line(f"open: the pairs cannot bound that end at {level}, whatever their distribution; the "
                            f"other end is then a one-sided {one_sided} bound (docs/statistics.md).", width), markup=False)
     if any(row["method"] == BOOTSTRAP and row["sides"] != "unbounded" for row in report["rows"]):

@@ -28,6 +28,13 @@ def check_number(option: str, value: float | None, *, minimum: float, inclusive:
         raise usage_error(f"{option} must be a finite number {bound} (got {value:g})")
 
 
+def check_text(option: str, value: str | None) -> None:
+    """A text option (a run set's id, say) given from Python must be text: `run_set=["a"]` is refused as
+    the option it stands for, not a TypeError from deep inside."""
+    if value is not None and not isinstance(value, str):
+        raise usage_error(f"{option} must be text (got {value!r})")
+
+
 def check_choice(option: str, value: str | None, allowed: Iterable[str], *, required: bool = False) -> None:
     allowed = list(allowed)
     if (value is not None or required) and (not isinstance(value, str) or value not in allowed):

@@ -11,7 +11,7 @@ from ..errors import LoopmeterError, shown_path, usage_error
 from ..storage import Warehouse
 from ..streamed import Streamed
 from .checks import (
-    AGGREGATE_HINT, check_choice, check_number, check_utf8_path, inside_aggregate, refuse_inside_warehouse,
+    AGGREGATE_HINT, check_choice, check_number, check_text, check_utf8_path, inside_aggregate, refuse_inside_warehouse,
 )
 from .common import open_warehouse, writing
 
@@ -106,6 +106,7 @@ def aggregate(*, warehouse: str | os.PathLike | Warehouse | None = None, out: st
     from ..forgeloop.contract import TIERS
 
     check_choice("--tier", tier, TIERS)
+    check_text("--run-set", run_set)
     from ..forgeloop import aggregation
     from ..engines import Engine
 
@@ -144,6 +145,7 @@ def forgeloop_report(name: str, *, warehouse: str | os.PathLike | Warehouse | No
     from ..forgeloop.stored import expected_profiles, stored_result
 
     check_choice("report", name, REPORT_NAMES, required=True)
+    check_text("--run-set", run_set)
     store = open_warehouse(warehouse)
     profiles = expected_profiles(store)
     stored = stored_result(store, run_set, FRAMES_USED[name], profiles)
@@ -161,6 +163,7 @@ def report_html(*, warehouse: str | os.PathLike | Warehouse | None = None, out: 
     from ..storage.files import write_output
     from ..storage.remote import is_mirror
 
+    check_text("--run-set", run_set)
     store = open_warehouse(warehouse)
     if out is not None and os.fspath(out) == "-":
         raise usage_error("--out -: give the HTML file to write (e.g. report.html); the page is a file, never printed")
@@ -200,6 +203,7 @@ def execute(*, adapter: str, scenarios: str | os.PathLike, output: str | os.Path
     from ..config import warehouse_dir
     from ..forgeloop.runner import execute as run_benchmark
 
+    check_text("--run-set", run_set)
     store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse_dir(warehouse))
     results = Path(output) if output is not None else Path(scenarios) / "results"
     check_utf8_path(scenarios, "--scenarios")

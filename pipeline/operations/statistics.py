@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..errors import usage_error
 from ..storage import Warehouse
-from .checks import check_choice, check_number
+from .checks import check_choice, check_number, check_text
 from .common import open_warehouse
 from .forgeloop import Shown
 
@@ -42,6 +42,7 @@ def report_confidence(*, warehouse: str | os.PathLike | Warehouse | None = None,
     from ..forgeloop.aggregation import require_runs
 
     chosen = settings(level, resamples, seed)
+    check_text("--run-set", run_set)
     store = open_warehouse(warehouse)
     require_runs(store)
     return Shown(confidence_report(store, run_set, chosen))
@@ -58,6 +59,8 @@ def compare(baseline: str, candidate: str, *, warehouse: str | os.PathLike | War
     the same scenario's direct-mode ratio."""
     from ..forgeloop.compare import ADJUSTMENTS, compare_run_sets
 
+    check_text("BASELINE", baseline)
+    check_text("CANDIDATE", candidate)
     check_number("--margin", margin, minimum=0)
     if margin >= 1:
         raise usage_error(f"--margin must be below 1, e.g. 0.10 for ±10% (got {margin:g})")

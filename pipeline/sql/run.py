@@ -92,6 +92,8 @@ def run_sql(
     except duckdb.Error as error:
         if is_interruption(error):
             raise KeyboardInterrupt from None
+        if isinstance(error, duckdb.OutOfMemoryException):
+            raise LoopmeterError(out_of_memory(error)) from None
         missing = _MISSING.search(str(error)) if isinstance(error, duckdb.CatalogException) else None
         if missing is not None and registry.known(missing.group(1)):
             raise LoopmeterError(f"table {missing.group(1)} is not in {shown_path(warehouse.root)} yet; "
@@ -107,6 +109,15 @@ def run_sql(
 
 
 _MISSING = re.compile(r"Table with name (\w+) does not exist")
+
+
+def out_of_memory(error: Exception) -> str:
+    """DuckDB's out-of-memory error as one line of what `sql` can do: its first line (what it failed
+    to allocate, of how much), without its advice to SET threads or memory_limit, statements `sql`
+    refuses (it runs reads only)."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else "Out of Memory Error"
+    return (f"the query needs more memory than DuckDB may take on this machine ({first}): ask for less at once "
+            "(filter or aggregate its rows, fewer columns, a LIMIT)")
 
 
 def what_makes(table: str) -> str:

@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import faults, interrupts
-from ..errors import LoopmeterError, WarehouseBusy, shown_path
+from ..errors import Exit, LoopmeterError, WarehouseBusy, shown_path
 from . import lock, object_cache, registry, versions
 from .files import parse_json
 from .object_cache import ObjectCache, copy_checked
@@ -64,13 +64,14 @@ def is_mirror(root: str | os.PathLike) -> bool:
     return os.fspath(root) in MIRRORS
 
 
-def remote_url(given: str | os.PathLike | None) -> str | None:
-    """`given` as the URL of a warehouse on object storage, `s3://bucket/prefix` (a Path option arrives
-    with one slash after the scheme), spelled as pyarrow reads it: each part of the prefix
+def remote_url(given: str | os.PathLike | None, source: str = "--warehouse") -> str | None:
+    """`given` as the URL of a warehouse on object storage, `s3://bucket/prefix` (a Path, as Python code
+    may give it, holds one slash after the scheme), spelled as pyarrow reads it: each part of the prefix
     percent-encoded once (a space or a `%` in a name, written as such or encoded, is that character);
     None when `given` does not start with `s3:`. Refused in one line: a URL with no bucket or prefix,
     a `.` or `..` part or an empty one (a server takes `a/../b` for `b`, in this bucket or another),
-    an encoded `/`, a `?` or a `#` (which would end the prefix), text that is not UTF-8."""
+    an encoded `/`, a `?` or a `#` (which would end the prefix), text that is not UTF-8: a usage error
+    naming `source`, where the URL came from."""
     from urllib.parse import quote, unquote
 
     if given is None:
@@ -82,27 +83,28 @@ def remote_url(given: str | os.PathLike | None) -> str | None:
     rest = match.group(1)
     shown = shown_path(text)
     if not rest.startswith("/") or not rest.strip("/"):
-        raise LoopmeterError(f"--warehouse {shown}: a warehouse on object storage is s3://bucket/prefix "
-                             "(an absolute path, /.../s3:..., for a local folder of that name)")
+        raise LoopmeterError(f"{source} {shown}: a warehouse on object storage is s3://bucket/prefix "
+                             "(an absolute path, /.../s3:..., for a local folder of that name)", Exit.USAGE)
     for character in "?#":
         if character in rest:
-            raise LoopmeterError(f"--warehouse {shown}: a `{character}` would end the prefix there; name a prefix "
-                                 f"without one (%{ord(character):02X} for the character itself)")
+            raise LoopmeterError(f"{source} {shown}: a `{character}` would end the prefix there; name a prefix "
+                                 f"without one (%{ord(character):02X} for the character itself)", Exit.USAGE)
     parts = rest.lstrip("/").removesuffix("/").split("/")
     try:
         names = [unquote(part, errors="strict") for part in parts]
     except UnicodeDecodeError:
-        raise LoopmeterError(f"--warehouse {shown}: its percent-encoded bytes are not UTF-8") from None
+        raise LoopmeterError(f"{source} {shown}: its percent-encoded bytes are not UTF-8", Exit.USAGE) from None
     wrong = next((name for name in names if name in ("", ".", "..") or "/" in name), None)
     if wrong is not None:
         what = {"": "empty part (//)", ".": "part `.`", "..": "part `..`"}.get(wrong, "encoded `/` (%2F)")
-        raise LoopmeterError(f"--warehouse {shown}: the bucket and prefix may hold no {what}: object storage would "
-                             "take it for another place; name the prefix as it is (s3://bucket/prefix)")
+        raise LoopmeterError(f"{source} {shown}: the bucket and prefix may hold no {what}: object storage would "
+                             "take it for another place; name the prefix as it is (s3://bucket/prefix)", Exit.USAGE)
     if re.fullmatch(r"[A-Za-z0-9._-]+", names[0]) is None:  # user:password@, host:port: never echoed
-        raise LoopmeterError("--warehouse s3://...: the part after s3:// is not a bucket's name (letters, digits, `.`, "
-                             "`-`, `_`); the endpoint and credentials come from the AWS_* variables, never the URL")
+        raise LoopmeterError(f"{source} s3://...: the part after s3:// is not a bucket's name (letters, digits, `.`, "
+                             "`-`, `_`); the endpoint and credentials come from the AWS_* variables, never the URL",
+                             Exit.USAGE)
     if len(names) < 2:
-        raise LoopmeterError(f"--warehouse {shown}: give a prefix inside the bucket (s3://bucket/warehouse)")
+        raise LoopmeterError(f"{source} {shown}: give a prefix inside the bucket (s3://bucket/warehouse)", Exit.USAGE)
     return "s3://" + "/".join(quote(name, safe="") for name in names)
 
 
