@@ -184,14 +184,17 @@ def test_an_entry_loopmeter_did_not_make_is_named_in_one_line_and_removed_when_s
         assert list((copy.parent / "v").iterdir()) == []
 
 
+LEFTOVERS = ("all whole; {} entries of a writer at work, or left by one killed (in .scratch/, beside the file or folder "
+             "it replaces, or the journal of its publish), which the next writer removes or finishes")
+
+
 def test_a_writers_scratch_space_is_counted_not_named(copy):
     (copy / ".scratch").mkdir(exist_ok=True)
     (copy / ".scratch" / "tmpabc").mkdir()
     os.mkfifo(copy / ".scratch" / "pipe")
     found = checked(copy)
     assert found.returncode == 0 and problems(found) == [], found.stderr
-    assert found.stderr.strip().endswith("all whole; 2 entries of a writer at work, or left by one killed (in .scratch/, "
-                                         "or beside the file or folder it replaces), which the next writer removes")
+    assert found.stderr.strip().endswith(LEFTOVERS.format(2))
     document = json.loads(checked(copy, "--json").stdout)
     assert document["ok"] and document["leftovers"] == 2
 
@@ -307,3 +310,20 @@ def test_a_version_no_record_says_was_published_is_never_linked_as_the_table(cop
         ("catalog", "holds a view 'runs' of no table")]
     repaired = checked(copy, "--repair")
     assert repaired.returncode == 0 and not os.path.lexists(copy / "runs"), repaired.stderr
+
+
+def test_the_journal_of_a_publish_under_way_is_a_writers_not_a_problem(copy):
+    """While the writer lock is held, the publish journal is the holder's work (check once named it as left
+    unfinished while a writer published); once nobody holds the lock, a journal left is named."""
+    from loopmeter.storage import lock
+
+    run_cli("aggregate", "--full", "--quiet", warehouse=copy, check=-9, env={"LOOPMETER_CRASH_AT": "publishing:journal"})
+    assert (copy / ".state" / "publishing.json").is_file()
+    with lock.hold(copy):  # a writer at work (flock: another open file, in this process too)
+        during = checked(copy)
+    assert during.returncode == 0 and problems(during) == [], during.stderr
+    assert during.stderr.strip().endswith(LEFTOVERS.format(1)), during.stderr
+    after = checked(copy)
+    assert after.returncode == 1 and problems(after) == [
+        f"loopmeter: {copy}/.state/publishing.json: a publish was left unfinished (a reader finishes it when no writer "
+        "holds the lock)"], after.stderr

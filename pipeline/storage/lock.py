@@ -101,6 +101,25 @@ def hold_if_free(root: Path, what: str, *, leave_name: bool = False, wait: bool 
                 _empty(handle)
 
 
+def held(root: Path) -> bool:
+    """Whether a process holds the writer lock of the warehouse at `root` now, asked without taking it
+    for more than a moment (a shared lock tried and let go: a writer starting meanwhile retries) and
+    without making the file. False when there is no lock file, or it is not a regular file."""
+    try:
+        descriptor = open_regular(root / FILE)
+    except (OSError, NotAFile):
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)  # lets the shared lock go
+    return False
+
+
 def _wait_for(handle, holder: str) -> None:
     """Say who holds the lock, and wait until it is ours (Ctrl-C ends the wait)."""
     # one write, newline included: a Ctrl-C between print's two writes would leave the line open,
