@@ -327,3 +327,18 @@ def test_the_journal_of_a_publish_under_way_is_a_writers_not_a_problem(copy):
     assert after.returncode == 1 and problems(after) == [
         f"loopmeter: {copy}/.state/publishing.json: a publish was left unfinished (a reader finishes it when no writer "
         "holds the lock)"], after.stderr
+
+
+def test_a_users_file_named_like_a_writers_temporary_file_is_named_and_kept(copy):
+    """Only a temporary file beside a file a writer makes in the root is a writer's (counted, then removed
+    by the next writer); a user's `.notes.deadbeef.tmp` is named and left, by check and by every writer."""
+    users = copy / ".notes.deadbeef.tmp"
+    users.write_text("mine\n")
+    writers = copy / ".loopmeter.duckdb.0123abcd.tmp"
+    writers.write_bytes(b"half a catalog")
+    found = checked(copy)
+    assert found.returncode == 1 and problems(found) == [
+        f"loopmeter: {users}: is a regular file, an entry loopmeter did not make; {USERS}"], found.stderr
+    assert json.loads(checked(copy, "--json").stdout)["leftovers"] == 1
+    run_cli("aggregate", "--full", "--quiet", warehouse=copy)
+    assert users.read_text() == "mine\n" and not writers.exists()

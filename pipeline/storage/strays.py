@@ -13,8 +13,8 @@ user's: it is named, with "move it out", and left.
 
 What a writer makes while it works, and a killed one leaves behind, is no stray: the contents of
 `.scratch/` (any kind: a writer removes it all as it takes the lock, never following a link), a
-link `.<table>.<token>.link` or a file `.<name>.<token>.tmp` in the root, such a file in
-`.state/`, staged folders in `aggregate/`, and the versions no table's link names. `check` takes no
+link `.<table>.<token>.link` beside a table's link or a file `.<name>.<token>.tmp` beside a file a
+writer makes in the root (its marker, loopmeter.duckdb, report.html), such a file in `.state/`, staged folders in `aggregate/`, and the versions no table's link names. `check` takes no
 lock, so a writer may be using them now; they are counted (`leftovers`), not named, and the next
 writer removes them.
 """
@@ -30,11 +30,10 @@ from .files import WHAT, entry_kind, kind_of
 from .folders import NEW, OLD
 from .marker import MARKER
 from .state import FOLDER as STATE, NAME as STATE_NAME
-from .warehouse import DATABASE, SCRATCH, Warehouse
+from .warehouse import DATABASE, SCRATCH, Warehouse, writers_leftover
 
 UNUSUAL = ("link", "FIFO", "device", "socket")  # kinds whose entry holds no one's data: removed as themselves
-LEFTOVER_LINK = re.compile(r"\..+\.[0-9a-f]{8}\.link")  # `versions.swap`'s link before its rename
-LEFTOVER_FILE = re.compile(r"\..+\.[0-9a-f]{8}\.tmp(\.wal)?")  # `atomic_write`'s and the catalog's file before theirs
+LEFTOVER_FILE = re.compile(r"\..+\.[0-9a-f]{8}\.tmp(\.wal)?")  # `atomic_write`'s file in .state/ before its rename
 AGGREGATE = "aggregate"
 REPORT = "report.html"
 REPAIRS = "`loopmeter check --repair` removes it (the entry itself: what a link names is not touched)"
@@ -98,11 +97,11 @@ def _root_entry(found: Found, path: Path, name: str, kind: str | None) -> None:
             found.strays.append(_stray(path, kind, "where `loopmeter report html` writes its page, which it refuses "
                                        "to replace"))
     elif kind == "link":
-        if name.startswith(".") and not LEFTOVER_LINK.fullmatch(name):  # other links: `integrity._links`
+        if name.startswith(".") and writers_leftover(name) != "link":  # other links: `integrity._links`
             found.strays.append(_stray(path, kind, "a link loopmeter did not make (never followed)"))
         elif name.startswith("."):
             found.leftovers += 1
-    elif kind == "file" and LEFTOVER_FILE.fullmatch(name):
+    elif kind == "file" and writers_leftover(name) == "tmp":
         found.leftovers += 1
     elif kind == "directory" and registry.known(name):
         found.strays.append(_stray(path, kind, f"in place of the link of table {name}, which no writer replaces: "

@@ -22,6 +22,7 @@ into a new version, not copied.
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -46,6 +47,20 @@ SCRATCH = ".scratch"
 # what loopmeter keeps in a warehouse's root besides its tables
 OWN_ENTRIES = {MARKER, versions.FOLDER, lock.FILE, SCRATCH, ".state", DATABASE, f"{DATABASE}.wal", "aggregate",
                "report.html"}
+ROOT_FILES = (MARKER, DATABASE, "report.html")  # the root's files a writer makes as a temporary file beside, renamed
+_TEMPORARY = re.compile(r"\.(.+)\.[0-9a-f]{8}\.(tmp|tmp\.wal|link)")
+
+
+def writers_leftover(name: str) -> str | None:
+    """What entry `name` in the root is when a writer makes it there for a moment: "tmp" for
+    `.<file>.<8 hex>.tmp` (and DuckDB's `.wal` of it) beside a file of ROOT_FILES, "link" for
+    `.<table>.<8 hex>.link` beside a table's link; None for any other name (perhaps a user's file)."""
+    found = _TEMPORARY.fullmatch(name)
+    if found is None:
+        return None
+    if found[2] == "link":
+        return "link" if registry.known(found[1]) else None
+    return "tmp" if found[1] in ROOT_FILES else None
 
 
 def _same(one: os.stat_result, other: os.stat_result) -> bool:
@@ -458,10 +473,13 @@ class Warehouse:
     def _collect_garbage(self) -> None:
         """Remove what a killed writer left: versions no table points to, stray links, temporary files
         and scratch folders. A half-built catalog marks the catalog stale. Nothing here follows a link."""
-        for stray in self.root.glob(".*.link"):
-            if kind_of(stray) == "link":
-                stray.unlink(missing_ok=True)
-        strays = [*self.root.glob(".*.tmp*"), *(self.state.folder.glob(".*.tmp") if is_real_directory(self.state.folder) else ())]
+        with os.scandir(self.root) as entries:
+            made = {entry.name: writers_leftover(entry.name) for entry in entries if entry.name.startswith(".")}
+        for name in (name for name, what in made.items() if what == "link"):
+            if kind_of(self.root / name) == "link":
+                (self.root / name).unlink(missing_ok=True)
+        strays = [*(self.root / name for name, what in made.items() if what == "tmp"),
+                  *(self.state.folder.glob(".*.tmp") if is_real_directory(self.state.folder) else ())]
         for stray in strays:
             if kind_of(stray) in ("file", "link"):
                 if stray.name.startswith(f".{DATABASE}."):
