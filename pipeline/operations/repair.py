@@ -22,7 +22,7 @@ from ..storage import Warehouse, conformance, lock, publish, registry, versions
 from ..storage.integrity import Report, check, file_problem, journal_problems
 from ..storage.files import is_real_directory, kind_of, remove_tree
 from ..storage.marker import MARKER
-from ..storage.warehouse import DATABASE
+from ..storage.entries import DATABASE
 from .set_aside import FORGELOOP_AGGREGATES, set_aside as set_aside_tables
 
 _FORGELOOP_INGESTED = {"runs", "scenarios", "ingest_manifest"}

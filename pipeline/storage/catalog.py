@@ -33,7 +33,8 @@ from . import duck, lock, registry
 from .files import WHAT, NotAFile, kind_of, open_regular
 from .names import file_pattern, quote_identifier, quote_literal
 from .published import CATALOG_RECORD
-from .warehouse import DATABASE, Warehouse
+from .entries import DATABASE
+from .warehouse import Warehouse
 
 if TYPE_CHECKING:
     import duckdb

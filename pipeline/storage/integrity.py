@@ -24,7 +24,8 @@ from . import conformance, lock, publish, registry, strays, versions
 from .published import published, unlinked
 from .files import WHAT, kind_of
 from .marker import MARKER
-from .warehouse import DATABASE, OWN_ENTRIES, Warehouse
+from .entries import DATABASE, OWN_ENTRIES
+from .warehouse import Warehouse
 
 @dataclass
 class Problem:

@@ -30,7 +30,8 @@ from .files import WHAT, entry_kind, kind_of
 from .folders import NEW, OLD
 from .marker import MARKER
 from .state import FOLDER as STATE, NAME as STATE_NAME
-from .warehouse import DATABASE, SCRATCH, Warehouse, writers_leftover
+from .entries import DATABASE, SCRATCH, writers_leftover
+from .warehouse import Warehouse
 
 UNUSUAL = ("link", "FIFO", "device", "socket")  # kinds whose entry holds no one's data: removed as themselves
 LEFTOVER_FILE = re.compile(r"\..+\.[0-9a-f]{8}\.tmp(\.wal)?")  # `atomic_write`'s file in .state/ before its rename

@@ -22,7 +22,6 @@ into a new version, not copied.
 from __future__ import annotations
 
 import os
-import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from .. import faults
 from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
 from . import conformance, folders, lock, marker, publish, registry, versions
-from .marker import MARKER
+from .entries import OWN_ENTRIES, SCRATCH, collect_garbage
 from .files import is_real_directory, kind_of, remove_tree
 from .published import unlinked
 from .state import State
@@ -41,27 +40,6 @@ if TYPE_CHECKING:
     import polars as pl
 
     from .writing import TableBuilder
-
-DATABASE = "loopmeter.duckdb"
-SCRATCH = ".scratch"
-# what loopmeter keeps in a warehouse's root besides its tables
-OWN_ENTRIES = {MARKER, versions.FOLDER, lock.FILE, SCRATCH, ".state", DATABASE, f"{DATABASE}.wal", "aggregate",
-               "report.html"}
-ROOT_FILES = (MARKER, DATABASE, "report.html")  # the root's files a writer makes as a temporary file beside, renamed
-_TEMPORARY = re.compile(r"\.(.+)\.[0-9a-f]{8}\.(tmp|tmp\.wal|link)")
-
-
-def writers_leftover(name: str) -> str | None:
-    """What entry `name` in the root is when a writer makes it there for a moment: "tmp" for
-    `.<file>.<8 hex>.tmp` (and DuckDB's `.wal` of it) beside a file of ROOT_FILES, "link" for
-    `.<table>.<8 hex>.link` beside a table's link; None for any other name (perhaps a user's file)."""
-    found = _TEMPORARY.fullmatch(name)
-    if found is None:
-        return None
-    if found[2] == "link":
-        return "link" if registry.known(found[1]) else None
-    return "tmp" if found[1] in ROOT_FILES else None
-
 
 def _same(one: os.stat_result, other: os.stat_result) -> bool:
     """The same file, unchanged between the two looks (its change time is set by any change)."""
@@ -294,7 +272,8 @@ class Warehouse:
         with lock.hold(self.root, wait=wait, command=command):
             self.finish_publishing()
             self._refuse_unlinked()
-            self._collect_garbage()
+            if collect_garbage(self.root, self.state.folder):
+                self.catalog_stale = True
             self._conform_tables()
             yield
             self._record_verified()
@@ -469,39 +448,3 @@ class Warehouse:
                 f"{shown_path(self.root / name)}: table {name} has no link to its versions in {shown_path(folder)} "
                 f"(removed or replaced by hand); run `loopmeter check --repair` to link it back (or remove "
                 f"{shown_path(folder)} to drop the table), then run this again")
-
-    def _collect_garbage(self) -> None:
-        """Remove what a killed writer left: versions no table points to, stray links, temporary files
-        and scratch folders. A half-built catalog marks the catalog stale. Nothing here follows a link."""
-        with os.scandir(self.root) as entries:
-            made = {entry.name: writers_leftover(entry.name) for entry in entries if entry.name.startswith(".")}
-        for name in (name for name, what in made.items() if what == "link"):
-            if kind_of(self.root / name) == "link":
-                (self.root / name).unlink(missing_ok=True)
-        strays = [*(self.root / name for name, what in made.items() if what == "tmp"),
-                  *(self.state.folder.glob(".*.tmp") if is_real_directory(self.state.folder) else ())]
-        for stray in strays:
-            if kind_of(stray) in ("file", "link"):
-                if stray.name.startswith(f".{DATABASE}."):
-                    self.catalog_stale = True
-                stray.unlink(missing_ok=True)
-        scratch = self.root / SCRATCH
-        if kind_of(scratch) == "link":
-            scratch.unlink()
-        remove_tree(scratch)  # only the lock holder uses it
-        root = self.root / versions.FOLDER
-        if not is_real_directory(root):
-            return
-        for table in os.scandir(root):
-            if table.is_symlink():
-                os.unlink(table.path)
-                continue
-            if not table.is_dir(follow_symlinks=False):
-                continue
-            current = versions.current(self.root, table.name)
-            for version in os.scandir(table.path):
-                if version.is_symlink():
-                    os.unlink(version.path)
-                elif version.is_dir(follow_symlinks=False) and (current is None or os.path.realpath(version.path) != os.path.realpath(current)):
-                    remove_tree(version.path)
-
