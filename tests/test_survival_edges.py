@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import run_cli
 
@@ -174,3 +177,107 @@ def test_outcomes_in_a_store_must_be_what_a_harvest_writes(tmp_path):
     ], ingested.stderr
     stored = run_cli("sql", "SELECT rid FROM forge_outcomes", "--format", "csv", warehouse=tmp_path / "w").stdout.split()
     assert stored == ["rid", "o6"]
+
+
+# ---- names and histories a hostile store or repository gives -------------------------------------
+
+@pytest.mark.parametrize("dry_run", [True, False])
+@pytest.mark.parametrize("field", ["candidate", "base_ref"])
+def test_a_commit_named_like_an_option_is_measured_and_never_read_as_one(tmp_path, field, dry_run):
+    """A store names the candidate (or the base) `--output=FILE`, and the repository holds a ref of that
+    name: git is given the commit ids the names resolve to, never the names, so no file is written (git
+    would open FILE for writing) and the task is measured as under its own name."""
+    store, made = _store(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    name = f"--output={victim}"
+    commit = made["candidate"] if field == "candidate" else made["base"]
+    _git(made["repo"], "update-ref", f"refs/heads/{name}", commit)
+    text = store.read_text()
+    if field == "candidate":
+        text = text.replace(f'"candidate": "{commit}"', f'"candidate": "{name}"')
+    else:
+        text = text.replace(f'"base_ref": "{commit}"', f'"base_ref": "{name}"')
+    store.write_text(text)
+    found, _, _ = _harvested(tmp_path, store, "--now", str(T + 30 * DAY), *(["--dry-run"] if dry_run else []))
+    assert victim.read_text() == "precious\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["repo", "store.jsonl", "victim.txt", "w"])
+    (outcome,) = found["outcomes"]
+    assert (outcome["data"]["added"], outcome["data"]["surviving"], outcome["data"]["status"]) == (8, 6, "ok")
+    assert outcome["data"][field] == name
+
+
+def test_a_commit_dated_beyond_any_timestamp_is_recorded_with_its_number(tmp_path):
+    """A candidate whose committer wrote a time of year 3170843 is the horizon revision: the outcome is
+    recorded (its JSON keeps the number; the table's timestamp, which cannot hold it, is null) and
+    nothing else is lost."""
+    store, made = _store(tmp_path)
+    repo = made["repo"]
+    _git(repo, "reset", "-q", "--hard", made["candidate"])
+    raw = _git(repo, "cat-file", "commit", "HEAD")
+    far = subprocess.run(["git", "-C", str(repo), "hash-object", "-t", "commit", "-w", "--stdin"], check=True,
+                         capture_output=True, text=True,
+                         input=re.sub(r"(?m)^(committer .*) \d+ \+0000$", r"\1 99999999999999 +0000", raw) + "\n").stdout.strip()
+    _git(repo, "update-ref", "refs/heads/main", far)
+    store.write_text(store.read_text().replace(made["candidate"], far))
+    found, _, warehouse = _harvested(tmp_path, store, "--now", str(T + 30 * DAY))
+    (outcome,) = found["outcomes"]
+    assert outcome["data"]["horizon_ts"] == 99999999999999 and outcome["data"]["status"] == "ok"
+    assert found["recorded"] == 1
+    stored = run_cli("sql", "SELECT horizon, added, surviving FROM forge_outcomes", "--format", "json",
+                     warehouse=warehouse).stdout
+    assert json.loads(stored) == [{"horizon": None, "added": 8, "surviving": 8}]
+
+
+def test_a_grafts_file_in_the_repository_changes_nothing(tmp_path):
+    """git still reads the deprecated `.git/info/grafts` (replace refs are already ignored): one that cuts
+    the history would turn measured lines into lost ones. The harvest reads the repository's objects alone."""
+    store, made = _store(tmp_path / "plain")
+    plain, _, _ = _harvested(tmp_path / "plain", store, "--now", str(T + 30 * DAY))
+    store, made = _store(tmp_path / "grafted")
+    main = _git(made["repo"], "rev-parse", "main")
+    (made["repo"] / ".git" / "info").mkdir(exist_ok=True)
+    (made["repo"] / ".git" / "info" / "grafts").write_text(f"{main}\n")  # main's history cut: no parents
+    grafted, _, _ = _harvested(tmp_path / "grafted", store, "--now", str(T + 30 * DAY))
+    assert [o["data"]["status"] for o in grafted["outcomes"]] == [o["data"]["status"] for o in plain["outcomes"]] == ["ok"]
+    assert grafted["outcomes"][0]["data"]["surviving"] == plain["outcomes"][0]["data"]["surviving"] == 6
+
+
+def _unkeyed(key: str) -> str:
+    """The path a file key names (the slow, obvious inverse of `file_key`)."""
+    out, at = [], 0
+    while at < len(key):
+        if key[at] != "\\":
+            out.append(key[at])
+            at += 1
+            continue
+        kind = key[at + 1]
+        if kind == "\\":
+            out.append("\\")
+            at += 2
+        elif kind in "ntr":
+            out.append({"n": "\n", "t": "\t", "r": "\r"}[kind])
+            at += 2
+        elif kind == "x":
+            out.append(chr(0xDC00 + int(key[at + 2:at + 4], 16)))
+            at += 4
+        else:
+            width = 4 if kind == "u" else 8
+            out.append(chr(int(key[at + 2:at + 2 + width], 16)))
+            at += 2 + width
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.binary(min_size=1, max_size=12).map(lambda raw: raw.decode("utf-8", "surrogateescape"))
+       | st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12))
+def test_no_two_files_share_a_key_and_a_plain_name_is_its_own(name):
+    """An outcome's `files` once keyed a file named with a line break and one named `new\\nline.txt` alike,
+    losing one. Each key names one path (it decodes back to it); a printable name without a backslash
+    is its own key, as the seed keys it."""
+    from loopmeter.forge.measure import file_key
+
+    key = file_key(name)
+    assert _unkeyed(key) == name
+    assert (key == name) == (name.isprintable() and "\\" not in name)
+    assert key.isprintable()

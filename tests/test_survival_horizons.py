@@ -109,7 +109,7 @@ def test_a_path_unchanged_between_revisions_has_the_same_blame_there(busy):
     history = History(git, {})
     chain, _ = history.chain(tip)
     paths = [f"src/module_{i}.py" for i in range(3)] + ["README.md", "assets/logo.bin"]
-    jobs = [Job(0, "", {}, {}, "", sha, {}, None, [], tip, sha, files=[(1, path) for path in paths])
+    jobs = [Job(0, "", {}, {}, "", sha, {}, None, [], tip, sha, chain[-1][0], files=[(1, path) for path in paths])
             for sha, _, _ in chain[:-1]]  # every first-parent commit after the first
     classes = blame_classes(history, jobs)
     assert len(classes) == len(jobs) * len(paths)

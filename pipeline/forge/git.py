@@ -89,10 +89,11 @@ def _user_safe_directories() -> list[str]:
 def safe_env(**extra: str) -> dict[str, str]:
     """The environment git runs in: no inherited GIT_* variable (GIT_EXTERNAL_DIFF, GIT_PAGER,
     GIT_SSH_COMMAND, GIT_CONFIG_PARAMETERS, GIT_DIR ...), no system or global config, no system
-    attributes, no replacement objects, no prompt."""
+    attributes, no replacement objects nor grafts (`.git/info/grafts`: the numbers depend on the
+    repository's objects alone), no prompt."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_ATTR_NOSYSTEM="1",
-               GIT_NO_REPLACE_OBJECTS="1", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat",
+               GIT_NO_REPLACE_OBJECTS="1", GIT_GRAFT_FILE=os.devnull, GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", PAGER="cat",
                GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
     env.update(extra)
     return env
@@ -195,7 +196,8 @@ class Git:
     def first_parent_chain(self, tip: str) -> list[tuple[str, int, list[str]]]:
         """(commit, committer time, parents) along the first-parent chain from `tip`, newest first."""
         chain = []
-        for line in self.text("log", "--no-show-signature", "--first-parent", "--format=%H %ct %P", tip).splitlines():
+        for line in self.text("log", "--no-show-signature", "--first-parent", "--format=%H %ct %P",
+                              *_revisions(tip)).splitlines():
             parts = line.split()
             if len(parts) < 2 or not _SHA.match(parts[0]) or not parts[1].lstrip("-").isdigit():
                 raise GitError(f"log --first-parent {tip}: a line that is not a commit and its time: {line[:80]!r}")
@@ -207,7 +209,7 @@ class Git:
         each with the paths (as git names them) that differ from its first parent."""
         output = self.out("log", "--no-show-signature", "--first-parent", "--diff-merges=first-parent", "--no-renames",
                           "--no-ext-diff", "--no-textconv", "--raw", "--no-abbrev", "-z", "--format=%H",
-                          f"{base}..{tip}")[1].decode("utf-8", "surrogateescape")
+                          *_revisions(f"{base}..{tip}"))[1].decode("utf-8", "surrogateescape")
         commits: list[tuple[str, set[str]]] = []
         tokens = iter(output.split("\0"))
         for token in tokens:
@@ -221,7 +223,7 @@ class Git:
         return commits
 
     def rev_list(self, *revisions: str) -> list[str]:
-        return self.text("rev-list", *revisions).split()
+        return self.text("rev-list", *_revisions(*revisions)).split()
 
     def numstats(self, pairs: list[tuple[str, str]]) -> list[list[tuple[int | None, str]]]:
         """For each (base, reviewed): the files of `diff --numstat base reviewed` as
@@ -255,7 +257,7 @@ class Git:
         found: set[str] = set()
         wanted = list(dict.fromkeys(paths))
         for start in range(0, len(wanted), chunk):
-            output = self.out("--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", rev, "--",
+            output = self.out("--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", *_revisions(rev), "--",
                               *wanted[start:start + chunk])[1].decode("utf-8", "surrogateescape")
             for entry in output.split("\0"):
                 header, tab, path = entry.partition("\t")
@@ -270,8 +272,8 @@ class Git:
             # --no-ignore-revs-file drops every ignore-revs file the repository's configuration names (an empty
             # blame.ignoreRevsFile does not: git sorts the list, and reads the files after the empty entry):
             # every line keeps its own commit
-            process = subprocess.Popen(self._argv(("blame", "--no-textconv", "--no-ignore-revs-file", "--incremental", rev,
-                                                   "--", path)),
+            process = subprocess.Popen(self._argv(("blame", "--no-textconv", "--no-ignore-revs-file", "--incremental",
+                                                   *_revisions(rev), "--", path)),
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
         except OSError as error:
             raise GitError(f"git blame: {error}") from None
@@ -308,12 +310,22 @@ class Git:
     def reverting_commits(self, candidate: str, rev: str) -> list[tuple[str, list[str]]]:
         """Commits in candidate..rev with the commits their message says they revert."""
         found = []
-        for block in self.text("log", "--no-show-signature", "--format=%H%x00%B%x01", f"{candidate}..{rev}").split("\x01"):
+        for block in self.text("log", "--no-show-signature", "--format=%H%x00%B%x01",
+                               *_revisions(f"{candidate}..{rev}")).split("\x01"):
             sha, _, body = block.strip("\n").partition("\x00")
             reverted = _REVERTS.findall(body)
             if sha and reverted:
                 found.append((sha, reverted))
         return found
+
+
+def _revisions(*names: str) -> tuple[str, ...]:
+    """Revisions as git's command line takes them: one starting with `-` would be read as an option
+    (`--output=FILE` opens FILE for writing), so it is refused (callers give commit ids)."""
+    for name in names:
+        if name.startswith("-"):
+            raise GitError(f"{name!r} is no revision git can be given (it would be read as an option)")
+    return names
 
 
 def is_temporary(path: str) -> bool:

@@ -15,7 +15,6 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ..errors import shown_path
 from .git import Git, GitError
 
 
@@ -64,7 +63,8 @@ class Job:
     result: object  # the HarvestResult of its horizon
     slots: list
     tip: str  # the branch tip whose first-parent chain holds `rev`
-    rev_sha: str  # `rev` as a commit id (`rev` keeps the candidate as the event names it)
+    rev_sha: str  # `rev` as a commit id (`rev` keeps the candidate as the event names it): what git is given
+    candidate_sha: str  # the integration's candidate as a commit id
     commits: list[str] | None = None
     files: list[tuple[int | None, str]] | None = None
     error: str | None = None
@@ -82,14 +82,17 @@ def measure(history: History, jobs: list[Job], workers: int) -> None:
         for job in jobs:
             job.error = str(error)
     usable = [pair for pair in pairs if present.get(f"{pair[0]}^{{commit}}") and present.get(f"{pair[1]}^{{commit}}")]
+    # git is given the commit ids the batch resolved, never a name as the store gives it (a name such as
+    # `--output=FILE` would be read as an option)
+    ids = {pair: tuple(present[f"{name}^{{commit}}"][0] for name in pair) for pair in usable}
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        commit_sets = dict(zip(usable, pool.map(lambda pair: _try(git.rev_list, f"{pair[0]}..{pair[1]}"), usable)))
+        commit_sets = dict(zip(usable, pool.map(lambda pair: _try(git.rev_list, "%s..%s" % ids[pair]), usable)))
         numstats: dict[tuple[str, str], object] = {}
         try:
-            for pair, files in zip(usable, git.numstats(usable)):
+            for pair, files in zip(usable, git.numstats([ids[pair] for pair in usable])):
                 numstats[pair] = files
         except GitError:  # isolate the pair git cannot diff
-            for pair, files in zip(usable, pool.map(lambda pair: _try(lambda: git.numstats([pair])[0]), usable)):
+            for pair, files in zip(usable, pool.map(lambda pair: _try(lambda: git.numstats([ids[pair]])[0]), usable)):
                 numstats[pair] = files
         for job in jobs:
             pair = (job.base, job.merge["commit"])
@@ -103,15 +106,15 @@ def measure(history: History, jobs: list[Job], workers: int) -> None:
                 job.error = str(numstats[pair])
             else:
                 job.commits, job.files = commit_sets[pair], numstats[pair]
-        wanted = list(dict.fromkeys((job.rev, path) for job in jobs if not job.error
+        wanted = list(dict.fromkeys((job.rev_sha, path) for job in jobs if not job.error
                                     for added, path in job.files if added))
         by_rev: dict[str, list[str]] = defaultdict(list)
         for rev, path in wanted:
             by_rev[rev].append(path)
         trees = dict(zip(by_rev, pool.map(lambda rev: _try(git.existing_paths, rev, by_rev[rev]), by_rev)))
         for job in jobs:
-            if not job.error and isinstance(trees.get(job.rev), GitError):
-                job.error = str(trees[job.rev])
+            if not job.error and isinstance(trees.get(job.rev_sha), GitError):
+                job.error = str(trees[job.rev_sha])
         to_blame = [(rev, path) for rev, path in wanted
                     if not isinstance(trees[rev], GitError) and path in trees[rev]]
         same = blame_classes(history, [job for job in jobs if not job.error])
@@ -120,8 +123,8 @@ def measure(history: History, jobs: list[Job], workers: int) -> None:
             runs.setdefault(same.get(key, key), key)
         found = dict(zip(runs.values(), pool.map(lambda key: _try(git.blame_counts, *key), runs.values())))
         blames = {key: found[runs[same.get(key, key)]] for key in to_blame}
-        scans = list(dict.fromkeys((job.integration["candidate"], job.rev) for job in jobs
-                                   if not job.error and job.rev != job.integration["candidate"]))
+        scans = list(dict.fromkeys((job.candidate_sha, job.rev_sha) for job in jobs
+                                   if not job.error and job.rev_sha != job.candidate_sha))
         reverts = dict(zip(scans, pool.map(lambda key: _try(git.reverting_commits, *key), scans)))
     for job in jobs:
         if not job.error:
@@ -142,7 +145,7 @@ def blame_classes(history: History, jobs: list[Job]) -> dict[tuple[str, str], tu
     classes: dict[tuple[str, str], tuple[str, str]] = {}
     for tip, tip_jobs in by_tip.items():
         chain, index = history.chain(tip)
-        positions = {job.rev: index[job.rev_sha] for job in tip_jobs}  # 0 is the tip, higher is older
+        positions = {job.rev_sha: index[job.rev_sha] for job in tip_jobs}  # 0 is the tip, higher is older
         newest, oldest = min(positions.values()), max(positions.values())
         if newest == oldest:
             continue
@@ -157,8 +160,8 @@ def blame_classes(history: History, jobs: list[Job]) -> dict[tuple[str, str], tu
             for added, path in job.files:
                 if added:
                     at = changed_at.get(path, [])
-                    later = bisect_left(at, positions[job.rev])  # the last change at or before rev
-                    classes[(job.rev, path)] = (chain[at[later] if later < len(at) else oldest][0], path)
+                    later = bisect_left(at, positions[job.rev_sha])  # the last change at or before rev
+                    classes[(job.rev_sha, path)] = (chain[at[later] if later < len(at) else oldest][0], path)
     return classes
 
 
@@ -175,23 +178,46 @@ def _finish(job: Job, blames: dict, reverts: dict) -> None:
     for added, path in job.files:
         if not added:
             continue  # binary (no lines to follow) or nothing added
-        counts = blames.get((job.rev, path))
+        counts = blames.get((job.rev_sha, path))
         if isinstance(counts, GitError):
             job.error = str(counts)
             return
         kept = sum(counts[sha] for sha in commits) if counts is not None else 0
         kept = min(kept, added)
-        files[shown_path(path)] = [added, kept]  # a name that is not UTF-8 shown with \xNN escapes
+        files[file_key(path)] = [added, kept]
         added_total += added
         surviving_total += kept
     candidate = job.integration["candidate"]
     shas = commits | {s for s in (job.merge.get("integration"), candidate) if s}
     reverted_by: list[str] = []
-    if job.rev != candidate:
-        scan = reverts.get((candidate, job.rev))
+    if job.rev_sha != job.candidate_sha:
+        scan = reverts.get((job.candidate_sha, job.rev_sha))
         if isinstance(scan, GitError):
             job.error = str(scan)
             return
         reverted_by = [sha for sha, named in scan if any(any(s.startswith(m) for s in shas) for m in named)]
     job.data.update(files=files, added=added_total, surviving=surviving_total, reverted_by=reverted_by,
                     status="ok" if added_total else "no_additions")
+
+
+def file_key(path: str) -> str:
+    """A file's path (as git names it: bytes that are not UTF-8 as surrogates) as a key of an outcome's
+    `files`: itself when it is printable text without a backslash; else every backslash doubled, a
+    byte that is not UTF-8 as \\xNN, and a character that is not printable as \\n, \\t, \\r or
+    \\uNNNN (\\UNNNNNNNN), so no two files share a key (a name shown with escapes always holds a
+    backslash; a printable one without escapes holds none)."""
+    if path.isprintable() and "\\" not in path:  # (a byte that is not UTF-8, a surrogate, is not printable)
+        return path
+    shown = []
+    for ch in path:
+        if ch == "\\":
+            shown.append("\\\\")
+        elif "\udc80" <= ch <= "\udcff":
+            shown.append(f"\\x{ord(ch) - 0xdc00:02x}")
+        elif ch in "\n\t\r":
+            shown.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch])
+        elif not ch.isprintable():
+            shown.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+        else:
+            shown.append(ch)
+    return "".join(shown)

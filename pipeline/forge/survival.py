@@ -320,8 +320,9 @@ def _plan(history: History, path: str, integrations: list[dict], state: State, r
             counts["candidate_missing"] += 1
             _unharvested(result, integration, "candidate_missing", f"commit {candidate} is not in {path}")
             continue
+        candidate_sha = resolved[candidate + "^{commit}"][0]  # what git is given (`measure`)
         try:
-            landed = history.landed(candidate, parent)
+            landed = history.landed(candidate_sha, parent)
             tasks = [m for (r, c), m in state.merges.items() if r == integration["repo"] and c in landed]
             todo = [m for m in tasks if outcome_rid(candidate, m["commit"], horizon_days) not in state.have]
             counts["already"] += len(tasks) - len(todo)
@@ -335,9 +336,9 @@ def _plan(history: History, path: str, integrations: list[dict], state: State, r
                              else "the integration names no branch")
                 continue
             chain, index = history.chain(tip[0])
-            status, rev, rev_ts = _horizon(chain, index, resolved[candidate + "^{commit}"][0], cutoff, now)
+            status, rev, rev_ts = _horizon(chain, index, candidate_sha, cutoff, now)
             rev_sha = rev
-            if status == "ok" and rev == resolved[candidate + "^{commit}"][0]:
+            if status == "ok" and rev == candidate_sha:
                 rev = candidate  # the seed names the candidate as the event gave it
         except GitError as error:
             counts["git_error"] += 1
@@ -363,7 +364,8 @@ def _plan(history: History, path: str, integrations: list[dict], state: State, r
                 slots.append(outcome)
             else:
                 slots.append(None)  # filled when the task's git work is done
-                jobs.append(Job(slot, path, integration, merge, base, rev, data, result, slots, tip[0], rev_sha))
+                jobs.append(Job(slot, path, integration, merge, base, rev, data, result, slots, tip[0], rev_sha,
+                                candidate_sha))
     return jobs
 
 
@@ -407,7 +409,12 @@ def _outcome_row(outcome: dict, now: datetime) -> dict:
     files = data.get("files") or {}
 
     def moment(seconds):
-        return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc)
+        """The time as a timestamp; None where there is none, or none a timestamp can hold (a commit's
+        time is what its author wrote: year 3170843 too; the outcome's JSON keeps the number)."""
+        try:
+            return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc)
+        except (ValueError, OverflowError, OSError):
+            return None
 
     return dict(
         rid=outcome["rid"], run=outcome["run"], task=outcome["task"], repo=outcome["repo"], src="harvest",
