@@ -464,3 +464,15 @@ def test_the_html_report_marks_the_mismatched_pair(mismatched, tmp_path):
     assert "low: sonnet vs flash (SRM: untrustworthy)" in labels
     assert [label for label in labels if "SRM" in label] == ["low: sonnet vs flash (SRM: untrustworthy)"]
     assert "1 pair marked SRM drew the alternative" in page
+
+
+def test_a_chi_square_beyond_a_million_is_shown_with_its_exponent(tmp_path):
+    """A draw at a propensity of 1e-200 that came up has a chi-square near 1e200: the table shows it in
+    three significant digits and its exponent, not as 200 digits; the JSON keeps the number."""
+    warehouse = ingested(tmp_path, write_store(tmp_path / "dataset.sqlite", draw_events([("low", True, 1e-200)])))
+    document = srm.srm_document(warehouse)
+    (row,) = document["rows"]
+    assert row["chi_square"] == pytest.approx(1e200, rel=1e-9)
+    text = srm.srm_text(document, 200)
+    assert "1e+200" in text and "0" * 20 not in text, text
+    assert max(len(line) for line in text.splitlines()) <= 200

@@ -139,6 +139,12 @@ def p_text(p: float) -> str:
 _ROW = "  %-7s %-24s %-24s %8s %8s %9s %10s %8s %15s %12s %11s  %s"
 
 
+def _two_places(value: float) -> str:
+    """A statistic to two decimals, or, from a million on, in three significant digits with its exponent
+    (a chi-square of 6e201 from propensities near zero is not printed as 200 digits)."""
+    return "%.2f" % value if abs(value) < 1e6 else "%.3g" % value
+
+
 def srm_text(document: dict, width: int | None = None) -> str:
     """The SRM rows for people; at a `width` they are wider than, a table of the same values."""
     from .text import fitted
@@ -155,8 +161,8 @@ def srm_text(document: dict, width: int | None = None) -> str:
     rows = []
     for r in document["rows"]:
         cells = (str(r["tier"]), str(r["default"]), str(r["alternative"]), "%d" % r["assigned"],
-                 "%d" % r["alternative_assigned"], "%.2f" % r["expected_alternative"],
-                 "-" if r["chi_square"] is None else "%.2f" % r["chi_square"], p_text(r["p_value"]),
+                 "%d" % r["alternative_assigned"], _two_places(r["expected_alternative"]),
+                 "-" if r["chi_square"] is None else _two_places(r["chi_square"]), p_text(r["p_value"]),
                  "%d/%d" % (r["default_with_outcome"], r["assigned"] - r["alternative_assigned"]),
                  "%d/%d" % (r["alternative_with_outcome"], r["alternative_assigned"]),
                  p_text(r["attrition_p_value"]), checks_text(r))
