@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from conftest import run_cli, wait_for
 from test_runner import execute, expected_files, run_files, scenarios, target  # noqa: F401 - fixtures
 
 ADAPTERS = Path(__file__).parent / "runner_adapters"
@@ -446,3 +446,96 @@ def test_what_a_command_adapter_starts_in_the_background_ends_with_it(tmp_path, 
         assert [pid for pid in children if alive(pid)] == []
     finally:
         end_leftovers(pids)
+
+
+# ---- answers and files that never end ---------------------------------------------------------
+def test_an_answer_line_that_never_ends_fails_its_call_with_memory_bounded(tmp_path, scenarios, target):
+    """A command adapter writing bytes without a line break for ever: the call fails once the line passes
+    the largest run file (the runner's memory holds that much at most; it once grew without end, deaf to
+    Ctrl-C), the adapter is ended, and the next call starts a new one."""
+    env = {"CMD_TEST_ENDLESS": "small-bug-fix/forgeloopBalanced/1"}
+    result = execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-endless",
+                     "--keep-going", "--json", adapter=COMMAND_ADAPTER, env=env, check=3, timeout=300)
+    assert [(f["runId"], f["error"]) for f in json.loads(result.stdout)["failures"]] == [
+        ("run-small-bug-fix-forgeloopBalanced-001", "the adapter's answer to runBenchmark is longer than 16 MiB (the "
+         "largest run file `ingest forgeloop` takes); it was ended")]
+    assert sorted(run_files(tmp_path / "results", "rs-endless")) == [
+        "small-bug-fix/direct/run-001.json", "small-bug-fix/forgeloopAdaptive/run-001.json"]
+
+
+def test_an_answer_whose_id_is_true_is_no_answer_to_request_1(tmp_path, scenarios, target):
+    env = {"CMD_TEST_BOOL_ID": "small-bug-fix/direct/1"}
+    result = execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-bool",
+                     "--keep-going", "--json", adapter=COMMAND_ADAPTER, env=env, check=3)
+    assert [(f["runId"], f["error"]) for f in json.loads(result.stdout)["failures"]] == [
+        ("run-small-bug-fix-direct-001", "the adapter answered request True, expected 1")]
+
+
+def test_an_adapters_stderr_is_kept_to_16_mib_each_time_it_starts(tmp_path, scenarios, target):
+    """20 MiB on stderr for each of 3 calls: the log keeps the first 16 MiB and says how much more there was;
+    every run is written."""
+    execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-stderr",
+            adapter=COMMAND_ADAPTER, env={"CMD_TEST_STDERR_MB": "20"})
+    log = tmp_path / "results" / "runner" / "rs-stderr" / "adapter-stderr.log"
+    size = log.stat().st_size
+    assert 16 << 20 < size < (16 << 20) + 200, size
+    with open(log, "rb") as handle:
+        handle.seek(-200, 2)
+        tail = handle.read().decode()
+    dropped = 3 * ((20 << 20) + 1) - (16 << 20)
+    assert tail.endswith(f"\n[loopmeter: {dropped} more bytes of stderr not kept: the log keeps 16 MiB each time the "
+                         "adapter starts]\n"), tail
+    assert len(run_files(tmp_path / "results", "rs-stderr")) == 3
+
+
+@pytest.mark.parametrize("where", ["scenarios", "run file"])
+def test_a_fifo_among_the_scenarios_or_where_a_run_file_belongs_is_named_never_opened(tmp_path, scenarios, target, where):
+    """A FIFO would be waited on for ever: `execute` names it in one line, as `ingest forgeloop` does."""
+    import os
+
+    if where == "scenarios":
+        fifo = scenarios / "zz-pipe.json"
+        os.mkfifo(fifo)
+    else:
+        execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-fifo")
+        fifo = tmp_path / "results" / "raw" / "rs-fifo" / "small-bug-fix" / "direct" / "run-001.json"
+        fifo.unlink()
+        os.mkfifo(fifo)
+    resume = ["--resume"] if where == "run file" else []
+    result = execute(tmp_path, scenarios, target, "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-fifo",
+                     *resume, check=1, timeout=120)
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"loopmeter: error: {fifo} is a FIFO, not a regular file; loopmeter never opens it (remove it or put the file "
+        "back)"), result.stderr
+
+
+CHDIR_ADAPTER = f'''
+import os
+import sys
+
+sys.path.insert(0, {str(ADAPTERS)!r})
+from deterministic import run_benchmark as deterministic_run
+
+
+def run_benchmark(request):
+    os.chdir(os.environ["ELSEWHERE"])
+    return deterministic_run(request)
+'''
+
+
+def test_a_python_adapter_that_changes_the_working_directory_changes_no_path_given(tmp_path, scenarios, target):
+    """Relative --scenarios, --output and --warehouse are the ones named at the start, wherever a Python
+    adapter (run in the command's process) moves it: every run is ingested and aggregated."""
+    import os
+
+    adapter = tmp_path / "chdir_adapter.py"
+    adapter.write_text(CHDIR_ADAPTER)
+    (tmp_path / "elsewhere").mkdir()
+    result = run_cli("execute", "--adapter", str(adapter), "--scenarios", "scenarios", "--target", str(target[0]),
+                     "--output", "results", "--runs", "1", "--scenario", "small-bug-fix", "--run-set", "rs-cd",
+                     "--warehouse", "warehouse", "--quiet", cwd=tmp_path, env={"ELSEWHERE": str(tmp_path / "elsewhere")},
+                     process=True)
+    assert result.returncode == 0, result.stderr
+    assert sorted(run_files(tmp_path / "results", "rs-cd")) == expected_files(["small-bug-fix"], 1)
+    assert (tmp_path / "results" / "aggregate" / "rs-cd").is_dir()
+    assert os.listdir(tmp_path / "elsewhere") == []

@@ -34,18 +34,21 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..config import DEFAULT_MAX_FILE_BYTES
 from ..errors import LoopmeterError
 from ..lifetime import pdeathsig_setter
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 EXIT_WAIT_SECONDS = 10.0  # for the answer to cleanup, and for the adapter to exit once stdin is closed
 TERMINATE_WAIT = EXIT_WAIT_SECONDS / 2  # after SIGTERM, before SIGKILL
+ANSWER_LIMIT = DEFAULT_MAX_FILE_BYTES  # bytes of one answer line: a run it answers must fit a run file
 
 
 class AdapterFailed(Exception):
@@ -100,17 +103,20 @@ class CommandAdapter:
         self.argv, self.label, self.stderr_log = argv, label, stderr_log
         self.process: subprocess.Popen | None = None
         self.next_id = 0
+        self._stderr: threading.Thread | None = None
 
     def start(self) -> None:
         self.stderr_log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.stderr_log, "ab") as log:
-            try:
-                self.process = subprocess.Popen(
-                    self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, bufsize=0,
-                    preexec_fn=_tied_to(os.getpid(), pdeathsig_setter()),
-                )
-            except (OSError, subprocess.SubprocessError) as error:
-                raise LoopmeterError(f"adapter {self.label} cannot be started: {getattr(error, 'strerror', None) or error}") from None
+        try:
+            self.process = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                preexec_fn=_tied_to(os.getpid(), pdeathsig_setter()),
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            raise LoopmeterError(f"adapter {self.label} cannot be started: {getattr(error, 'strerror', None) or error}") from None
+        self._stderr = threading.Thread(target=_keep_stderr, args=(self.process.stderr, self.stderr_log),
+                                        name="adapter-stderr", daemon=True)
+        self._stderr.start()
 
     def _running(self) -> bool:
         """The adapter process runs; one found ended is reaped, its group killed first."""
@@ -123,6 +129,8 @@ class CommandAdapter:
 
     def _exited(self) -> AdapterFailed:
         code = self._end(EXIT_WAIT_SECONDS)
+        if self._stderr is not None:
+            self._stderr.join(timeout=2)  # its last lines in the log (a child out of its group may hold the pipe)
         last = _last_line(self.stderr_log)
         detail = f"; its last stderr line: {last}" if last else f"; its stderr is in {self.stderr_log}"
         return AdapterFailed(f"the adapter process exited (code {code}) without answering{detail}")
@@ -148,7 +156,7 @@ class CommandAdapter:
             number = answer.get("id", self.next_id)
             if type(number) is int and number < self.next_id:
                 continue  # the late answer of a request whose call failed (a stray line was read for it)
-            if number != self.next_id:
+            if isinstance(number, bool) or number != self.next_id:  # `true` is no id, though Python takes it for 1
                 self._abandon()  # out of step: the next call starts a new process
                 raise AdapterFailed(f"the adapter answered request {number!r}, expected {self.next_id}")
             break
@@ -160,11 +168,18 @@ class CommandAdapter:
         return answer.get("result")
 
     def _line(self, deadline: float | None, method: str) -> bytes:
-        """The next stdout line (b"" at its end); with a deadline, NoAnswer once it passes. Read a byte at a
-        time (stdout is unbuffered), so what follows the line stays in the pipe for the next read."""
+        """The next stdout line (b"" at its end), at most ANSWER_LIMIT bytes (a longer one fails the call and
+        ends the adapter: memory stays bounded, and a signal is answered, whatever it writes); with a
+        deadline, NoAnswer once it passes. Read a byte at a time (stdout is unbuffered), so what follows
+        the line stays in the pipe for the next read."""
         stdout = self.process.stdout
         if deadline is None:
-            return stdout.readline()
+            line = stdout.readline(ANSWER_LIMIT + 1)
+            if len(line) > ANSWER_LIMIT:
+                self._abandon()
+                raise AdapterFailed(f"the adapter's answer to {method} is longer than {ANSWER_LIMIT >> 20} MiB (the "
+                                    "largest run file `ingest forgeloop` takes); it was ended")
+            return line
         line = b""
         while not line.endswith(b"\n"):
             left = deadline - time.monotonic()
@@ -301,6 +316,38 @@ def _encoded(request: dict) -> bytes:
         return orjson.dumps(request)
     except orjson.JSONEncodeError:
         return json.dumps(request, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+STDERR_LIMIT = 16 << 20  # bytes of an adapter's stderr kept in its log each time it is started
+
+
+def _keep_stderr(pipe, log_path: Path, limit: int = STDERR_LIMIT) -> None:
+    """Copy what the adapter writes on stderr to its log, the first `limit` bytes of it (an adapter that
+    logs without end does not fill the disk); the rest is read, so the adapter never waits on a full
+    pipe, and counted in a last line. Ends when every process holding the pipe has closed it."""
+    kept = dropped = 0
+    try:
+        with open(log_path, "ab") as log:
+            while True:
+                chunk = pipe.read(1 << 16)
+                if not chunk:
+                    break
+                room = max(0, limit - kept)
+                if room:
+                    log.write(chunk[:room])
+                    log.flush()
+                kept += min(room, len(chunk))
+                dropped += len(chunk) - min(room, len(chunk))
+            if dropped:
+                log.write(f"\n[loopmeter: {dropped} more bytes of stderr not kept: the log keeps {limit >> 20} MiB "
+                          "each time the adapter starts]\n".encode())
+    except (OSError, ValueError):  # the log cannot be written (a full disk): the pipe is still drained
+        with contextlib.suppress(OSError, ValueError):
+            while pipe.read(1 << 16):
+                pass
+    finally:
+        with contextlib.suppress(OSError):
+            pipe.close()
 
 
 def _close_pipes(process: subprocess.Popen) -> None:

@@ -22,9 +22,10 @@ from typing import BinaryIO
 
 import orjson
 
-from ..errors import LoopmeterError, usage_error
+from ..config import DEFAULT_MAX_FILE_BYTES
+from ..errors import LoopmeterError, shown_path, usage_error
 from ..jsjson import dumps
-from ..storage.files import atomic_write
+from ..storage.files import atomic_write, open_regular
 from .contract import MODES, RUN_SET_ID
 from .contract import TIERS as BENCHMARK_TIERS
 from .run_document import BENCHMARK_VERSION, utc_timestamp
@@ -93,6 +94,19 @@ def generated_run_set_id(now: datetime | None = None) -> str:
     return now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
 
 
+def read_file(path: Path) -> bytes:
+    """A scenario, plan or run file's bytes, as `ingest forgeloop` would take them: a regular file (a
+    link is never followed, a FIFO never opened: it would be waited on for ever), at most the largest
+    run file `ingest forgeloop` takes; else one line naming it."""
+    descriptor = open_regular(path)  # NotAFile (one line) for what is not a regular file
+    with os.fdopen(descriptor, "rb") as handle:
+        data = handle.read(DEFAULT_MAX_FILE_BYTES + 1)
+    if len(data) > DEFAULT_MAX_FILE_BYTES:
+        raise LoopmeterError(f"{shown_path(path)} is larger than {DEFAULT_MAX_FILE_BYTES >> 20} MiB, the largest file "
+                             "`ingest forgeloop` takes")
+    return data
+
+
 def load_scenarios(directory: Path, only: list[str] | None = None) -> list[dict]:
     """The scenario files of `directory` in file-name order, each validated as ingest does."""
     directory = Path(directory)
@@ -101,7 +115,7 @@ def load_scenarios(directory: Path, only: list[str] | None = None) -> list[dict]
     scenarios = []
     for path in sorted(directory.glob("*.json")):
         try:
-            content = path.read_bytes()
+            content = read_file(path)
         except OSError as error:
             raise LoopmeterError(f"scenario file {path} cannot be read ({error.strerror})") from None
         try:
@@ -308,7 +322,7 @@ def reconcile_plan(paths: RunSetPaths, size: Size, until_resolved: bool, scenari
     if not paths.plan.is_file():
         return None
     try:
-        plan = orjson.loads(paths.plan.read_bytes())
+        plan = orjson.loads(read_file(paths.plan))
         rule = plan.get("untilResolved")
         planned = Size(plan["tier"], plan["runsPerMode"], None if rule is None else rule["maxRuns"], rule)
         planned_scenarios = plan["scenarios"]
@@ -340,7 +354,7 @@ def read_existing_run(path: Path, paths: RunSetPaths, scenario_id: str, mode: st
     """A run file a previous invocation wrote; it must be valid and be the run its path names."""
     shown = path.relative_to(paths.results)
     try:
-        document = orjson.loads(path.read_bytes())
+        document = orjson.loads(read_file(path))
         flatten_run(document)
     except OSError as error:
         raise LoopmeterError(f"{shown} cannot be read ({error.strerror})") from None

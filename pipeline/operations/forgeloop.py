@@ -205,7 +205,9 @@ def execute(*, adapter: str, scenarios: str | os.PathLike, output: str | os.Path
 
     check_text("--run-set", run_set)
     store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse_dir(warehouse))
-    results = Path(output) if output is not None else Path(scenarios) / "results"
+    # absolute now: a Python adapter runs in this process, and may change its working directory
+    scenarios = Path(scenarios).absolute()
+    results = Path(output).absolute() if output is not None else scenarios / "results"
     check_utf8_path(scenarios, "--scenarios")
     check_utf8_path(results, "--output")
     refuse_inside_warehouse("--output", results, store.root)

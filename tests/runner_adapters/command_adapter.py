@@ -14,6 +14,9 @@ integration in any language would speak them (see docs/runner.md).
 - CMD_TEST_HUGE: keys answered with usage.inputTokens 10**400 (JSON allows it; 64 bits do not); with
   CMD_TEST_DIGITS, a number of that many digits (more than 4,300: more than Python converts)
 - CMD_TEST_HUGE_EXTRA: keys whose answer carries a field the contract ignores, "hostTrace": 10**400
+- CMD_TEST_ENDLESS: keys answered with bytes that never end in a line break (a MiB at a time, for ever)
+- CMD_TEST_BOOL_ID: keys answered with "id": true
+- CMD_TEST_STDERR_MB: MiB written to stderr on each runBenchmark
 """
 import json
 import os
@@ -33,9 +36,21 @@ def log(text):
             handle.write(text + "\n")
 
 
+def _key(params):
+    return f"{params['scenario']['scenarioId']}/{params['mode']}/{params['runIndex']}"
+
+
 def run_benchmark(params):
-    scenario = params["scenario"]["scenarioId"]
-    key = f"{scenario}/{params['mode']}/{params['runIndex']}"
+    key = _key(params)
+    if os.environ.get("CMD_TEST_STDERR_MB"):
+        for _ in range(int(os.environ["CMD_TEST_STDERR_MB"])):
+            sys.stderr.write("E" * (1 << 20))
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+    if key in keys("CMD_TEST_ENDLESS"):
+        while True:
+            sys.stdout.write("y" * (1 << 20))
+            sys.stdout.flush()
     if key in keys("CMD_TEST_BUSY"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         record(f"busy {key}")
@@ -99,6 +114,8 @@ def main():
             answer = {"id": request["id"], "result": METHODS[request["method"]](request["params"])}
         except Exception as error:  # the error travels back as the answer
             answer = {"id": request["id"], "error": f"{type(error).__name__}: {error}"}
+        if request["method"] == "runBenchmark" and _key(request["params"]) in keys("CMD_TEST_BOOL_ID"):
+            answer["id"] = True
         line = json.dumps(answer)
         if os.environ.get("CMD_TEST_DIGITS"):
             line = line.replace('"DIGITS"', "1" + "0" * int(os.environ["CMD_TEST_DIGITS"]))
