@@ -9,8 +9,9 @@ whisker, caps and open ends) is one `<g class="interval-mark">`, apart from ever
 """
 from __future__ import annotations
 
+import html
 import math
-from html import escape
+import re
 from typing import Callable, Sequence
 
 WIDTH = 640
@@ -23,6 +24,17 @@ CHAR = 6.6  # the mean advance of a 12 px sans-serif character, for the width of
 PALETTE = {"direct": "#4c78a8", "forgeloopBalanced": "#f58518", "forgeloopAdaptive": "#54a24b"}
 OUTLIER = "#d62728"
 MINUS = "\u2212"
+
+
+# Unicode's direction controls (embeddings, overrides, isolates, marks): from data, one would reorder the
+# text after it on the page ("Trojan Source"); they are shown as their code points instead
+_DIRECTION_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """Text from data as HTML (and SVG) text: `&`, `<`, `>` and quotes escaped, and a direction control
+    shown as its code point (`<U+202E>` on the page), never acted on."""
+    return _DIRECTION_CONTROLS.sub(lambda found: f"&lt;U+{ord(found.group()):04X}&gt;", html.escape(text, quote))
 
 
 def ticks(low: float, high: float, count: int = 5) -> list[float]:

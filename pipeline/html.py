@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from html import escape
 
 import polars as pl
 
 from . import __version__
 from .charts import (
-    SERIES_COLOURS, curve_chart, estimate_chart, interval_chart, overhead_chart, points, share, strip_chart, trend_chart,
+    SERIES_COLOURS, curve_chart, escape, estimate_chart, interval_chart, overhead_chart, points, share, strip_chart,
+    trend_chart,
 )
 from .forgeloop.contract import LIGHT_OBJECTIVES, MODES
 from .storage import Warehouse

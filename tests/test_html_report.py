@@ -569,3 +569,19 @@ def test_the_overhead_intervals_and_verdicts_are_those_of_report_confidence(meas
         assert svg.count("cannot bound this end</title>") == sum((r["low"] is None) + (r["high"] is None) for r in rows)
     verdicts = re.findall(r'<td class="(MET|VIOLATED|INCONCLUSIVE)">', html)
     assert verdicts == [o["verdict"] for o in confidence["objectives"]] and verdicts
+
+
+def test_a_direction_control_in_the_data_is_shown_never_acted_on(demo_warehouse, tmp_path):
+    """A model name holding U+202E (right-to-left override) would reorder the text after it on the page:
+    it is shown as its code point, in the table and in the charts' labels alike."""
+    export = demo_warehouse.parent / "data" / "sample" / "forge" / "export.jsonl"
+    text = export.read_text()
+    model = next(m for m in ("claude-5-opus", "sonnet", "opus") if m in text)
+    hostile = tmp_path / "export.jsonl"
+    hostile.write_text(text.replace(model, f"{model}\u202eevil\u2066"))
+    run_cli("ingest", "forge", str(hostile), "--quiet", warehouse=tmp_path / "w")
+    page = tmp_path / "page.html"
+    run_cli("report", "html", "--out", str(page), "--quiet", warehouse=tmp_path / "w")
+    html = page.read_text()
+    assert not any(character in html for character in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    assert f"{model}&lt;U+202E&gt;evil&lt;U+2066&gt;" in html
