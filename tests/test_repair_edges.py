@@ -192,3 +192,41 @@ def test_a_table_gone_whole_is_named_until_the_command_that_writes_it_stores_it_
     run_cli("ingest", "forgeloop", str(results), "--scenarios", str(results / "scenarios"), "--quiet", warehouse=copy)
     assert run_cli("sql", counted, "--format", "csv", warehouse=copy).stdout == before
     assert run_cli("check", warehouse=copy).returncode == 0
+
+
+REPORT_TABLES = {  # table -> what it holds, compared before and after (computed_at aside)
+    "forge_routing_srm": "SELECT * EXCLUDE (computed_at) FROM forge_routing_srm ORDER BY ALL",
+    "forge_routing_observational": "SELECT * EXCLUDE (computed_at) FROM forge_routing_observational ORDER BY ALL",
+    "forge_survival": "SELECT * EXCLUDE (computed_at) FROM forge_survival ORDER BY ALL",
+    "forge_repos": "SELECT repo, path FROM forge_repos ORDER BY ALL",
+    "forgeloop_confidence": "SELECT * EXCLUDE (computed_at) FROM forgeloop_confidence ORDER BY ALL",
+    "forgeloop_objectives": "SELECT * EXCLUDE (computed_at) FROM forgeloop_objectives ORDER BY ALL",
+}
+
+
+@pytest.mark.parametrize("how", ["damaged", "gone"])
+@pytest.mark.parametrize("table", list(REPORT_TABLES))
+def test_a_table_a_report_stores_damaged_or_gone_is_computed_again(copy, demo_warehouse, table, how):
+    """A report's table is computed from others: repair computes it again (the routing tables, survival,
+    confidence), or empties forge_repos for the ingest the line names; it once named a command that
+    refused while the damaged file was there."""
+    query = REPORT_TABLES[table]
+    before = run_cli("sql", query, "--format", "json", warehouse=copy).stdout
+    assert json.loads(before), table
+    if how == "damaged":
+        damaged = table_file(copy, table)
+        damaged.write_bytes(damaged.read_bytes()[:-50])
+    else:
+        shutil.rmtree(copy / ".versions" / table)
+        (copy / table).unlink()
+    report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
+    assert report["ok"] and report["notRepaired"] == [], report
+    line = next(line for line in report["repaired"] if line.startswith(f"table {table}: "))
+    if table == "forge_repos":
+        assert line.endswith("`loopmeter ingest forge <store>` stores each store's repositories again"), line
+        run_cli("ingest", "forge", str(demo_warehouse.parent / "data" / "sample" / "forge" / "dataset.sqlite"),
+                "--quiet", warehouse=copy)
+    else:
+        assert line.startswith(f"table {table}: computed again from "), line
+    assert run_cli("sql", query, "--format", "json", warehouse=copy).stdout == before
+    assert run_cli("check", warehouse=copy).returncode == 0

@@ -6,6 +6,9 @@ again without reading them, made so that it can, since a writer cannot read past
 - The months of `forge_events` holding a damaged file: left out. Their events are new again to the
   next `ingest forge` of the store, which stores them and what derives from them; the survival
   outcomes a harvest stored there are measured again by the next harvest.
+- A table a report stores (the routing tables, `forge_survival`, `forgeloop_confidence` and
+  `forgeloop_objectives`): computed again now from the tables it is read from, when those are whole;
+  else emptied for the command that computes it. `forge_repos`: emptied, for `ingest forge`.
 - A per-event Forge table (`forge_plans`, `forge_outcomes`, ...): emptied, and the events it is made
   of (by kind, as the ingest sorts them) left out of `forge_events`, so the next `ingest forge` of
   their stores finds them new and stores them in it again (the other per-event tables replace their
@@ -44,6 +47,7 @@ def set_aside(warehouse: Warehouse, report: Report, damaged: set[str], gone: set
                           "`loopmeter aggregate` computes it again")
         if "forge_events" in damaged and "forge_events" not in gone:
             done.update(_months_set_aside(warehouse, report))
+        done.update(_reports(warehouse, damaged, gone))
         events = sorted(damaged & set(per_event_tables()))
         if events:
             done.update(_events_set_aside(warehouse, events, gone))
@@ -51,6 +55,48 @@ def set_aside(warehouse: Warehouse, report: Report, damaged: set[str], gone: set
                 warehouse.write_table(name, registry.table(name).empty_frame())
                 done[name] = (f"table {name}: {'made again, empty' if name in gone else 'emptied (damaged)'}; the next "
                               "`loopmeter ingest forge <store>` computes it again with the events set aside")
+    return done
+
+
+ROUTING = ("forge_routing_observational", "forge_routing_randomized", "forge_routing_srm")
+CONFIDENCE = ("forgeloop_confidence", "forgeloop_objectives")
+
+
+def _reports(warehouse: Warehouse, damaged: set[str], gone: set[str]) -> dict[str, str]:
+    """The tables a report stores, computed from other tables: computed again now when none of the tables
+    they are read from is damaged too; else emptied, and the line names the command that computes them
+    once those are stored again. `forge_repos` (read from the stores) emptied, for `ingest forge`."""
+    from ..forge.reports import survival_document, survival_frame
+    from .forge import store_routing
+    from .forgeloop import store_confidence
+
+    done: dict[str, str] = {}
+
+    def empty(name: str, then: str) -> None:
+        warehouse.write_table(name, registry.table(name).empty_frame())
+        done[name] = f"table {name}: {'made again, empty' if name in gone else 'emptied (damaged)'}; {then}"
+
+    forge_inputs = damaged & ({"forge_events", *per_event_tables(), *_summaries()})
+    routing = sorted(damaged & set(ROUTING))
+    if routing and not forge_inputs:
+        store_routing(warehouse)
+        done.update({name: f"table {name}: computed again from forge_tasks" for name in routing})
+    for name in routing if forge_inputs else []:
+        empty(name, "the next `loopmeter ingest forge <store>` computes it again")
+    if "forge_survival" in damaged and not forge_inputs:
+        warehouse.write_table("forge_survival", survival_frame(survival_document(warehouse)))
+        done["forge_survival"] = "table forge_survival: computed again from forge_outcomes"
+    elif "forge_survival" in damaged:
+        empty("forge_survival", "`loopmeter harvest survival` computes it again")
+    if "forge_repos" in damaged:
+        empty("forge_repos", "`loopmeter ingest forge <store>` stores each store's repositories again")
+    confidence = sorted(damaged & set(CONFIDENCE))
+    if confidence and not damaged & {"runs", "scenarios"}:
+        store_confidence(warehouse)
+        done.update({name: f"table {name}: computed again from runs (`aggregate --confidence`'s defaults)"
+                     for name in confidence})
+    for name in confidence if damaged & {"runs", "scenarios"} else []:
+        empty(name, "`loopmeter aggregate --confidence` computes it again")
     return done
 
 
