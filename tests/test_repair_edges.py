@@ -230,3 +230,55 @@ def test_a_table_a_report_stores_damaged_or_gone_is_computed_again(copy, demo_wa
         assert line.startswith(f"table {table}: computed again from "), line
     assert run_cli("sql", query, "--format", "json", warehouse=copy).stdout == before
     assert run_cli("check", warehouse=copy).returncode == 0
+
+
+def test_ctrl_c_after_a_set_aside_still_says_what_to_run(copy, demo_warehouse):
+    """Stopped as it builds the catalog, after forge_plans was emptied and its events set aside: the lines of
+    what was done, with the ingest that stores them again, come before the interruption's."""
+    damaged = table_file(copy, "forge_plans")
+    damaged.write_bytes(damaged.read_bytes()[:-50])
+    stopped = run_cli("check", "--repair", warehouse=copy, check=130,
+                      env={"LOOPMETER_CRASH_AT": "before-publish:catalog", "LOOPMETER_CRASH_SIGNAL": "INT"})
+    store = demo_warehouse.parent / "data" / "sample" / "forge" / "dataset.sqlite"
+    lines = stopped.stderr.splitlines()
+    assert (f"loopmeter: repaired: table forge_plans: emptied (damaged), and the events it is made of set aside from "
+            f"forge_events; `loopmeter ingest forge` of {store} stores them again") in lines, lines
+    assert lines[-1].startswith("loopmeter: interrupted; tables already replaced keep their new version (")
+
+
+def test_the_events_of_a_store_no_longer_there_are_kept_and_their_rows_named_until_it_is_back(copy, demo_warehouse,
+                                                                                             tmp_path):
+    """Two stores; the second moved away, then forge_plans damaged: repair sets aside the events of the
+    store that is there, keeps the other's (forge_events holds their only copy) and names the rows the
+    table lacks until that store is back; then repair sets them aside too, and its ingest stores them."""
+    sample = demo_warehouse.parent / "data" / "sample" / "forge"
+    second = tmp_path / "second.jsonl"
+    second.write_text("".join(line.replace("run-0", "rux-0") for line in (sample / "export.jsonl").read_text()
+                              .splitlines(keepends=True)[:3000]))
+    run_cli("ingest", "forge", str(second), "--quiet", warehouse=copy)
+    before = run_cli("sql", FORGE_COUNTS, "--format", "json", warehouse=copy).stdout
+    away = tmp_path / "away.jsonl"
+    second.rename(away)
+    damaged = table_file(copy, "forge_plans")
+    damaged.write_bytes(damaged.read_bytes()[:-50])
+    repaired = run_cli("check", "--repair", "--json", warehouse=copy, check=1)
+    report = json.loads(repaired.stdout)
+    line = next(line for line in report["repaired"] if line.startswith("table forge_plans: "))
+    assert line == (f"table forge_plans: emptied (damaged), and the events it is made of set aside from forge_events; "
+                    f"`loopmeter ingest forge` of {sample / 'dataset.sqlite'} stores them again; the events of {second} "
+                    "stay in forge_events (that store is not at its path now): put it back, then run `loopmeter check "
+                    "--repair` again"), line
+    run_cli("ingest", "forge", str(sample / "dataset.sqlite"), "--quiet", warehouse=copy)
+    lines = run_cli("check", warehouse=copy, check=1).stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"loopmeter: {copy}/forge_plans: table forge_plans holds no row for ")
+    assert lines[0].endswith(f"(from {second}): `loopmeter check --repair` sets them aside for their store's next "
+                             f"`loopmeter ingest forge` (or `harvest survival`) to read again; {second} is not at its "
+                             "path: put it back first"), lines
+    away.rename(second)
+    again = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
+    assert again["ok"] and any(line.startswith("table forge_plans: the events it holds no row for set aside from "
+                                               f"forge_events; `loopmeter ingest forge` of {second}")
+                               for line in again["repaired"]), again
+    run_cli("ingest", "forge", str(second), "--quiet", warehouse=copy)
+    assert run_cli("sql", FORGE_COUNTS, "--format", "json", warehouse=copy).stdout == before
+    assert run_cli("check", warehouse=copy).returncode == 0

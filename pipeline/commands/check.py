@@ -33,7 +33,12 @@ def check_command(
     from ..operations import check
 
     set_quiet(quiet)
-    found, report = check(warehouse=warehouse, repair=repair, wait=wait)
+    try:
+        found, report = check(warehouse=warehouse, repair=repair, wait=wait)
+    except KeyboardInterrupt as interruption:  # what the repair did, and what its lines say to run, before the line
+        for line in getattr(interruption, "repaired", []):
+            print(f"loopmeter: repaired: {one_line(line)}", file=sys.stderr)
+        raise
     if json:
         document = report.as_dict()
         document["found"] = [problem.as_dict() for problem in found]

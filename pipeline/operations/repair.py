@@ -19,11 +19,11 @@ from pathlib import Path
 
 from ..errors import first_line, is_interruption, shown_path
 from ..storage import Warehouse, conformance, lock, publish, registry, versions
-from ..storage.integrity import Report, check, file_problem, journal_problems
+from ..storage.integrity import Report, file_problem, journal_problems
 from ..storage.files import is_real_directory, kind_of, remove_tree
 from ..storage.marker import MARKER
 from ..storage.entries import DATABASE
-from .set_aside import FORGELOOP_AGGREGATES, set_aside as set_aside_tables
+from .set_aside import FORGELOOP_AGGREGATES, checked, set_aside as set_aside_tables
 
 _FORGELOOP_INGESTED = {"runs", "scenarios", "ingest_manifest"}
 
@@ -87,7 +87,8 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
             report.not_repaired += undone
             if done and not undone:
                 left -= _FORGELOOP_INGESTED
-        set_aside = set_aside_tables(warehouse, report, left, gone)
+        set_aside = set_aside_tables(warehouse, report, left, gone,
+                                     {p.table for p in report.problems if p.kind == "table gap"})
         report.repaired += set_aside.values()
         left -= set(set_aside)
         for name in sorted(left - _FORGELOOP_INGESTED):
@@ -104,7 +105,7 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
         else:
             report.not_repaired.append(f"catalog {shown_path(warehouse.root / DATABASE)}: rebuilt once the tables "
                                        "above are (`loopmeter catalog`)")
-    after = check(warehouse)
+    after = checked(warehouse)
     report.problems = after.problems
     return report
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from ..storage import Warehouse, registry
-from ..storage.integrity import Report
+from ..storage.integrity import Problem, Report
 
 FORGELOOP_AGGREGATES = (
     "forgeloop_mode_runs", "forgeloop_mode_stats", "forgeloop_comparisons", "forgeloop_paired_runs",
@@ -36,11 +36,15 @@ def per_event_tables() -> dict[str, str]:
     return {**EVENT_TABLES, **{table: EVENT_TABLES["forge_plans"] for table in PLAN_TABLES}}
 
 
-def set_aside(warehouse: Warehouse, report: Report, damaged: set[str], gone: set[str]) -> dict[str, str]:
+def set_aside(warehouse: Warehouse, report: Report, damaged: set[str], gone: set[str],
+              missing: set[str] = frozenset()) -> dict[str, str]:
     """Set aside the tables of `damaged` this module knows how to (`gone`: those of them of which nothing
-    was left). Table -> the line saying what was done and what to run."""
+    was left), and the events the per-event tables of `missing` hold no row for (`gaps`). Table -> the
+    line saying what was done and what to run."""
     done: dict[str, str] = {}
     with warehouse.publishing():
+        if missing - damaged:
+            done.update(_events_set_aside(warehouse, sorted(missing - damaged), set(), missing_only=True))
         for name in sorted(damaged & set(FORGELOOP_AGGREGATES)):
             warehouse.write_table(name, registry.table(name).empty_frame(), partition_by=registry.table(name).partition)
             done[name] = (f"table {name}: {'made again, empty' if name in gone else 'emptied (damaged)'}; "
@@ -56,6 +60,56 @@ def set_aside(warehouse: Warehouse, report: Report, damaged: set[str], gone: set
                 done[name] = (f"table {name}: {'made again, empty' if name in gone else 'emptied (damaged)'}; the next "
                               "`loopmeter ingest forge <store>` computes it again with the events set aside")
     return done
+
+
+def _missing_from(warehouse: Warehouse, table: str) -> str:
+    """SQL over forge_events' columns: the event's rid is not among the rids of `table`."""
+    return f"rid NOT IN (SELECT rid FROM ({warehouse.select_sql(table)}) WHERE rid IS NOT NULL)"
+
+
+def gaps(warehouse: Warehouse) -> list[Problem]:
+    """The per-event tables (one row per event: forge_plans, forge_outcomes, ...) that hold no row for
+    events forge_events holds for them (a repair that kept the events of a store not at its path, a
+    file's rows lost): one line each, with the stores those events came from."""
+    from ..duckdb_module import duckdb
+    from ..forge.staging import EVENT_TABLES
+    from ..storage import duck
+    from ..storage.files import kind_of
+
+    if not warehouse.has_table("forge_events"):
+        return []
+    problems = []
+    connection = duck.connect(warehouse.root, lock=False)
+    try:
+        events = warehouse.select_sql("forge_events")
+        for table, condition in EVENT_TABLES.items():
+            if not warehouse.has_table(table):
+                continue
+            counted = connection.execute(f"SELECT source, count(*) FROM ({events}) WHERE ({condition}) AND "
+                                         f"{_missing_from(warehouse, table)} GROUP BY source ORDER BY source").fetchall()
+            if not counted:
+                continue
+            absent = [source for source, _ in counted if source != HARVEST and kind_of(source) != "file"]
+            problems.append(Problem("table gap", warehouse.root / table, (
+                f"table {table} holds no row for {sum(n for _, n in counted)} of the events forge_events holds for it "
+                f"(from {', '.join(source for source, _ in counted)}): `loopmeter check --repair` sets them aside "
+                "for their store's next `loopmeter ingest forge` (or `harvest survival`) to read again"
+                + (f"; {', '.join(absent)} is not at its path: put it back first" if absent else "")), table))
+    except duckdb.Error:  # a file that cannot be read: named by the checks of the table files
+        return problems
+    finally:
+        connection.close()
+    return problems
+
+
+def checked(warehouse: Warehouse) -> Report:
+    """`check` of the warehouse (`storage.integrity`), and the per-event tables' gaps (`gaps`)."""
+    from ..storage.integrity import check
+
+    report = check(warehouse)
+    if not report.problems:  # compared once the tables are whole (a damaged one would only be named again)
+        report.problems += gaps(warehouse)
+    return report
 
 
 ROUTING = ("forge_routing_observational", "forge_routing_randomized", "forge_routing_srm")
@@ -121,37 +175,60 @@ def _months_set_aside(warehouse: Warehouse, report: Report) -> dict[str, str]:
                              "`loopmeter harvest survival` measures again any outcome it had stored there")}
 
 
-def _events_set_aside(warehouse: Warehouse, tables: list[str], gone: set[str]) -> dict[str, str]:
-    """Empty each per-event table of `tables`, and leave the events they are made of out of forge_events
-    (every month of it rewritten without them)."""
+def _events_set_aside(warehouse: Warehouse, tables: list[str], gone: set[str], *,
+                      missing_only: bool = False) -> dict[str, str]:
+    """Leave the events the per-event `tables` are made of out of forge_events (each month holding one
+    rewritten without them), and empty the tables; `missing_only`: only the events a table holds no row
+    for, the table kept. The events of a store that is not at its path now are kept: forge_events may
+    hold their only copy (`gaps` names the rows the table lacks until the store is back)."""
     from ..forge.derive import store_query, typed_sql
     from ..storage import duck
-    from ..storage.names import quote_path
+    from ..storage.files import kind_of
+    from ..storage.names import quote_literal, quote_path
 
-    chosen = " OR ".join(sorted({f"({per_event_tables()[table]})" for table in tables}))
+    conditions = []
+    for table in tables:
+        condition = f"({per_event_tables()[table]})"
+        if missing_only:
+            condition = f"({condition} AND {_missing_from(warehouse, table)})"
+        conditions.append(condition)
+    chosen = " OR ".join(conditions)
     sources: list[str] = []
     if warehouse.has_table("forge_events"):
         connection = duck.connect(warehouse.root, lock=False)
         try:
-            months = warehouse.partitions("forge_events", "month")
-            for month in sorted(months):
+            events = warehouse.select_sql("forge_events")
+            sources = [source for (source,) in connection.execute(
+                f"SELECT DISTINCT source FROM ({events}) WHERE {chosen} ORDER BY source").fetchall()]
+            present = [source for source in sources if source == HARVEST or kind_of(source) == "file"]
+            removed = f"({chosen}) AND source IN ({', '.join(quote_literal(source) for source in present) or 'NULL'})"
+            months = [month for (month,) in connection.execute(
+                f"SELECT DISTINCT month FROM ({events}) WHERE {removed} ORDER BY month").fetchall()]
+            for month in months:
                 listed = ", ".join(quote_path(file) for file in warehouse.partition_files("forge_events", "month", [month]))
-                if not listed:
-                    continue
-                stored = f"read_parquet([{listed}], hive_partitioning = false)"
-                sources += [source for (source,) in connection.execute(
-                    f"SELECT DISTINCT source FROM {stored} WHERE {chosen}").fetchall() if source not in sources]
-                kept = f"SELECT *, $month AS month FROM {stored} WHERE NOT ({chosen})"
+                kept = (f"SELECT *, $month AS month FROM read_parquet([{listed}], hive_partitioning = false) "
+                        f"WHERE NOT ({removed})")
                 store_query(connection, warehouse, "forge_events", typed_sql("forge_events", kept), partition=month,
                             params={"month": month})
         finally:
             connection.close()
-    for table in tables:
-        warehouse.write_table(table, registry.table(table).empty_frame())
-    stores = sorted(str(source) for source in sources if source != HARVEST)
+    if not missing_only:
+        for table in tables:
+            warehouse.write_table(table, registry.table(table).empty_frame())
+    stores = [source for source in sources if source != HARVEST and kind_of(source) == "file"]
+    absent = [source for source in sources if source != HARVEST and kind_of(source) != "file"]
     told = [f"`loopmeter ingest forge` of {', '.join(stores)} stores them again"] if stores else []
     if HARVEST in sources:
         told.append("`loopmeter harvest survival` measures again, at the horizons given it, the outcomes it had stored")
+    if absent:
+        told.append(f"the events of {', '.join(absent)} stay in forge_events (that store is not at its path now): "
+                    "put it back, then run `loopmeter check --repair` again")
     told = "; ".join(told) or "`loopmeter ingest forge <store>` stores any of them again"
-    return {table: (f"table {table}: {'made again, empty' if table in gone else 'emptied (damaged)'}, and the events it "
-                    f"is made of set aside from forge_events; {told}") for table in tables}
+
+    def done(table: str) -> str:
+        if missing_only:
+            return f"table {table}: the events it holds no row for set aside from forge_events; {told}"
+        emptied = "made again, empty" if table in gone else "emptied (damaged)"
+        return f"table {table}: {emptied}, and the events it is made of set aside from forge_events; {told}"
+
+    return {table: done(table) for table in tables}

@@ -100,8 +100,8 @@ def check(*, warehouse: str | os.PathLike | Warehouse | None = None, repair: boo
     writer's lock with `wait`, else leaving with WarehouseBusy), and the warehouse is checked again.
     Returns (the problems found first, the report: what is left, what was repaired)."""
     from ..config import warehouse_dir
-    from ..storage.integrity import check as check_warehouse
     from .repair import repair as repair_warehouse
+    from .set_aside import checked as check_warehouse
 
     store = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse_dir(warehouse))
     if store.root.is_dir() and not store.is_marked() and not (store.root / ".versions").is_dir():
@@ -110,5 +110,9 @@ def check(*, warehouse: str | os.PathLike | Warehouse | None = None, repair: boo
     found = list(report.problems)
     if repair and found:
         watch(store.root)
-        repair_warehouse(store, report, wait=wait)
+        try:
+            repair_warehouse(store, report, wait=wait)
+        except KeyboardInterrupt as interruption:
+            interruption.repaired = list(report.repaired)  # what was done, with what to run next, told even so
+            raise
     return found, report
