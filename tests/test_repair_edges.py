@@ -87,9 +87,10 @@ def test_a_damaged_month_of_forge_events_is_set_aside_and_read_again_from_the_st
                             "is damaged"), named
     report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
     assert report["ok"], report
-    assert f"table forge_events: the damaged months set aside ({month.split('=')[1]}); `loopmeter ingest forge " \
-           "<store>` reads their events again, and `loopmeter harvest survival` measures again any outcome it had " \
-           "stored there" in report["repaired"]
+    store = demo_warehouse.parent / "data" / "sample" / "forge" / "dataset.sqlite"
+    assert f"table forge_events: the damaged months set aside ({month.split('=')[1]}); `loopmeter ingest forge` of " \
+           f"each store ingested ({store}) reads their events again, and `loopmeter harvest survival` measures " \
+           "again any outcome it had stored there" in report["repaired"], report["repaired"]
     run_cli("ingest", "forge", str(demo_warehouse.parent / "data" / "sample" / "forge" / "dataset.sqlite"), "--quiet",
             warehouse=copy)
     assert run_cli("sql", counted, "--format", "json", warehouse=copy).stdout == before
@@ -282,3 +283,13 @@ def test_the_events_of_a_store_no_longer_there_are_kept_and_their_rows_named_unt
     run_cli("ingest", "forge", str(second), "--quiet", warehouse=copy)
     assert run_cli("sql", FORGE_COUNTS, "--format", "json", warehouse=copy).stdout == before
     assert run_cli("check", warehouse=copy).returncode == 0
+
+
+def test_forge_events_gone_names_each_store_and_the_harvest(copy, demo_warehouse):
+    shutil.rmtree(copy / ".versions" / "forge_events")
+    (copy / "forge_events").unlink()
+    report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy, check=1).stdout)
+    store = demo_warehouse.parent / "data" / "sample" / "forge" / "dataset.sqlite"
+    assert (f"table forge_events: read from the Forge stores: `loopmeter ingest forge` of each store ingested ({store}) "
+            "stores its events again, and `loopmeter harvest survival` measures again the outcomes a harvest had "
+            "stored") in report["notRepaired"], report["notRepaired"]

@@ -23,7 +23,7 @@ from ..storage.integrity import Report, file_problem, journal_problems
 from ..storage.files import is_real_directory, kind_of, remove_tree
 from ..storage.marker import MARKER
 from ..storage.entries import DATABASE
-from .set_aside import FORGELOOP_AGGREGATES, checked, set_aside as set_aside_tables
+from .set_aside import FORGELOOP_AGGREGATES, checked, ingest_of_every_store, set_aside as set_aside_tables
 
 _FORGELOOP_INGESTED = {"runs", "scenarios", "ingest_manifest"}
 
@@ -92,7 +92,7 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
         report.repaired += set_aside.values()
         left -= set(set_aside)
         for name in sorted(left - _FORGELOOP_INGESTED):
-            report.not_repaired.append(f"table {name}: {_how_to_rebuild(name, inputs_damaged)}")
+            report.not_repaired.append(f"table {name}: {_how_to_rebuild(warehouse, name, inputs_damaged)}")
         if is_mirror(warehouse.root):
             pass  # on object storage no catalog is kept (`remote.py`)
         elif not left:
@@ -257,7 +257,10 @@ def _summary_inputs() -> list[str]:
     return summary_inputs()
 
 
-def _how_to_rebuild(name: str, inputs_damaged: set[str]) -> str:
+def _how_to_rebuild(warehouse: Warehouse, name: str, inputs_damaged: set[str]) -> str:
+    if name == "forge_events":
+        return (f"read from the Forge stores: {ingest_of_every_store(warehouse)} stores its events again, and "
+                "`loopmeter harvest survival` measures again the outcomes a harvest had stored")
     if name in _summaries():
         return (f"not rebuilt: its inputs are damaged too ({', '.join(sorted(inputs_damaged))}); "
                 "run `loopmeter ingest forge <store>` again")

@@ -171,8 +171,31 @@ def _months_set_aside(warehouse: Warehouse, report: Report) -> dict[str, str]:
         builder.keep_others, builder.drop = True, drop
         builder.schema_frame = registry.table("forge_events").empty_frame()
     return {"forge_events": (f"table forge_events: the damaged months set aside ({', '.join(sorted(drop))}); "
-                             "`loopmeter ingest forge <store>` reads their events again, and "
+                             f"{ingest_of_every_store(warehouse)} reads their events again, and "
                              "`loopmeter harvest survival` measures again any outcome it had stored there")}
+
+
+def ingest_of_every_store(warehouse: Warehouse) -> str:
+    """`loopmeter ingest forge` of each store the warehouse knows it read (forge_repos' and forge_events'
+    sources, where readable): the command that reads events again whose store cannot be told."""
+    from ..duckdb_module import duckdb
+    from ..storage import duck
+
+    stores: set[str] = set()
+    connection = duck.connect(warehouse.root, lock=False)
+    try:
+        for table in ("forge_repos", "forge_events"):
+            if warehouse.has_table(table):
+                try:
+                    stores |= {source for (source,) in connection.execute(
+                        f"SELECT DISTINCT source FROM ({warehouse.select_sql(table)}) WHERE source IS NOT NULL").fetchall()}
+                except duckdb.Error:  # a damaged file: its sources are not known
+                    pass
+    finally:
+        connection.close()
+    stores.discard(HARVEST)
+    return (f"`loopmeter ingest forge` of each store ingested ({', '.join(sorted(stores))})" if stores
+            else "`loopmeter ingest forge <store>` of each store ingested")
 
 
 def _events_set_aside(warehouse: Warehouse, tables: list[str], gone: set[str], *,
