@@ -104,9 +104,10 @@ def test_a_damaged_month_of_a_table_read_from_outside_is_set_aside_to_be_read_ag
     code, report = checked(copy, "--repair")
     assert code == 0 and report["problems"] == [] and report["notRepaired"] == []
     assert [p["path"] for p in report["found"]] == [str(damaged)]
-    assert f"table forge_events: the damaged months set aside ({month}); `loopmeter ingest forge <store>` reads " \
-           "their events again, and `loopmeter harvest survival` measures again any outcome it had stored there" \
-           in report["repaired"]
+    (line,) = [line for line in report["repaired"] if line.startswith("table forge_events: ")]
+    assert line.startswith(f"table forge_events: the damaged months set aside ({month}); `loopmeter ingest forge` of "
+                           "each store ingested (") and line.endswith(
+        ") reads their events again, and `loopmeter harvest survival` measures again any outcome it had stored there")
     assert not damaged.parent.exists()  # the month left out of the table, to be read again from the store
 
 

@@ -120,6 +120,9 @@ def test_a_fifo_in_place_of_a_run_set_s_file_is_removed_and_the_run_set_read_aga
     replaced = table_file(copy, "runs", "run_set_id=sample-legacy-5")
     replaced.unlink()
     os.mkfifo(replaced)
+    found = run_cli("check", warehouse=copy, check=1, timeout=120).stderr.splitlines()
+    assert found == [f"loopmeter: {replaced}: is a FIFO, not a table file; `loopmeter check --repair` removes it (never "
+                     "what a link names) and stores the table again"], found
     report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
     assert report["ok"] and any(line.startswith("runs: read again from") for line in report["repaired"]), report
     assert run_cli("sql", counted, "--format", "csv", warehouse=copy).stdout == before

@@ -112,7 +112,8 @@ def check(warehouse: Warehouse) -> Report:
     report.tables = len(names)
     for name in names:
         listing = conformance.list_version(name, warehouse.table_dir(name))
-        report.problems += [Problem("table", path, problem, name, warehouse.shown(path)) for path, problem in listing.problems]
+        report.problems += [Problem("table", path, problem + _REMOVED.get(kind_of(path) or "", ""), name, warehouse.shown(path))
+                            for path, problem in listing.problems]
         for path in listing.files:
             report.files += 1
             problem = file_problem(name, path)
@@ -129,6 +130,11 @@ def check(warehouse: Warehouse) -> Report:
     if not any(p.kind in ("table", "table file", "table link", "table gone") for p in report.problems):
         report.problems += _catalog(warehouse, names)
     return report
+
+
+# what `check --repair` does with an entry in a table's version that is no file of it (`repair._foreign`)
+_REMOVED = {kind: "; `loopmeter check --repair` removes it (never what a link names) and stores the table again"
+            for kind in ("link", "FIFO", "device", "socket")}
 
 
 def _links(warehouse: Warehouse) -> tuple[list[Problem], set[Path]]:
