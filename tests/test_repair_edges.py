@@ -296,3 +296,34 @@ def test_forge_events_gone_names_each_store_and_the_harvest(copy, demo_warehouse
     assert (f"table forge_events: read from the Forge stores: `loopmeter ingest forge` of each store ingested ({store}) "
             "stores its events again, and `loopmeter harvest survival` measures again the outcomes a harvest had "
             "stored") in report["notRepaired"], report["notRepaired"]
+
+
+@pytest.mark.parametrize("table", ["forge_dispatches", "runs", "forgeloop_mode_stats"])
+def test_bytes_changed_in_place_are_named_and_the_table_stored_again(copy, demo_warehouse, table):
+    """Eight bytes overwritten inside a page often still decode (Parquet pages carry no checksum): the
+    digest the writer recorded names the file, and repair stores the table again as for any damage."""
+    counted = {"forge_dispatches": "SELECT count(*) AS n, sum(ts_unix) AS t, count(DISTINCT model) AS m FROM forge_dispatches",
+               "runs": "SELECT count(*) AS n, sum(total_tokens) AS t FROM runs",
+               "forgeloop_mode_stats": "SELECT * FROM forgeloop_mode_stats ORDER BY ALL"}[table]
+    before = run_cli("sql", counted, "--format", "json", warehouse=copy).stdout
+    run_cli("aggregate", "--quiet", warehouse=copy)  # a writer: the record of what it wrote, at this place
+    from loopmeter.storage.integrity import file_problem
+
+    changed = max((copy / table).rglob("*.parquet"), key=lambda path: path.stat().st_size)
+    original = changed.read_bytes()
+    for offset in range(len(original) // 2, len(original) - 64, 97):  # the first place where the file still decodes
+        changed.write_bytes(original[:offset] + b"XXXXXXXX" + original[offset + 8:])
+        if file_problem(table, changed) is None:
+            break
+    assert file_problem(table, changed) is None and changed.read_bytes() != original
+    found = run_cli("check", warehouse=copy, check=1).stderr.splitlines()
+    assert found == [f"loopmeter: {changed}: does not hold the bytes loopmeter wrote there: it changed in place since "
+                     "(its digest is not the one the writer recorded in .state/written.json)"], found
+    run_cli("check", "--repair", "--quiet", warehouse=copy, check=None)
+    sample = demo_warehouse.parent / "data" / "sample"
+    if table == "forge_dispatches":
+        run_cli("ingest", "forge", str(sample / "forge" / "dataset.sqlite"), "--quiet", warehouse=copy)
+    elif table == "forgeloop_mode_stats":
+        run_cli("aggregate", "--quiet", warehouse=copy)
+    assert run_cli("sql", counted, "--format", "json", warehouse=copy).stdout == before
+    assert run_cli("check", warehouse=copy).returncode == 0

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import shown_path
-from . import conformance, lock, publish, registry, strays, versions
+from . import conformance, lock, publish, registry, strays, versions, written
+from .remote import is_mirror
 from .published import published, unlinked
 from .files import WHAT, kind_of
 from .marker import MARKER
@@ -110,13 +111,14 @@ def check(warehouse: Warehouse) -> Report:
     report.problems += _unlinked(warehouse) + _gone(warehouse)
     names = warehouse.table_names()
     report.tables = len(names)
+    as_written = {} if is_mirror(warehouse.root) else written.recorded(warehouse.state)
     for name in names:
         listing = conformance.list_version(name, warehouse.table_dir(name))
         report.problems += [Problem("table", path, problem + _REMOVED.get(kind_of(path) or "", ""), name, warehouse.shown(path))
                             for path, problem in listing.problems]
         for path in listing.files:
             report.files += 1
-            problem = file_problem(name, path)
+            problem = file_problem(name, path) or _changed(path, as_written.get(os.path.relpath(path, warehouse.root)))
             if problem is not None:
                 report.problems.append(Problem("table file", path, problem, name, warehouse.shown(path)))
     if kind_of(warehouse.state.folder) in (None, "directory"):  # else named as a stray
@@ -135,6 +137,19 @@ def check(warehouse: Warehouse) -> Report:
 # what `check --repair` does with an entry in a table's version that is no file of it (`repair._foreign`)
 _REMOVED = {kind: "; `loopmeter check --repair` removes it (never what a link names) and stores the table again"
             for kind in ("link", "FIFO", "device", "socket")}
+
+
+def _changed(path: Path, as_written: tuple[str, int, int] | None) -> str | None:
+    """Why the file's bytes are not those the writer recorded (`written.py`), or None."""
+    if as_written is None:
+        return None
+    try:
+        if written.digest(path) == as_written[0]:
+            return None
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    return ("does not hold the bytes loopmeter wrote there: it changed in place since (its digest is not the one "
+            "the writer recorded in .state/written.json)")
 
 
 def _links(warehouse: Warehouse) -> tuple[list[Problem], set[Path]]:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .. import faults
 from ..errors import LoopmeterError, TableFileMismatch, shown_path, warn
-from . import conformance, folders, lock, marker, publish, registry, versions
+from . import conformance, folders, lock, marker, publish, registry, versions, written
 from .entries import OWN_ENTRIES, SCRATCH, collect_garbage
 from .files import is_real_directory, kind_of, remove_tree
 from .published import unlinked
@@ -437,6 +437,10 @@ class Warehouse:
             except TableFileMismatch:  # a version holding what is not a table file: its files are not recorded
                 continue
         self.verified.save(files)
+        from .remote import is_mirror
+
+        if not is_mirror(self.root):  # object storage keeps no record of this user's (`written.py`)
+            written.save(self.state, self.root, files)
 
     def _refuse_unlinked(self) -> None:
         """A table the last writer left published whose link is gone (removed or replaced by hand) while
