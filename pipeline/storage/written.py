@@ -8,9 +8,9 @@ Parquet itself cannot (pages carry no checksum, and changed bytes inside a page 
   linked from an earlier version (an unchanged partition kept) carries that file's digest by device,
   inode, size and modification time (an inode alone may be a removed file's, given to a new one); any
   other (one this writer wrote, or one of a warehouse no writer recorded) is read and digested.
-- `check` reads it, only when it is this user's own file that nobody else may write (a record that came
-  with a copy or from another user is not taken): each file it names must hold the bytes of its digest.
-  A warehouse on object storage keeps none.
+- `check` reads it, only when it is this user's own file that nobody else may write (a record another
+  user could have written is not taken): each file it names must hold the bytes of its digest. A
+  warehouse on object storage keeps none.
 """
 from __future__ import annotations
 
