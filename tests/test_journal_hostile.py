@@ -32,10 +32,10 @@ def place(demo_warehouse, tmp_path) -> tuple[Path, Path]:
 
 def tables(warehouse: Path) -> dict[str, str]:
     """Every file of the warehouse but the journal, the lock, the catalog (which `loopmeter catalog`
-    rebuilds, and a reader may) and the record of the files verified (which every writer writes: inodes
-    and times, new in a copy) with its state."""
+    rebuilds, and a reader may) and the records of the files verified and written (which every writer
+    writes: inodes and times, new in a copy) with its state."""
     return {path: value for path, value in tree_fingerprint(warehouse).items()
-            if path not in (".lock", str(JOURNAL), "loopmeter.duckdb", ".state/verified.json")
+            if path not in (".lock", str(JOURNAL), "loopmeter.duckdb", ".state/verified.json", ".state/written.json")
             and not path.startswith(".state/catalog")}
 
 

@@ -140,7 +140,7 @@ def test_a_damaged_object_or_manifest_is_refused_in_one_line(bucket, corpus):
     client.put_object(Bucket=name, Key="team/HEAD.json", Body=b"[" * 2000 + b"]" * 2000)
     nested = run_cli("sql", "select 1", "--warehouse", url, check=1)
     assert nested.stderr == f"loopmeter: error: {url}/HEAD.json: not a loopmeter warehouse's pointer\n"
-    refused = run_cli("sql", "select 1", "--warehouse", f"gs://{name}/team", check=1)
+    refused = run_cli("sql", "select 1", "--warehouse", f"gs://{name}/team", check=2)  # a wrong command line
     assert "only s3:// is supported" in refused.stderr
 
 

@@ -302,8 +302,8 @@ def test_forge_events_gone_names_each_store_and_the_harvest(copy, demo_warehouse
 def test_bytes_changed_in_place_are_named_and_the_table_stored_again(copy, demo_warehouse, table):
     """Eight bytes overwritten inside a page often still decode (Parquet pages carry no checksum): the
     digest the writer recorded names the file, and repair stores the table again as for any damage."""
-    counted = {"forge_dispatches": "SELECT count(*) AS n, sum(ts_unix) AS t, count(DISTINCT model) AS m FROM forge_dispatches",
-               "runs": "SELECT count(*) AS n, sum(total_tokens) AS t FROM runs",
+    counted = {"forge_dispatches": "SELECT rid, ts_unix, model FROM forge_dispatches ORDER BY rid",
+               "runs": "SELECT run_id, total_tokens FROM runs ORDER BY run_id",
                "forgeloop_mode_stats": "SELECT * FROM forgeloop_mode_stats ORDER BY ALL"}[table]
     before = run_cli("sql", counted, "--format", "json", warehouse=copy).stdout
     run_cli("aggregate", "--quiet", warehouse=copy)  # a writer: the record of what it wrote, at this place
