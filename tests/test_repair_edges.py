@@ -24,6 +24,16 @@ def table_file(warehouse: Path, table: str, partition: str = "") -> Path:
     return sorted((warehouse / table / partition).glob("*.parquet"))[0]
 
 
+def damage_or_remove(warehouse: Path, table: str, how: str) -> None:
+    """`damaged`: the table's first file cut short; `gone`: its link and every version removed."""
+    if how == "damaged":
+        damaged = table_file(warehouse, table)
+        damaged.write_bytes(damaged.read_bytes()[:-50])
+    else:
+        shutil.rmtree(warehouse / ".versions" / table)
+        (warehouse / table).unlink()
+
+
 def test_a_damaged_ingest_manifest_is_read_again_from_the_recorded_run_files(copy):
     rows = run_cli("sql", "SELECT kind, status, count(*) AS n FROM ingest_manifest GROUP BY ALL ORDER BY ALL",
                    "--format", "json", warehouse=copy).stdout
@@ -152,12 +162,7 @@ def test_a_per_event_forge_table_damaged_or_gone_is_emptied_and_its_events_read_
     before = run_cli("sql", FORGE_COUNTS, "--format", "json", warehouse=copy).stdout
     routing = run_cli("report", "routing", "--json", warehouse=copy).stdout
     survival = json.loads(run_cli("report", "survival", "--json", warehouse=copy).stdout)
-    if how == "damaged":
-        damaged = table_file(copy, table)
-        damaged.write_bytes(damaged.read_bytes()[:-50])
-    else:
-        shutil.rmtree(copy / ".versions" / table)
-        (copy / table).unlink()
+    damage_or_remove(copy, table, how)
     found = run_cli("check", warehouse=copy, check=1).stderr
     assert f"table {table} is gone" in found if how == "gone" else f"{copy}/{table}/part-0.parquet" in found, found
     report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
@@ -217,12 +222,7 @@ def test_a_table_a_report_stores_damaged_or_gone_is_computed_again(copy, demo_wa
     query = REPORT_TABLES[table]
     before = run_cli("sql", query, "--format", "json", warehouse=copy).stdout
     assert json.loads(before), table
-    if how == "damaged":
-        damaged = table_file(copy, table)
-        damaged.write_bytes(damaged.read_bytes()[:-50])
-    else:
-        shutil.rmtree(copy / ".versions" / table)
-        (copy / table).unlink()
+    damage_or_remove(copy, table, how)
     report = json.loads(run_cli("check", "--repair", "--json", warehouse=copy).stdout)
     assert report["ok"] and report["notRepaired"] == [], report
     line = next(line for line in report["repaired"] if line.startswith(f"table {table}: "))
@@ -303,7 +303,7 @@ def test_bytes_changed_in_place_are_named_and_the_table_stored_again(copy, demo_
     """Eight bytes overwritten inside a page often still decode (Parquet pages carry no checksum): the
     digest the writer recorded names the file, and repair stores the table again as for any damage."""
     counted = {"forge_dispatches": "SELECT rid, ts_unix, model FROM forge_dispatches ORDER BY rid",
-               "runs": "SELECT run_id, total_tokens FROM runs ORDER BY run_id",
+               "runs": "SELECT run_set_id, run_id, total_tokens FROM runs ORDER BY ALL",
                "forgeloop_mode_stats": "SELECT * FROM forgeloop_mode_stats ORDER BY ALL"}[table]
     before = run_cli("sql", counted, "--format", "json", warehouse=copy).stdout
     run_cli("aggregate", "--quiet", warehouse=copy)  # a writer: the record of what it wrote, at this place
