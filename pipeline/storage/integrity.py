@@ -2,7 +2,8 @@
 
 - Each table is a link loopmeter made to a version holding nothing but table files; each file is
   opened as a regular file, its footer read (its size once decompressed bounded), read to its end a
-  row group at a time (memory bounded by a row group), and its schema compared with the registry's.
+  row group at a time (memory bounded by a row group), its schema compared with the registry's, and
+  its bytes with the digest its writer recorded (`written.py`), where this user's record names it.
   A link in the root that is not loopmeter's, a FIFO, device or link inside a version: each named.
 - The journal (`.state/publishing.json`) exists only while a publish is under way, and a reader
   finishes a killed writer's: one left behind names what could not be finished. It must name
@@ -139,8 +140,9 @@ _REMOVED = {kind: "; `loopmeter check --repair` removes it (never what a link na
             for kind in ("link", "FIFO", "device", "socket")}
 
 
-def _changed(path: Path, as_written: tuple[str, int, int] | None) -> str | None:
-    """Why the file's bytes are not those the writer recorded (`written.py`), or None."""
+def _changed(path: Path, as_written: tuple | None) -> str | None:
+    """Why the file's bytes are not those the writer recorded (`written.py`: digest, device, inode, size,
+    time), or None."""
     if as_written is None:
         return None
     try:
