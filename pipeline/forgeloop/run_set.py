@@ -23,9 +23,9 @@ from typing import BinaryIO
 import orjson
 
 from ..config import DEFAULT_MAX_FILE_BYTES
-from ..errors import LoopmeterError, shown_path, usage_error
+from ..errors import LoopmeterError, usage_error
 from ..jsjson import dumps
-from ..storage.files import atomic_write, open_regular
+from ..storage.files import atomic_write, read_bounded
 from .contract import MODES, RUN_SET_ID
 from .contract import TIERS as BENCHMARK_TIERS
 from .run_document import BENCHMARK_VERSION, utc_timestamp
@@ -98,13 +98,7 @@ def read_file(path: Path) -> bytes:
     """A scenario, plan or run file's bytes, as `ingest forgeloop` would take them: a regular file (a
     link is never followed, a FIFO never opened: it would be waited on for ever), at most the largest
     run file `ingest forgeloop` takes; else one line naming it."""
-    descriptor = open_regular(path)  # NotAFile (one line) for what is not a regular file
-    with os.fdopen(descriptor, "rb") as handle:
-        data = handle.read(DEFAULT_MAX_FILE_BYTES + 1)
-    if len(data) > DEFAULT_MAX_FILE_BYTES:
-        raise LoopmeterError(f"{shown_path(path)} is larger than {DEFAULT_MAX_FILE_BYTES >> 20} MiB, the largest file "
-                             "`ingest forgeloop` takes")
-    return data
+    return read_bounded(path, DEFAULT_MAX_FILE_BYTES, beyond="the largest file `ingest forgeloop` takes")
 
 
 def load_scenarios(directory: Path, only: list[str] | None = None) -> list[dict]:

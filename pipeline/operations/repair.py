@@ -82,7 +82,7 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
             damaged_runs = [p.path for p in report.problems if p.kind == "table file" and p.table == "runs"]
             damaged_runs += [p.path for p in in_place if p.table == "runs"]
             done, undone = _reingest_forgeloop(warehouse, sorted(left & _FORGELOOP_INGESTED), damaged_runs,
-                                               in_place=not damaged - gone & _FORGELOOP_INGESTED)
+                                               in_place=not (damaged - gone) & _FORGELOOP_INGESTED)
             report.repaired += done
             report.not_repaired += undone
             if done and not undone:

@@ -46,9 +46,7 @@ def set_aside(warehouse: Warehouse, report: Report, damaged: set[str], gone: set
         if missing - damaged:
             done.update(_events_set_aside(warehouse, sorted(missing - damaged), set(), missing_only=True))
         for name in sorted(damaged & set(FORGELOOP_AGGREGATES)):
-            warehouse.write_table(name, registry.table(name).empty_frame(), partition_by=registry.table(name).partition)
-            done[name] = (f"table {name}: {'made again, empty' if name in gone else 'emptied (damaged)'}; "
-                          "`loopmeter aggregate` computes it again")
+            done[name] = f"table {name}: {_emptied(warehouse, name, gone)}; `loopmeter aggregate` computes it again"
         if "forge_events" in damaged and "forge_events" not in gone:
             done.update(_months_set_aside(warehouse, report))
         done.update(_reports(warehouse, damaged, gone))
@@ -56,10 +54,16 @@ def set_aside(warehouse: Warehouse, report: Report, damaged: set[str], gone: set
         if events:
             done.update(_events_set_aside(warehouse, events, gone))
             for name in sorted(damaged & set(_summaries())):  # computed again with the events set aside
-                warehouse.write_table(name, registry.table(name).empty_frame())
-                done[name] = (f"table {name}: {'made again, empty' if name in gone else 'emptied (damaged)'}; the next "
-                              "`loopmeter ingest forge <store>` computes it again with the events set aside")
+                done[name] = (f"table {name}: {_emptied(warehouse, name, gone)}; the next `loopmeter ingest forge "
+                              "<store>` computes it again with the events set aside")
     return done
+
+
+def _emptied(warehouse: Warehouse, name: str, gone: set[str]) -> str:
+    """Table `name` written empty, with its columns (partitioned as it is declared); what the line says of it."""
+    table = registry.table(name)
+    warehouse.write_table(name, table.empty_frame(), partition_by=table.partition)
+    return "made again, empty" if name in gone else "emptied (damaged)"
 
 
 def _missing_from(warehouse: Warehouse, table: str) -> str:
@@ -127,8 +131,7 @@ def _reports(warehouse: Warehouse, damaged: set[str], gone: set[str]) -> dict[st
     done: dict[str, str] = {}
 
     def empty(name: str, then: str) -> None:
-        warehouse.write_table(name, registry.table(name).empty_frame())
-        done[name] = f"table {name}: {'made again, empty' if name in gone else 'emptied (damaged)'}; {then}"
+        done[name] = f"table {name}: {_emptied(warehouse, name, gone)}; {then}"
 
     forge_inputs = damaged & ({"forge_events", *per_event_tables(), *_summaries()})
     routing = sorted(damaged & set(ROUTING))
@@ -235,9 +238,7 @@ def _events_set_aside(warehouse: Warehouse, tables: list[str], gone: set[str], *
                             params={"month": month})
         finally:
             connection.close()
-    if not missing_only:
-        for table in tables:
-            warehouse.write_table(table, registry.table(table).empty_frame())
+    emptied = {} if missing_only else {table: _emptied(warehouse, table, gone) for table in tables}
     stores = [source for source in sources if source != HARVEST and kind_of(source) == "file"]
     absent = [source for source in sources if source != HARVEST and kind_of(source) != "file"]
     told = [f"`loopmeter ingest forge` of {', '.join(stores)} stores them again"] if stores else []
@@ -251,7 +252,6 @@ def _events_set_aside(warehouse: Warehouse, tables: list[str], gone: set[str], *
     def done(table: str) -> str:
         if missing_only:
             return f"table {table}: the events it holds no row for set aside from forge_events; {told}"
-        emptied = "made again, empty" if table in gone else "emptied (damaged)"
-        return f"table {table}: {emptied}, and the events it is made of set aside from forge_events; {told}"
+        return f"table {table}: {emptied[table]}, and the events it is made of set aside from forge_events; {told}"
 
     return {table: done(table) for table in tables}

@@ -103,10 +103,15 @@ def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 
     return descriptor
 
 
-def read_bounded(path: str | os.PathLike, limit: int = STATE_LIMIT, *, private: bool = False) -> bytes:
-    """The bytes of the regular file `path`, at most `limit` of them (NotAFile beyond, or for what
-    is not a regular file); FileNotFoundError when it is missing. `private`: NotPrivate unless the
-    file (as opened) belongs to this user and neither its group nor others may write it."""
+BEYOND_STATE = "more than loopmeter ever writes there; loopmeter does not read it (remove it)"
+
+
+def read_bounded(path: str | os.PathLike, limit: int = STATE_LIMIT, *, private: bool = False,
+                 beyond: str = BEYOND_STATE) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them (NotAFile beyond, saying `beyond`
+    of the limit, or for what is not a regular file); FileNotFoundError when it is missing. `private`:
+    NotPrivate unless the file (as opened) belongs to this user and neither its group nor others may
+    write it."""
     descriptor = open_regular(path)
     with os.fdopen(descriptor, "rb") as handle:
         if private:
@@ -115,9 +120,19 @@ def read_bounded(path: str | os.PathLike, limit: int = STATE_LIMIT, *, private: 
                 raise NotPrivate(f"{shown_path(path)} is not this user's own file, or others may write it")
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise NotAFile(f"{shown_path(path)} is larger than {limit >> 20} MiB, more than loopmeter ever writes there; "
-                       "loopmeter does not read it (remove it)")
+        raise NotAFile(f"{shown_path(path)} is larger than {limit >> 20} MiB, {beyond}")
     return data
+
+
+def digest_of(source) -> str:
+    """The digest of the bytes an open binary file holds from where it is to its end, read a MiB at a time
+    (what the verified and written records keep of a table file)."""
+    import hashlib
+
+    hashed = hashlib.blake2b(digest_size=16)
+    while chunk := source.read(1 << 20):
+        hashed.update(chunk)
+    return hashed.hexdigest()
 
 
 def parse_json(data: bytes | str) -> object:

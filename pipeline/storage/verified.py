@@ -44,7 +44,6 @@ verified again. `loopmeter check` never uses it: it reads every file to its end.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -53,7 +52,7 @@ from pathlib import Path
 
 from ..errors import shown_path, warn
 from . import conformance
-from .files import open_regular, remove_tree
+from .files import digest_of, open_regular, remove_tree
 from .state import State
 
 RECORD = "verified.json"
@@ -161,14 +160,12 @@ class Verified:
         if recorded is not None:
             self.digests[found] = (recorded, status.st_ctime_ns)
             return recorded
-        hashed = hashlib.blake2b(digest_size=16)
         with os.fdopen(open_regular(path), "rb") as source:
-            while chunk := source.read(1 << 20):
-                hashed.update(chunk)
+            hashed = digest_of(source)
             after = os.fstat(source.fileno())
         if identity(table, path, after) == found and after.st_ctime_ns == status.st_ctime_ns:
-            self.digests[found] = (hashed.hexdigest(), status.st_ctime_ns)
-        return hashed.hexdigest()
+            self.digests[found] = (hashed, status.st_ctime_ns)
+        return hashed
 
     def save(self, files: Iterable[tuple[str, Path, os.stat_result]]) -> None:
         """Record the files of (table, file, status as seen just now) verified in this process with that

@@ -14,14 +14,13 @@ Parquet itself cannot (pages carry no checksum, and changed bytes inside a page 
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
 from typing import Iterable
 
 from ..errors import shown_path, warn
-from .files import open_regular
+from .files import digest_of, open_regular
 from .state import State
 
 RECORD = "written.json"
@@ -31,11 +30,8 @@ _DIGEST = re.compile(r"[0-9a-f]{32}")
 
 def digest(path: Path) -> str:
     """A digest of the bytes of the regular file `path` (opened without following a link)."""
-    hashed = hashlib.blake2b(digest_size=16)
     with os.fdopen(open_regular(path), "rb") as source:
-        while chunk := source.read(1 << 20):
-            hashed.update(chunk)
-    return hashed.hexdigest()
+        return digest_of(source)
 
 
 def recorded(state: State) -> dict[str, tuple]:
