@@ -3,6 +3,7 @@ statement types and syntax tree); only reads run, EXPLAIN ANALYZE in no spelling
 to a limit whatever it is; Ctrl-C during a query ends it with exit 130 and the interrupted line."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -130,6 +131,22 @@ def test_reads_still_answer(warehouse, statement, expected):
     else:
         assert result.stdout == expected
 
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT comment FROM duckdb_views() WHERE view_name = 'scenarios'",
+    'SELECT comment FROM "DUCKDB_VIEWS"() WHERE view_name = \'scenarios\'',
+    "SELECT comment FROM system.main.duckdb_columns() WHERE table_name = 'scenarios' AND column_index = 1",
+    "SELECT TABLE_COMMENT AS comment FROM Information_Schema.tables WHERE table_name = 'scenarios'",
+    "SELECT description AS comment FROM pg_description WHERE description LIKE 'One row per ForgeLoop scenario spec%'",
+])
+def test_every_way_sql_reads_a_comment_finds_the_registry_s(warehouse, statement):
+    from loopmeter.storage import registry
+
+    table = registry.table("scenarios")
+    expected = table.columns[0][2] if "column_index" in statement else table.description
+    result = run_cli("sql", statement, "--format", "json", warehouse=warehouse)
+    assert json.loads(result.stdout) == [{"comment": expected}]
 
 # ---- the property: statements of every kind DuckDB's parser knows ---------------------------
 # One statement (or more) of each type, writing where a write would be seen: in the warehouse, in
