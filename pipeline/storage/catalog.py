@@ -153,7 +153,7 @@ def refresh_catalog(warehouse: Warehouse) -> Path:
 def _build(warehouse: Warehouse, target: Path, names: list[str]) -> None:
     temporary = warehouse.root / f".{DATABASE}.{secrets.token_hex(4)}.tmp"
     wal = Path(str(temporary) + ".wal")
-    connection = duck.connect(warehouse.root)
+    connection = duck.connect(warehouse.root, threads=1)  # views and comments only: many small statements
     try:
         connection.execute(f"ATTACH {quote_literal(str(temporary))} AS {NAME} (STORAGE_VERSION {quote_literal(STORAGE_VERSION)})")
         connection.execute(f"USE {NAME}")
@@ -178,10 +178,11 @@ def _build(warehouse: Warehouse, target: Path, names: list[str]) -> None:
         wal.unlink(missing_ok=True)
 
 
-def memory_catalog(warehouse: Warehouse, comments: bool = True) -> "duckdb.DuckDBPyConnection":
+def memory_catalog(warehouse: Warehouse, comments: bool = True, threads: int | None = None) -> "duckdb.DuckDBPyConnection":
     """The views and comments loopmeter.duckdb holds, built in an in-memory database of the same name
-    (`loopmeter.runs` reads alike), confined to the warehouse: what `sql` and `schema` read."""
-    connection = duck.connect(warehouse.root, time_zone=None)  # `sql` shows times in the machine's zone
+    (`loopmeter.runs` reads alike), confined to the warehouse: what `sql` and `schema` read. `threads`:
+    DuckDB's threads (default: one per core; one makes each of many small statements cheaper)."""
+    connection = duck.connect(warehouse.root, time_zone=None, threads=threads)  # `sql` shows times in the machine's zone
     try:
         connection.execute(f"ATTACH ':memory:' AS {NAME}")
         connection.execute(f"USE {NAME}")
@@ -239,7 +240,7 @@ def objects_problems(warehouse: Warehouse) -> list[str]:
 
     database = warehouse.root / DATABASE
     names = viewable(warehouse)
-    expected = memory_catalog(warehouse, comments=False)
+    expected = memory_catalog(warehouse, comments=False, threads=1)
     try:
         want = dict(expected.sql("SELECT view_name, sql FROM duckdb_views() WHERE database_name = 'loopmeter' "
                                  "AND NOT internal").fetchall())

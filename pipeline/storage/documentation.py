@@ -9,7 +9,7 @@ def schema_rows(warehouse: Warehouse) -> list[dict]:
     """Every view and column of the warehouse's tables, with its SQL type (as DuckDB reads it) and comment."""
     from .catalog import memory_catalog
 
-    connection = memory_catalog(warehouse)
+    connection = memory_catalog(warehouse, threads=1)
     try:
         rows = connection.sql(
             "SELECT table_name, column_name, data_type, comment FROM duckdb_columns() "
