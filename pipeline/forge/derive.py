@@ -252,6 +252,11 @@ def compute_part(root: str, table: str, sql: str, sources: dict[str, str], runs:
         connection.close()
 
 
+def summary_sources() -> dict[str, tuple[str, ...]]:
+    """Each summary table and the tables it is computed from."""
+    return {table: needed for table, _, needed in SUMMARIES}
+
+
 def summary_inputs() -> list[str]:
     """The tables the summaries are computed from (the summaries read before them aside)."""
     return sorted({name for _, _, needed in SUMMARIES for name in needed} - {table for table, _, _ in SUMMARIES})

@@ -68,7 +68,9 @@ def repair(warehouse: Warehouse, report: Report, *, wait: bool = False) -> Repor
             report.repaired += _repair_journal(warehouse)
         for problem in (p for p in report.problems if p.kind == "table link"):
             _relink(warehouse, problem.table, report)
-        summaries = _summaries()
+        from ..forge.derive import summary_sources
+
+        summaries = summary_sources()
         rebuildable = damaged & set(summaries)
         inputs_damaged = damaged & set(_summary_inputs())
         if rebuildable and not inputs_damaged:
@@ -245,12 +247,6 @@ def _recorded(warehouse: Warehouse, name: str, listing: conformance.Listing) -> 
     return all(warehouse.verified.known(name, path, os.lstat(path)) for path in files)
 
 
-def _summaries() -> dict[str, tuple[str, ...]]:
-    from ..forge.derive import SUMMARIES
-
-    return {table: needed for table, _, needed in SUMMARIES}
-
-
 def _summary_inputs() -> list[str]:
     from ..forge.derive import summary_inputs
 
@@ -258,10 +254,12 @@ def _summary_inputs() -> list[str]:
 
 
 def _how_to_rebuild(warehouse: Warehouse, name: str, inputs_damaged: set[str]) -> str:
+    from ..forge.derive import summary_sources
+
     if name == "forge_events":
         return (f"read from the Forge stores: {ingest_of_every_store(warehouse)} stores its events again, and "
                 "`loopmeter harvest survival` measures again the outcomes a harvest had stored")
-    if name in _summaries():
+    if name in summary_sources():
         return (f"not rebuilt: its inputs are damaged too ({', '.join(sorted(inputs_damaged))}); "
                 "run `loopmeter ingest forge <store>` again")
     if name in FORGELOOP_AGGREGATES:

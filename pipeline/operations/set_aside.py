@@ -41,6 +41,8 @@ def set_aside(warehouse: Warehouse, report: Report, damaged: set[str], gone: set
     """Set aside the tables of `damaged` this module knows how to (`gone`: those of them of which nothing
     was left), and the events the per-event tables of `missing` hold no row for (`gaps`). Table -> the
     line saying what was done and what to run."""
+    from ..forge.derive import summary_sources
+
     done: dict[str, str] = {}
     with warehouse.publishing():
         if missing - damaged:
@@ -53,7 +55,7 @@ def set_aside(warehouse: Warehouse, report: Report, damaged: set[str], gone: set
         events = sorted(damaged & set(per_event_tables()))
         if events:
             done.update(_events_set_aside(warehouse, events, gone))
-            for name in sorted(damaged & set(_summaries())):  # computed again with the events set aside
+            for name in sorted(damaged & set(summary_sources())):  # computed again with the events set aside
                 done[name] = (f"table {name}: {_emptied(warehouse, name, gone)}; the next `loopmeter ingest forge "
                               "<store>` computes it again with the events set aside")
     return done
@@ -124,6 +126,7 @@ def _reports(warehouse: Warehouse, damaged: set[str], gone: set[str]) -> dict[st
     """The tables a report stores, computed from other tables: computed again now when none of the tables
     they are read from is damaged too; else emptied, and the line names the command that computes them
     once those are stored again. `forge_repos` (read from the stores) emptied, for `ingest forge`."""
+    from ..forge.derive import summary_sources
     from ..forge.reports import survival_document, survival_frame
     from .forge import store_routing
     from .forgeloop import store_confidence
@@ -133,7 +136,7 @@ def _reports(warehouse: Warehouse, damaged: set[str], gone: set[str]) -> dict[st
     def empty(name: str, then: str) -> None:
         done[name] = f"table {name}: {_emptied(warehouse, name, gone)}; {then}"
 
-    forge_inputs = damaged & ({"forge_events", *per_event_tables(), *_summaries()})
+    forge_inputs = damaged & ({"forge_events", *per_event_tables(), *summary_sources()})
     routing = sorted(damaged & set(ROUTING))
     if routing and not forge_inputs:
         store_routing(warehouse)
@@ -155,12 +158,6 @@ def _reports(warehouse: Warehouse, damaged: set[str], gone: set[str]) -> dict[st
     for name in confidence if damaged & {"runs", "scenarios"} else []:
         empty(name, "`loopmeter aggregate --confidence` computes it again")
     return done
-
-
-def _summaries() -> list[str]:
-    from ..forge.derive import SUMMARIES
-
-    return [table for table, _, _ in SUMMARIES]
 
 
 def _months_set_aside(warehouse: Warehouse, report: Report) -> dict[str, str]:
