@@ -342,3 +342,21 @@ def test_a_users_file_named_like_a_writers_temporary_file_is_named_and_kept(copy
     assert json.loads(checked(copy, "--json").stdout)["leftovers"] == 1
     run_cli("aggregate", "--full", "--quiet", warehouse=copy)
     assert users.read_text() == "mine\n" and not writers.exists()
+
+
+def test_a_file_in_state_not_named_as_a_writers_temporary_one_is_named_until_repair_removes_it(copy):
+    """`.state/` holds loopmeter's files only; of its dot files, only `atomic_write`'s `.<name>.<8 hex>.tmp`
+    is a writer's (counted, removed by the next writer). Another (`.notes.tmp`) is named by `check`, left by
+    writers, and removed by `--repair`."""
+    other = copy / ".state" / ".notes.tmp"
+    other.write_text("not a writer's\n")
+    writers = copy / ".state" / ".catalog.json.0123abcd.tmp"
+    writers.write_text("{")
+    found = checked(copy)
+    assert found.returncode == 1 and problems(found) == [
+        f"loopmeter: {other}: is a regular file, in .state/, which holds loopmeter's state files only; "
+        "`loopmeter check --repair` removes it (the entry itself: what a link names is not touched)"], found.stderr
+    run_cli("aggregate", "--full", "--quiet", warehouse=copy)
+    assert other.exists() and not writers.exists()
+    run_cli("check", "--repair", "--quiet", warehouse=copy)
+    assert not other.exists() and checked(copy).returncode == 0

@@ -19,6 +19,7 @@ OWN_ENTRIES = {MARKER, versions.FOLDER, lock.FILE, SCRATCH, ".state", DATABASE, 
                "report.html"}
 ROOT_FILES = (MARKER, DATABASE, "report.html")  # the root's files a writer makes as a temporary file beside, renamed
 _TEMPORARY = re.compile(r"\.(.+)\.[0-9a-f]{8}\.(tmp|tmp\.wal|link)")
+STATE_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp(\.wal)?")  # `atomic_write`'s file in .state/ before its rename
 
 
 def writers_leftover(name: str) -> str | None:
@@ -33,6 +34,13 @@ def writers_leftover(name: str) -> str | None:
     return "tmp" if found[1] in ROOT_FILES else None
 
 
+def _state_temporaries(state: Path) -> list[Path]:
+    try:
+        return [state / name for name in os.listdir(state) if STATE_TEMPORARY.fullmatch(name)]
+    except OSError:  # not readable: nothing of a writer's can be there
+        return []
+
+
 def collect_garbage(root: Path, state: Path) -> bool:
     """Remove what a killed writer left in the warehouse at `root` (its state folder `state`): versions
     no table points to, its links and temporary files, the scratch folder. Nothing here follows a link.
@@ -44,7 +52,7 @@ def collect_garbage(root: Path, state: Path) -> bool:
             (root / name).unlink(missing_ok=True)
     stale = False
     strays = [*(root / name for name, what in made.items() if what == "tmp"),
-              *(state.glob(".*.tmp") if is_real_directory(state) else ())]
+              *(_state_temporaries(state) if is_real_directory(state) else ())]
     for stray in strays:
         if kind_of(stray) in ("file", "link"):
             stale = stale or stray.name.startswith(f".{DATABASE}.")

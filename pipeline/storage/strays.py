@@ -21,7 +21,6 @@ writer removes them.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +29,10 @@ from .files import WHAT, entry_kind, kind_of
 from .folders import NEW, OLD
 from .marker import MARKER
 from .state import FOLDER as STATE, NAME as STATE_NAME
-from .entries import DATABASE, SCRATCH, writers_leftover
+from .entries import DATABASE, SCRATCH, STATE_TEMPORARY, writers_leftover
 from .warehouse import Warehouse
 
 UNUSUAL = ("link", "FIFO", "device", "socket")  # kinds whose entry holds no one's data: removed as themselves
-LEFTOVER_FILE = re.compile(r"\..+\.[0-9a-f]{8}\.tmp(\.wal)?")  # `atomic_write`'s file in .state/ before its rename
 AGGREGATE = "aggregate"
 REPORT = "report.html"
 REPAIRS = "`loopmeter check --repair` removes it (the entry itself: what a link names is not touched)"
@@ -163,7 +161,7 @@ def _state(found: Found, folder: Path) -> None:
                 if kind not in ("file", "directory") and entry.name != publish.JOURNAL:
                     found.strays.append(_stray(path, kind, "not a regular file: loopmeter never reads it (what it "
                                                "would record is done again)", ours=True))
-            elif kind == "file" and LEFTOVER_FILE.fullmatch(entry.name):
+            elif kind == "file" and STATE_TEMPORARY.fullmatch(entry.name):
                 found.leftovers += 1
             else:
                 found.strays.append(_stray(path, kind, "in .state/, which holds loopmeter's state files only",
