@@ -127,6 +127,26 @@ def test_report_html_out_a_directory(demo_warehouse, tmp_path):
     assert sorted(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(("command", "named"), [
+    (("aggregate", "--out", ""), "'--out'"),
+    (("report", "html", "--out", ""), "'--out'"),
+    (("sql", "select 1", "--out", ""), "'--out'"),
+    (("sql", "--file", ""), "'--file'"),
+    (("ingest", "forgeloop", ""), "'RESULTS'"),
+    (("ingest", "forgeloop", "results", "--scenarios", ""), "'--scenarios'"),
+    (("ingest", "forge", ""), "'STORE'"),
+    (("report", "routing", "--repo", ""), "'--repo'"),
+    (("demo", "--data", ""), "'--data'"),
+    (("execute", "--scenarios", "", "--target", "."), "'--scenarios'"),
+])
+def test_an_empty_path_is_refused_never_taken_for_the_working_directory(demo_warehouse, tmp_path, command, named):
+    """A path given as "" (an unset shell variable) would be the working directory as a Path: refused, and
+    nothing is written there."""
+    result = run_cli(*command, warehouse=demo_warehouse, check=None, cwd=tmp_path)
+    one_line_error(result, 2, f"Invalid value for {named}: is empty; give a path (`.` for the working directory)")
+    assert sorted(tmp_path.iterdir()) == []
+
+
 def test_sql_json_encodes_blobs_and_wide_integers(demo_warehouse):
     text = ("SELECT 'ab'::BLOB AS b, ['ab'::BLOB] AS bl, 12345678901234567890123::HUGEINT AS h, "
             "170141183460469231731687303715884105727::HUGEINT AS hmax, "

@@ -6,9 +6,12 @@ import functools
 import os
 import sys
 import traceback
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from ..errors import Exit, LoopmeterError, is_interruption, one_line, printable, usage_error
 
@@ -20,6 +23,18 @@ WarehouseOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def path(text: str | os.PathLike) -> "Path":
+    """A path option's or argument's value: refused when empty (a Path of "" is ".", the working
+    directory: an unset shell variable would otherwise name it)."""
+    from pathlib import Path
+
+    if os.fspath(text) == "":
+        raise typer.BadParameter("is empty; give a path (`.` for the working directory)")
+    return Path(text)
+
+
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or chatter.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 WaitOption = Annotated[bool, typer.Option("--wait", help="Wait for another writer's lock instead of leaving.")]

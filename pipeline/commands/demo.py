@@ -10,7 +10,7 @@ import typer
 from ..errors import Exit, shown_path
 from ..operations.forge import MAX_HORIZON_DAYS
 from .apps import app
-from .common import BucketRunsOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
+from .common import path, BucketRunsOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
     WarehouseOption, WorkersOption, command, note, print_json, set_quiet, stdout_console
 from .helptext import TIER_METAVAR, command_help
 
@@ -64,7 +64,7 @@ def _show(outcome, shown_steps: bool) -> None:
     codes=(Exit.BUSY,)))
 @command
 def demo_command(
-    data: Annotated[Path, typer.Option("--data", help="Where the sample data goes.")] = Path("data"),
+    data: Annotated[Path, typer.Option("--data", parser=path, metavar="<path>", help="Where the sample data goes.")] = Path("data"),
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
@@ -104,11 +104,11 @@ def _live_steps(quiet: bool):
     codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def run_all_command(
-    results: Annotated[Optional[Path], typer.Argument(metavar="[RESULTS]", help="ForgeLoop results directory (holds raw/).",
+    results: Annotated[Optional[Path], typer.Argument(parser=path, metavar="[RESULTS]", help="ForgeLoop results directory (holds raw/).",
                                                       show_default=False)] = None,
-    scenarios: Annotated[Optional[Path], typer.Option("--scenarios", help="ForgeLoop scenario files.")] = None,
-    forge: Annotated[Optional[Path], typer.Option("--forge", help="Forge store: dataset.sqlite or a .jsonl export.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Where ForgeLoop documents go (default: <warehouse>/aggregate).")] = None,
+    scenarios: Annotated[Optional[Path], typer.Option("--scenarios", parser=path, metavar="<path>", help="ForgeLoop scenario files.")] = None,
+    forge: Annotated[Optional[Path], typer.Option("--forge", parser=path, metavar="<path>", help="Forge store: dataset.sqlite or a .jsonl export.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", parser=path, metavar="<path>", help="Where ForgeLoop documents go (default: <warehouse>/aggregate).")] = None,
     tier: Annotated[Optional[str], typer.Option("--tier", metavar=TIER_METAVAR, help="Recorded in summary.json.",
                                                         show_default=False)] = None,
     horizon_days: Annotated[Optional[list[int]], typer.Option(
