@@ -131,6 +131,27 @@ def test_an_objective_is_not_verified_where_forgeloop_allows_no_claim(tmp_path):
     assert "allows no claim" in shown
 
 
+def test_an_objective_is_judged_on_the_interval_s_ends_not_on_their_rounding(tmp_path):
+    # 6 pairs each: adaptive 13,500,001 or 13,499,999 tokens against direct's 10,000,000, an overhead of
+    # 35.00001 % or 34.99999 % in every pair: the p50's interval is that value at both ends, which the row
+    # shows as 35 (4 decimals); the 35 % objective is broken for certain by the first and met by the second
+    documents = []
+    for scenario, adaptive in (("above", 13_500_001), ("below", 13_499_999)):
+        for index in range(1, 7):
+            documents.append(run(scenario, "direct", index, 10_000_000))
+            documents.append(run(scenario, "forgeloopAdaptive", index, adaptive, resolved="light", wall=1000.0))
+    write_tree(tmp_path / "results", documents, {"above": "light", "below": "light"})
+    warehouse = tmp_path / "w"
+    run_cli("ingest", "forgeloop", str(tmp_path / "results"), "--scenarios", str(tmp_path / "results" / "scenarios"),
+            "--aggregate", "--quiet", warehouse=warehouse)
+    report = json.loads(run_cli("report", "confidence", "--json", warehouse=warehouse).stdout)
+    shown = {r["scenarioId"]: (r["low"], r["high"]) for r in report["rows"] if r["mode"] == "forgeloopAdaptive"
+             and r["metric"] == "tokens" and r["statistic"] == "pairedOverheadP50"}
+    assert shown == {"above": (35, 35), "below": (35, 35)}
+    verdicts = {o["scenarioId"]: o["verdict"] for o in report["objectives"] if o["objective"] == "p50TokenOverheadPercent"}
+    assert verdicts == {"above": "VIOLATED", "below": "MET"}
+
+
 def test_each_row_says_what_its_ends_are_and_how_they_were_computed(corpus_report):
     for row in corpus_report["rows"]:
         assert list(row) == ["runSetId", "scenarioId", "mode", "metric", "statistic", "estimate", "low", "high", "pairs",

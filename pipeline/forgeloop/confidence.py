@@ -196,6 +196,12 @@ def _set_ends(drawn: list, level: float) -> None:
     drawn.clear()
 
 
+def _exact_interval(values: np.ndarray, fraction: float, level: float) -> intervals.Interval:
+    """The exact interval of the percentile at `fraction` of the sorted `values` (None: an open end)."""
+    low, high = (float(end[0]) for end in intervals.order_statistic_ends(values, np.array([len(values)]), fraction, level))
+    return intervals.Interval(None if math.isnan(low) else low, None if math.isnan(high) else high)
+
+
 def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Settings, samples: dict[tuple, np.ndarray]) -> list[dict]:
     """The light objectives of every light scenario, judged on the adaptive token rows; `samples`:
     the sorted paired overheads of `confidence_rows`, from which an INCONCLUSIVE objective's
@@ -213,20 +219,21 @@ def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Setting
         for objective, statistic, fraction in OBJECTIVES:
             row = by_key.get((run_set, scenario, statistic))
             threshold = LIGHT_OBJECTIVES[objective]
-            interval = intervals.Interval(None, None) if row is None else intervals.Interval(row["low"], row["high"])
+            values = samples.get((run_set, scenario, "forgeloopAdaptive", "token_overhead_percent"))
             needed = method = None
-            if row is None or not row["pairs"] or (run_set, scenario) not in timed:
+            if row is None or not row["pairs"] or values is None or (run_set, scenario) not in timed:
                 verdict = NOT_VERIFIED
-            elif interval.at_most(threshold):
-                verdict = "MET"
-            elif interval.above(threshold):
-                verdict = "VIOLATED"
-            else:
-                verdict = "INCONCLUSIVE"
-                values = samples.get((run_set, scenario, "forgeloopAdaptive", "token_overhead_percent"))
-                if row["estimate"] is not None and values is not None:
-                    needed = intervals.repeats_to_resolve(values, threshold, fraction, settings.level)
-                    method = REPEATS_METHOD
+            else:  # judged on the interval's ends as they are (the row shows them rounded to 4 decimals)
+                interval = _exact_interval(values, fraction, settings.level)
+                if interval.at_most(threshold):
+                    verdict = "MET"
+                elif interval.above(threshold):
+                    verdict = "VIOLATED"
+                else:
+                    verdict = "INCONCLUSIVE"
+                    if row["estimate"] is not None:
+                        needed = intervals.repeats_to_resolve(values, threshold, fraction, settings.level)
+                        method = REPEATS_METHOD
             objectives.append({"runSetId": run_set, "scenarioId": scenario, "objective": objective,
                                "threshold": threshold, "verdict": verdict, "repeatsNeeded": needed,
                                "repeatsNeededMethod": method})
