@@ -15,6 +15,7 @@ from scipy import stats
 
 from conftest import run_cli
 from loopmeter.forgeloop import power
+from loopmeter.forgeloop.compare import underpowered
 from runs import run, write_tree
 
 FACTORS = {"direct": 1.0, "forgeloopBalanced": 0.7, "forgeloopAdaptive": 1.3}  # candidate tokens / baseline tokens
@@ -98,9 +99,12 @@ def test_rows_verdicts_and_the_medians_kept(store):
         assert rows[(scenario, "direct", "tokens")]["verdict"] == "NO_CHANGE"
         for mode in MODES:  # the machine: every wall time 25 % longer
             assert rows[(scenario, mode, "time")]["verdict"] == "REGRESSED"
-    # s2: both sides the same four values; its wall times do not vary at all: an exact interval
+    # s2: both sides the same four values; its wall times do not vary at all: an exact interval, and no
+    # MDE (a spread of 0 says nothing of how far repeated runs fall apart): underpowered
     assert [rows[("s2", "direct", "tokens")][k] for k in ("estimate", "verdict")] == [1, "NO_CHANGE"]
-    assert [rows[("s2", "direct", "time")][k] for k in ("estimate", "low", "high", "mde")] == [1, 1, 1, 1]
+    still = rows[("s2", "direct", "time")]
+    assert [still[k] for k in ("estimate", "low", "high", "mde", "regressedAt")] == [1, 1, 1, None, None]
+    assert underpowered(still, 0.1)
     single = rows[("s4", "direct", "tokens")]
     assert (single["baselineRuns"], single["candidateRuns"], single["candidateMedian"]) == (1, 0, None)
     assert [single[k] for k in ("ratio", "estimate", "low", "high", "mde", "verdict")] == [None] * 5 + ["INCONCLUSIVE"]

@@ -15,7 +15,7 @@ interval, the smallest change the runs could have detected, and a verdict agains
   `power.family_levels`); each row says its own level. REGRESSED: the interval lies above
   1 + margin; IMPROVED: below 1 - margin; NO_CHANGE: inside both; INCONCLUSIVE otherwise.
 - `gate`: what `--fail-on` reads: the gated rows that regressed, are inconclusive or are
-  underpowered (an MDE above 1 + margin, or none).
+  underpowered (an MDE above 1 + margin, or none: none either where neither side's runs vary).
 """
 from __future__ import annotations
 
@@ -77,12 +77,13 @@ def figures(estimate: float, variance: float, df: float, level: float, margin: f
         return dict(_EMPTY)
     half = power.half_width(variance, df, level)
     low, high = _ratio(estimate - half), _ratio(estimate + half)
-    detectable = power.detectable(variance, df, level)
-    mde = _ratio(detectable)
     judged = (math.inf if low is None else low, math.inf if high is None else high)  # None: above any double
-    return {"estimate": _ratio(estimate), "low": low, "high": high, "mde": mde,
-            "regressedAt": _ratio(math.log1p(margin) + detectable),
-            "verdict": verdict(*judged, margin)}
+    row = {"estimate": _ratio(estimate), "low": low, "high": high, "mde": None, "regressedAt": None,
+           "verdict": verdict(*judged, margin)}
+    if variance > 0:  # runs without spread on either side say nothing of how far repeated runs fall apart
+        detectable = power.detectable(variance, df, level)
+        row.update(mde=_ratio(detectable), regressedAt=_ratio(math.log1p(margin) + detectable))
+    return row
 
 
 def _sides(runs: pl.DataFrame, baseline: str, candidate: str) -> pl.DataFrame:
