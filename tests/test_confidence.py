@@ -516,3 +516,11 @@ def test_the_report_names_a_level_near_100_percent_as_given(demo_warehouse):
     text = run_cli("report", "confidence", "--level", "0.999999999", "--resamples", "100", warehouse=demo_warehouse,
                    env={"COLUMNS": "200"}).stdout
     assert "cannot bound that end at 99.9999999%," in text and "one-sided 99.99999995% bound" in text, text[-600:]
+
+
+@pytest.mark.parametrize(("level", "said"), [(0.95, "97.5 %"), (0.9, "95 %"), (0.999999, "99.99995 %"), (0.001, "50.05 %")])
+def test_a_one_sided_end_names_its_own_level_unrounded(level, said):
+    from loopmeter.forgeloop.confidence import sides
+
+    assert sides(1.0, None, level) == f"one-sided lower bound at {said}"
+    assert sides(None, 2.0, level, approximate=True) == f"one-sided upper bound at {said}, approximate"

@@ -134,7 +134,7 @@ def _delta_draws(tokens: dict, key: tuple, fraction: float, settings: Settings) 
 def sides(low: float | None, high: float | None, level: float, *, approximate: bool = False) -> str:
     """What an interval's ends claim: both at `level` together, or one alone at (1 + level) / 2; for
     the bootstrap's (`approximate`), only about that (docs/statistics.md: far less on few pairs)."""
-    one_sided = f"{(1.0 + level) * 50.0:g} %"
+    one_sided = intervals.level_text((1.0 + level) / 2).replace("%", " %")  # 99.99995 %, never rounded to 100
     if low is None and high is None:
         return "unbounded"
     claim = ("two-sided" if low is not None and high is not None else
