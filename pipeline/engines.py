@@ -45,6 +45,8 @@ class Engine:
             raise usage_error(f"--bucket-runs must be at least 1 (got {self.bucket_runs})")
         if self.master is not None and self.name != "spark":  # else a forgotten --engine spark goes unseen
             raise usage_error(f"--spark-master applies to --engine spark only (got --engine {self.name})")
+        if self.workers is not None and self.name == "local":  # likewise a forgotten --engine pool
+            raise usage_error("--workers applies to --engine pool or spark (got --engine local)")
 
     def pool_size(self, tasks: int) -> int:
         return max(1, min(self.workers or usable_cores(), tasks))

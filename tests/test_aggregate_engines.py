@@ -155,7 +155,8 @@ def test_a_wrong_engine_is_told_and_nothing_is_written(tmp_path):
                              (("--engine", "pool", "--workers", "0"), "--workers must be between 1 and 256 (got 0)"),
                              (("--bucket-runs", "0"), "--bucket-runs must be at least 1 (got 0)"),
                              (("--spark-master", "local[2]"), "--spark-master applies to --engine spark only (got "
-                                                              "--engine local)")]:
+                                                              "--engine local)"),
+                             (("--workers", "3"), "--workers applies to --engine pool or spark (got --engine local)")]:
         ran = run_cli("aggregate", *options, warehouse=warehouse, check=2)
         assert message in ran.stderr
     assert not (warehouse / "aggregate").exists()

@@ -279,11 +279,14 @@ def test_a_terminal_that_is_not_utf_8_gets_every_report_with_escapes_for_what_it
 
 @pytest.mark.parametrize("command", [["aggregate", "--out", "s3://bucket/aggregate"],
                                      ["report", "html", "--out", "S3://bucket/report.html"],
-                                     ["sql", "select 1", "--out", "gs://bucket/x.csv"]])
+                                     ["sql", "select 1", "--out", "gs://bucket/x.csv"],
+                                     ["ingest", "forgeloop", "s3://bucket/results"]])
 def test_an_output_given_as_a_url_is_refused_and_no_folder_named_like_it_is_made(demo_warehouse, tmp_path, command):
     refused = run_cli(*command, warehouse=demo_warehouse, cwd=tmp_path, check=2)
     (line,) = refused.stderr.splitlines()
-    assert line.startswith("loopmeter: error: --out ") and "a URL; --out writes local files only" in line
+    named = "'RESULTS'" if command[0] == "ingest" else "'--out'"
+    assert line.startswith(f"loopmeter: error: Invalid value for {named}: {command[-1]} is a URL; a local path is "
+                           "wanted here"), line
     assert list(tmp_path.iterdir()) == []
 
 

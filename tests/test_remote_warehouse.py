@@ -159,6 +159,24 @@ def test_a_bucket_that_does_not_exist_is_told_before_any_work(bucket, corpus, tm
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_prefix_holding_others_objects_is_no_warehouse_and_is_left_as_it_was(bucket, corpus, tmp_path):
+    """As a local folder holding files: a prefix with objects and no HEAD.json is refused, by a writer
+    before it reads its input; nothing is put there. A prefix holding only a cut-short first publish
+    (objects, no HEAD) is a warehouse's."""
+    client, name = bucket
+    client.put_object(Bucket=name, Key="team/data/file1.csv", Body=b"a,b\n")
+    url = f"s3://{name}/team"
+    told = (f"loopmeter: error: {url} holds objects and is not a loopmeter warehouse (no HEAD.json: data); give "
+            "--warehouse a new or empty prefix\n")
+    for command in (["ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet"],
+                    ["sql", "select 1"]):
+        assert run_cli(*command, "--warehouse", url, check=1, cwd=tmp_path).stderr == told, command
+    assert [entry["Key"] for entry in client.list_objects_v2(Bucket=name)["Contents"]] == ["team/data/file1.csv"]
+    client.put_object(Bucket=name, Key="other/objects/" + "0" * 64, Body=b"unused")
+    run_cli("ingest", "forgeloop", str(corpus / "results"), "--scenarios", str(corpus / "scenarios"), "--quiet",
+            "--warehouse", f"s3://{name}/other")
+
+
 @pytest.mark.parametrize("given, told", [
     ("s3://{b}/../{b}-other/pwn", "part `..`"), ("s3://{b}/x/../y", "part `..`"), ("s3://{b}/%2e%2e/esc", "part `..`"),
     ("s3://{b}/a%2Fb", "encoded `/` (%2F)"), ("s3://{b}/w#frag", "a `#` would end"),

@@ -17,9 +17,11 @@ objects the state lacks are put, then a new manifest, then HEAD. A command stopp
 before HEAD leaves the state it started from whole (objects put before are unused, never read).
 A reader fetches the state HEAD names: the old one or the new one, never a mix.
 
-What object storage cannot promise: a lock. HEAD is read again just before it is written and a
-state that moved on is not replaced (the command fails, exit 4), but two writers committing in the
-same instant can still both pass that check, and the later one wins. Run one writer at a time.
+What object storage cannot promise here: a lock. HEAD is read again just before it is written and a
+state that moved on is not replaced (the command fails, exit 4), but two writers that both read it
+before either wrote it both pass that check, and the later one wins (pyarrow's S3 client has no
+conditional write to refuse the second). Run one writer at a time. A prefix holding other objects
+and no HEAD is not a warehouse: refused (`pull`).
 The scratch mirror lives under the system's temporary folder and is removed when the command ends;
 with `LOOPMETER_OBJECT_CACHE` set, the objects are also kept in that folder of the user's, and the
 next command fetches only those it does not hold there (`object_cache.py`).
@@ -166,6 +168,15 @@ class Remote:
         except OSError:
             return None
 
+    def foreign_entries(self) -> list[str]:
+        """The names under the prefix that a warehouse there does not hold (its objects, manifests,
+        uploads and HEAD): another's data, when the prefix has no HEAD."""
+        from pyarrow import fs
+
+        listed = self.fs.get_file_info(fs.FileSelector(self.base, recursive=False, allow_not_found=True))
+        names = sorted(info.path.rsplit("/", 1)[-1] for info in listed)
+        return [name for name in names if name not in (HEAD, "objects", "manifests", "uploads")]
+
     def manifest(self, key: str | None) -> dict:
         if key is None:
             return {"files": {}, "tables": {}}
@@ -279,6 +290,10 @@ def pull(remote: Remote, root: Path, cache: ObjectCache | None = None
     if key is None and (bucket := remote.missing_bucket()) is not None:  # told now, not after a writer's work
         raise LoopmeterError(f"{remote.url}: the bucket {bucket} does not exist (or these credentials cannot see it); "
                              "loopmeter makes no bucket: create it, or name another")
+    if key is None and (foreign := remote.foreign_entries()):
+        raise LoopmeterError(f"{remote.url} holds objects and is not a loopmeter warehouse (no {HEAD}: "
+                             f"{', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}); give --warehouse a new "
+                             "or empty prefix")
     manifest = remote.manifest(key)
     placed = {}
     for path, (digest, size) in sorted(manifest["files"].items()):
