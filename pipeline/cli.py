@@ -73,6 +73,7 @@ def run(args: list[str] | None = None) -> int:
     from .commands import common
 
     common.INTERRUPT_REPORTED = False
+    interrupts.forget()
     try:
         code = program().main(args=args, standalone_mode=False, prog_name="loopmeter")
     except typer.TyperException as error:  # the command line's own errors (typer's public base class of them)

@@ -22,6 +22,13 @@ TERMINATED = False
 SWALLOWED = False
 
 
+def forget() -> None:
+    """A new command's start (`cli.run`): no interruption has come to it yet (one that ended an earlier
+    command run in this process is that command's)."""
+    global RECEIVED, TERMINATED, SWALLOWED
+    RECEIVED = TERMINATED = SWALLOWED = False
+
+
 def answer(sigint: bool = True, sigterm: bool = True) -> None:
     """Ctrl-C's answers in the process that answers it (`cli.main`): KeyboardInterrupt, as Python's own
     handler raises it, remembering that one came (a library that caught it inside its call back into

@@ -14,6 +14,7 @@ import pytest
 from conftest import run_cli
 
 REPAIRS = "`loopmeter check --repair` removes it (the entry itself: what a link names is not touched)"
+REPAIRS_FOLDER = "`loopmeter check --repair` removes it and everything in it (links in it, never what they name)"
 USERS = "move it out of the warehouse (it may be yours: loopmeter does not remove it)"
 DOCUMENTS = ("in aggregate/, which holds a folder of documents per run set (`aggregate` refuses to write a run set's of "
              "its name)")
@@ -120,7 +121,7 @@ def aggregate_link(w):
 
 def versions_of_no_table(w):
     (w / ".versions" / "evil" / "1").mkdir(parents=True)
-    return w / ".versions" / "evil", f"is a directory, a folder of versions of no table loopmeter knows; {REPAIRS}"
+    return w / ".versions" / "evil", f"is a directory, a folder of versions of no table loopmeter knows; {REPAIRS_FOLDER}"
 
 
 def versions_fifo(w):
@@ -184,7 +185,7 @@ def test_an_entry_loopmeter_did_not_make_is_named_in_one_line_and_removed_when_s
         assert list((copy.parent / "v").iterdir()) == []
 
 
-LEFTOVERS = ("all whole; {} entries of a writer at work, or left by one killed (in .scratch/, beside the file or folder "
+LEFTOVERS = ("all whole; {} of a writer at work, or left by one killed (in .scratch/, beside the file or folder "
              "it replaces, or the journal of its publish), which the next writer removes or finishes")
 
 
@@ -194,7 +195,7 @@ def test_a_writers_scratch_space_is_counted_not_named(copy):
     os.mkfifo(copy / ".scratch" / "pipe")
     found = checked(copy)
     assert found.returncode == 0 and problems(found) == [], found.stderr
-    assert found.stderr.strip().endswith(LEFTOVERS.format(2))
+    assert found.stderr.strip().endswith(LEFTOVERS.format("2 entries"))
     document = json.loads(checked(copy, "--json").stdout)
     assert document["ok"] and document["leftovers"] == 2
 
@@ -322,7 +323,7 @@ def test_the_journal_of_a_publish_under_way_is_a_writers_not_a_problem(copy):
     with lock.hold(copy):  # a writer at work (flock: another open file, in this process too)
         during = checked(copy)
     assert during.returncode == 0 and problems(during) == [], during.stderr
-    assert during.stderr.strip().endswith(LEFTOVERS.format(1)), during.stderr
+    assert during.stderr.strip().endswith(LEFTOVERS.format("1 entry")), during.stderr
     after = checked(copy)
     assert after.returncode == 1 and problems(after) == [
         f"loopmeter: {copy}/.state/publishing.json: a publish was left unfinished (a reader finishes it when no writer "

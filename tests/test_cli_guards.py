@@ -147,6 +147,40 @@ def test_an_empty_path_is_refused_never_taken_for_the_working_directory(demo_war
     assert sorted(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", [("aggregate", "--out", "-"), ("run-all", "sample", "--out", "-")])
+def test_an_output_folder_named_dash_is_refused_never_made(demo_warehouse, tmp_path, command):
+    result = run_cli(*command, warehouse=demo_warehouse, check=None, cwd=tmp_path)
+    one_line_error(result, 2, "--out -: --out names a file or folder to write, never standard output")
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_demo_data_in_a_warehouse_is_refused_and_nothing_is_written_there(demo_warehouse, tmp_path):
+    """The sample goes in DATA/sample: never inside the warehouse (a table's folder, .state), nor inside
+    another warehouse; the demo's own layout (data/ holding warehouse/) stays allowed."""
+    warehouse = tmp_path / "w"
+    shutil.copytree(demo_warehouse, warehouse, symlinks=True)
+    other = tmp_path / "other"
+    shutil.copytree(demo_warehouse, other, symlinks=True)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    for data, told in ((warehouse, f"--data {warehouse} is the warehouse"),
+                       (warehouse / ".state", f"--data {warehouse / '.state'} is inside the warehouse"),
+                       (warehouse / "runs", f"--data {warehouse / 'runs'} is inside the warehouse"),
+                       (other, f"--data {other} is a loopmeter warehouse, whose entries are loopmeter's")):
+        one_line_error(run_cli("demo", "--data", str(data), "-q", warehouse=warehouse, check=None), 2, told)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_an_interruption_of_one_command_is_not_the_next_one_s():
+    """The Python API runs commands one after another in one process: a Ctrl-C (or SIGTERM) that ended
+    one is forgotten as the next starts, whose own error is told with its own exit code."""
+    from loopmeter import interrupts
+
+    interrupts.RECEIVED = interrupts.TERMINATED = True  # as a command SIGTERM ended leaves them
+    result = run_cli("--warehouse", "/nonexistent/warehouse", "sql", "SELECT 1", check=None)
+    assert result.returncode == 1 and result.stderr.startswith("loopmeter: error: no warehouse at /nonexistent/warehouse; ")
+    assert not interrupts.RECEIVED and not interrupts.TERMINATED
+
+
 def test_sql_json_encodes_blobs_and_wide_integers(demo_warehouse):
     text = ("SELECT 'ab'::BLOB AS b, ['ab'::BLOB] AS bl, 12345678901234567890123::HUGEINT AS h, "
             "170141183460469231731687303715884105727::HUGEINT AS hmax, "

@@ -139,13 +139,16 @@ def test_reads_still_answer(warehouse, statement, expected):
     "SELECT comment FROM system.main.duckdb_columns() WHERE table_name = 'scenarios' AND column_index = 1",
     "SELECT TABLE_COMMENT AS comment FROM Information_Schema.tables WHERE table_name = 'scenarios'",
     "SELECT description AS comment FROM pg_description WHERE description LIKE 'One row per ForgeLoop scenario spec%'",
+    "SELECT comment FROM query_table('duck' || 'db_views') WHERE view_name = 'scenarios'",
+    "SELECT comment FROM query_table($t) WHERE view_name = 'scenarios'",
 ])
 def test_every_way_sql_reads_a_comment_finds_the_registry_s(warehouse, statement):
     from loopmeter.storage import registry
 
     table = registry.table("scenarios")
     expected = table.columns[0][2] if "column_index" in statement else table.description
-    result = run_cli("sql", statement, "--format", "json", warehouse=warehouse)
+    given = ("--param", "t=duckdb_views") if "$t" in statement else ()
+    result = run_cli("sql", statement, *given, "--format", "json", warehouse=warehouse)
     assert json.loads(result.stdout) == [{"comment": expected}]
 
 # ---- the property: statements of every kind DuckDB's parser knows ---------------------------

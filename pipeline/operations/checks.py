@@ -57,6 +57,8 @@ def refuse_inside_warehouse(option: str, path: Path, root: Path, allowed: Callab
     relative to the warehouse root. Symbolic links are followed, so `link/x` is caught too. A URL
     (`s3://bucket/x`, which a path option receives as `s3:/bucket/x`) is refused first: outputs are
     local files, and it would make a folder named `s3:` here."""
+    if os.fspath(path) == "-":
+        raise usage_error(f"{option} -: {option} names a file or folder to write, never standard output")
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", os.fspath(path)):
         raise usage_error(f"{option} {without_credentials(shown_path(path))}: a URL; {option} writes local files only "
                           "(an absolute path for a local folder of that name)")

@@ -63,7 +63,8 @@ def run_sql(
     for name in warehouse.table_names():  # a table holding what is not a table file is named, never read
         warehouse.check_table(name)
     bodies = [query_text(name) for name in prerequisites]
-    connection = open_read_only(warehouse, comments=reads_comments("\n".join([*bodies, text])))
+    # a parameter's value may be the name query_table reads
+    connection = open_read_only(warehouse, comments=reads_comments("\n".join([*bodies, text, *map(str, parameters.values())])))
     previous_directory = os.getcwd()
 
     def answer() -> "pl.DataFrame":
@@ -110,9 +111,10 @@ def run_sql(
 
 
 # The names through which SQL can read a comment: DuckDB's metadata functions (duckdb_views(), ...),
-# information_schema and pg_catalog (DESCRIBE, SHOW and SUMMARIZE show none). Any letter case: DuckDB
-# folds unquoted and quoted names alike there.
-_COMMENT_SOURCES = re.compile(r"duckdb_|information_schema|pg_", re.IGNORECASE)
+# information_schema and pg_catalog (DESCRIBE, SHOW and SUMMARIZE show none), and query_table, which
+# reads a table named by text made as the query runs. Any letter case: DuckDB folds unquoted and
+# quoted names alike there.
+_COMMENT_SOURCES = re.compile(r"duckdb_|information_schema|pg_|query_table", re.IGNORECASE)
 
 
 def reads_comments(text: str) -> bool:

@@ -36,6 +36,7 @@ UNUSUAL = ("link", "FIFO", "device", "socket")  # kinds whose entry holds no one
 AGGREGATE = "aggregate"
 REPORT = "report.html"
 REPAIRS = "`loopmeter check --repair` removes it (the entry itself: what a link names is not touched)"
+REPAIRS_FOLDER = "`loopmeter check --repair` removes it and everything in it (links in it, never what they name)"
 USERS = "move it out of the warehouse (it may be yours: loopmeter does not remove it)"
 
 
@@ -60,7 +61,8 @@ def _stray(path: Path, kind: str | None, rule: str, *, ours: bool = False) -> St
     """`path`, of `kind`, breaking `rule`; removed by repairing when its kind holds no data, or (`ours`)
     when it is inside a folder only loopmeter writes."""
     removable = kind if kind is not None and (kind in UNUSUAL or ours) else None
-    return Stray(path, f"is {what(kind)}, {rule}; {REPAIRS if removable else USERS}", removable)
+    repairs = REPAIRS_FOLDER if removable == "directory" else REPAIRS
+    return Stray(path, f"is {what(kind)}, {rule}; {repairs if removable else USERS}", removable)
 
 
 def find(warehouse: Warehouse, named: set[Path]) -> Found:
