@@ -159,7 +159,7 @@ def test_many_small_batches_come_back_in_order_from_any_number_of_workers(tmp_pa
     frames = {}
     for engine in ("local", "pool"):
         lm.ingest_forgeloop(results, results / "scenarios", warehouse=tmp_path / engine, max_file_mb=0.01,
-                            engine=engine, workers=workers, batch_files=7)
+                            engine=engine, workers=workers if engine == "pool" else None, batch_files=7)
         store = Warehouse(tmp_path / engine)
         frames[engine] = [store.read(name).drop("ingested_at", strict=False) for name in ("runs", "ingest_manifest")]
     lm.ingest_forgeloop(results, results / "scenarios", warehouse=tmp_path / "whole", max_file_mb=0.01)
