@@ -54,7 +54,8 @@ def check_command(
             from ..storage.remote import is_mirror
 
             parts = "journal" if is_mirror(report.root) else "journal and catalog"  # none kept on object storage
-            left = (f"; {report.leftovers} {'entry' if report.leftovers == 1 else 'entries'} of a writer at work, or left by one killed (in .scratch/, "
+            entries = "entry" if report.leftovers == 1 else "entries"
+            left = (f"; {report.leftovers} {entries} of a writer at work, or left by one killed (in .scratch/, "
                     "beside the file or folder it replaces, or the journal of its publish), which the next writer "
                     "removes or finishes" if report.leftovers else "")
             note(f"{shown_path(report.root)}: {report.tables} tables, {report.files} files, {parts}: all whole{left}")

@@ -14,8 +14,8 @@ from typing import Callable, Sequence
 
 from ..errors import LoopmeterError, shown_path, usage_error
 from ..storage import Warehouse
-from .checks import AGGREGATE_HINT, check_choice, check_utf8_path, inside_aggregate, refuse_inside_warehouse
 from ..storage.marker import is_marked
+from .checks import AGGREGATE_HINT, check_choice, check_utf8_path, inside_aggregate, refuse_inside_warehouse
 from .common import open_warehouse
 
 SAMPLE_PLANS = (("sample-tail-30", 30, "2"), ("sample-evidence-5", 5, "2"), ("sample-legacy-5", 5, "1"))
@@ -175,8 +175,9 @@ def demo(data: str | os.PathLike = "data", *, warehouse: str | os.PathLike | War
     """The sample data made once in `data/sample/` (deterministic), and every stage run on it."""
     store = open_warehouse(warehouse, writing=True)
     sample = Path(data).expanduser().resolve() / "sample"
-    refuse_inside_warehouse("--data", Path(data).expanduser(), store.root, hint="the sample goes in DATA/sample: give a folder outside "
-                            "the warehouse (by default its parent, data/)")
+    refuse_inside_warehouse("--data", Path(data).expanduser(), store.root,
+                            hint="the sample goes in DATA/sample: give a folder outside the warehouse (by default its "
+                                 "parent, data/)")
     if is_marked(sample.parent):
         raise usage_error(f"--data {shown_path(sample.parent)} is a loopmeter warehouse, whose entries are loopmeter's: "
                           "give a folder of its own for the sample")

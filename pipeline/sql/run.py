@@ -64,7 +64,8 @@ def run_sql(
         warehouse.check_table(name)
     bodies = [query_text(name) for name in prerequisites]
     # a parameter's value may be the name query_table reads
-    connection = open_read_only(warehouse, comments=reads_comments("\n".join([*bodies, text, *map(str, parameters.values())])))
+    read = "\n".join([*bodies, text, *map(str, parameters.values())])
+    connection = open_read_only(warehouse, comments=reads_comments(read))
     previous_directory = os.getcwd()
 
     def answer() -> "pl.DataFrame":
