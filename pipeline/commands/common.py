@@ -43,6 +43,16 @@ def path(text: str | os.PathLike) -> "Path":
     return Path(text)
 
 
+def path_option(*names: str, **options: Any) -> Any:
+    """A path option: its text through `path`, shown in --help as <path>."""
+    return typer.Option(*names, parser=path, metavar="<path>", **options)
+
+
+def path_argument(**options: Any) -> Any:
+    """A path argument: its text through `path`."""
+    return typer.Argument(parser=path, **options)
+
+
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or chatter.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 WaitOption = Annotated[bool, typer.Option("--wait", help="Wait for another writer's lock instead of leaving.")]

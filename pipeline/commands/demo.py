@@ -10,8 +10,8 @@ import typer
 from ..errors import Exit, shown_path
 from ..operations.forge import MAX_HORIZON_DAYS
 from .apps import app
-from .common import path, BucketRunsOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
-    WarehouseOption, WorkersOption, command, note, print_json, set_quiet, stdout_console
+from .common import BucketRunsOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, WarehouseOption, \
+    WorkersOption, command, note, path_argument, path_option, print_json, set_quiet, stdout_console
 from .helptext import TIER_METAVAR, command_help
 
 RunAllEngineOption = Annotated[str, typer.Option("--engine", metavar="[local|pool|spark]",
@@ -64,7 +64,7 @@ def _show(outcome, shown_steps: bool) -> None:
     codes=(Exit.BUSY,)))
 @command
 def demo_command(
-    data: Annotated[Path, typer.Option("--data", parser=path, metavar="<path>", help="Where the sample data goes.")] = Path("data"),
+    data: Annotated[Path, path_option("--data", help="Where the sample data goes.")] = Path("data"),
     warehouse: WarehouseOption = None,
     wait: WaitOption = False,
     quiet: QuietOption = False,
@@ -104,11 +104,11 @@ def _live_steps(quiet: bool):
     codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def run_all_command(
-    results: Annotated[Optional[Path], typer.Argument(parser=path, metavar="[RESULTS]", help="ForgeLoop results directory (holds raw/).",
+    results: Annotated[Optional[Path], path_argument(metavar="[RESULTS]", help="ForgeLoop results directory (holds raw/).",
                                                       show_default=False)] = None,
-    scenarios: Annotated[Optional[Path], typer.Option("--scenarios", parser=path, metavar="<path>", help="ForgeLoop scenario files.")] = None,
-    forge: Annotated[Optional[Path], typer.Option("--forge", parser=path, metavar="<path>", help="Forge store: dataset.sqlite or a .jsonl export.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", parser=path, metavar="<path>", help="Where ForgeLoop documents go (default: <warehouse>/aggregate).")] = None,
+    scenarios: Annotated[Optional[Path], path_option("--scenarios", help="ForgeLoop scenario files.")] = None,
+    forge: Annotated[Optional[Path], path_option("--forge", help="Forge store: dataset.sqlite or a .jsonl export.")] = None,
+    out: Annotated[Optional[Path], path_option("--out", help="Where ForgeLoop documents go (default: <warehouse>/aggregate).")] = None,
     tier: Annotated[Optional[str], typer.Option("--tier", metavar=TIER_METAVAR, help="Recorded in summary.json.",
                                                         show_default=False)] = None,
     horizon_days: Annotated[Optional[list[int]], typer.Option(

@@ -9,7 +9,8 @@ import typer
 
 from ..errors import Exit
 from .apps import app
-from .common import path, JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, path_option, print_json, \
+    set_quiet
 from .helptext import TIER_METAVAR, command_help
 
 HELP = command_help(
@@ -36,7 +37,7 @@ def execute_command(
     adapter: Annotated[str, typer.Option("--adapter", help="A .py file or Python module with run_benchmark(input), "
                                          "or a command speaking JSON lines (e.g. 'node host-adapter.mjs').",
                                          show_default=False)],
-    scenarios: Annotated[Path, typer.Option("--scenarios", parser=path, metavar="<path>", help="Directory of scenario files (<scenarioId>.json).",
+    scenarios: Annotated[Path, path_option("--scenarios", help="Directory of scenario files (<scenarioId>.json).",
                                             show_default=False)],
     tier: Annotated[Optional[str], typer.Option("--tier", metavar=TIER_METAVAR, help="The tier: how many runs it takes.",
                                             show_default=False)] = None,
@@ -45,9 +46,9 @@ def execute_command(
                                                 show_default=False)] = None,
     run_set: Annotated[Optional[str], typer.Option("--run-set", help="Run set id (default: a UTC timestamp).",
                                                    show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", parser=path, metavar="<path>", help="Results directory (default: SCENARIOS/results).",
+    output: Annotated[Optional[Path], path_option("--output", help="Results directory (default: SCENARIOS/results).",
                                                    show_default=False)] = None,
-    target: Annotated[Path, typer.Option("--target", parser=path, metavar="<path>", help="The project the agent works on; its git HEAD is the "
+    target: Annotated[Path, path_option("--target", help="The project the agent works on; its git HEAD is the "
                                          "runs' projectRevision.")] = Path("."),
     scenario: Annotated[Optional[List[str]], typer.Option("--scenario", help="Only this scenario (repeatable).",
                                                           show_default=False)] = None,

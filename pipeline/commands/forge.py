@@ -10,13 +10,11 @@ import typer
 from ..errors import Exit, shown_path
 from ..operations.forge import MAX_HORIZON_DAYS, PART_ROWS
 from .apps import harvest_app, ingest_app, report_app
-from .common import (
-    path,
-    SHOWN_REJECTIONS, EngineOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, WarehouseOption,
-    WorkersOption, command, note, print_rejections, set_quiet, write_stdout,
-)
+from .common import EngineOption, JsonOption, QuietOption, SHOWN_REJECTIONS, SparkMasterOption, WaitOption, \
+    WarehouseOption, WorkersOption, command, note, path_argument, path_option, print_rejections, set_quiet, \
+    write_stdout
 from .helptext import command_help
-RepoOption = Annotated[Optional[Path], typer.Option("--repo", parser=path, metavar="<path>", help="Only this repository (its path).", show_default=False)]
+RepoOption = Annotated[Optional[Path], path_option("--repo", help="Only this repository (its path).", show_default=False)]
 SinceOption = Annotated[Optional[float], typer.Option("--since", help="Only tasks whose first attempt started in the last "
                                                      "DAYS days (0: no limit).", metavar="DAYS")]
 
@@ -32,7 +30,7 @@ SinceOption = Annotated[Optional[float], typer.Option("--since", help="Only task
     codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def ingest_forge_command(
-    store_path: Annotated[Path, typer.Argument(parser=path, metavar="STORE", help="dataset.sqlite or a .jsonl export.", show_default=False)],
+    store_path: Annotated[Path, path_argument(metavar="STORE", help="dataset.sqlite or a .jsonl export.", show_default=False)],
     busy_timeout: Annotated[float, typer.Option("--busy-timeout", help="Seconds to wait for a Forge writer holding the store.")] = 5.0,
     engine: EngineOption = "local",
     spark_master: SparkMasterOption = None,

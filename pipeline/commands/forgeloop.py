@@ -9,8 +9,9 @@ import typer
 
 from ..errors import Exit, LoopmeterError, shown_path
 from .apps import app, ingest_app, report_app
-from .common import path, BucketRunsOption, EngineOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
-    WarehouseOption, WorkersOption, command, note, print_json, print_rejections, set_quiet, stdout_console
+from .common import BucketRunsOption, EngineOption, JsonOption, QuietOption, SparkMasterOption, WaitOption, \
+    WarehouseOption, WorkersOption, command, note, path_argument, path_option, print_json, print_rejections, \
+    set_quiet, stdout_console
 from .helptext import TIER_METAVAR, command_help
 
 RunSetOption = Annotated[Optional[str], typer.Option("--run-set", help="Only this run set (default: all).")]
@@ -38,8 +39,8 @@ def _names(run_sets: list[str]) -> str:
     codes=(Exit.REJECTED, Exit.BUSY)))
 @command
 def ingest_forgeloop_command(
-    results: Annotated[Path, typer.Argument(parser=path, metavar="RESULTS", help="ForgeLoop results directory (holds raw/).", show_default=False)],
-    scenarios: Annotated[Optional[Path], typer.Option("--scenarios", parser=path, metavar="<path>", help="Directory of scenario files (<scenarioId>.json).")] = None,
+    results: Annotated[Path, path_argument(metavar="RESULTS", help="ForgeLoop results directory (holds raw/).", show_default=False)],
+    scenarios: Annotated[Optional[Path], path_option("--scenarios", help="Directory of scenario files (<scenarioId>.json).")] = None,
     max_file_mb: Annotated[float, typer.Option("--max-file-mb", help="Reject run files and scenario files larger than this.")] = 16.0,
     full: Annotated[bool, typer.Option("--full", "--reread", help="Read and judge every file again, whatever its size and "
                                        "modification time say: the tables a clean ingest would write.")] = False,
@@ -98,7 +99,7 @@ def ingest_forgeloop_command(
     codes=(Exit.BUSY,)))
 @command
 def aggregate_command(
-    out: Annotated[Optional[Path], typer.Option("--out", parser=path, metavar="<path>", help="Where to write the documents (default: <warehouse>/aggregate).")] = None,
+    out: Annotated[Optional[Path], path_option("--out", help="Where to write the documents (default: <warehouse>/aggregate).")] = None,
     run_set: RunSetOption = None,
     tier: Annotated[Optional[str], typer.Option("--tier", metavar=TIER_METAVAR, help="Recorded in summary.json.",
                                             show_default=False)] = None,
@@ -205,7 +206,7 @@ for _name, (_summary, _details) in REPORT_HELP.items():
     example="loopmeter report html\nloopmeter report html --out ~/report.html"))
 @command
 def report_html(
-    out: Annotated[Optional[Path], typer.Option("--out", parser=path, metavar="<path>", help="The HTML file to write (default: report.html in the "
+    out: Annotated[Optional[Path], path_option("--out", help="The HTML file to write (default: report.html in the "
                                                 "warehouse, where demo and run-all write it).")] = None,
     run_set: RunSetOption = None,
     warehouse: WarehouseOption = None,

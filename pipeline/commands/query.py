@@ -10,8 +10,8 @@ import typer
 
 from ..errors import Exit, shown_path
 from .apps import app
-from .common import path, JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, print_json, set_quiet, \
-    stdout_console, write_stdout
+from .common import JsonOption, QuietOption, WaitOption, WarehouseOption, command, note, path_option, print_json, \
+    set_quiet, stdout_console, write_stdout
 from .helptext import FORMAT_METAVAR, command_help
 
 
@@ -24,7 +24,7 @@ from .helptext import FORMAT_METAVAR, command_help
 @command
 def sql_command(
     text: Annotated[Optional[str], typer.Argument(help="The SQL to run.", show_default=False)] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", parser=path, metavar="<path>", help="Read the SQL from this file (UTF-8, at most 16 MiB; "
+    file: Annotated[Optional[Path], path_option("--file", help="Read the SQL from this file (UTF-8, at most 16 MiB; "
                                                  "a pipe such as <(...) too; - for standard input).")] = None,
     query: Annotated[Optional[str], typer.Option("--query", help="Run a named query from queries/ (see `loopmeter queries`).")] = None,
     param: Annotated[list[str], typer.Option("--param", help="name=value for a $name in the SQL (repeatable). A name the SQL "
@@ -35,7 +35,7 @@ def sql_command(
         help="json: an array of objects; jsonl: one object a line. Default: the table (its first 10,000 rows), or as "
         "--out's name says. "
         "NaN and infinities: NaN, inf, -inf in csv and the table; null in json and jsonl.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", parser=path, metavar="<path>", help="Write the result to this file instead of printing it, "
+    out: Annotated[Optional[Path], path_option("--out", help="Write the result to this file instead of printing it, "
                                                 "in the format its name says (x.csv, x.json, x.jsonl, x.parquet).")] = None,
     warehouse: WarehouseOption = None,
     quiet: QuietOption = False,
