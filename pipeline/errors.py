@@ -47,6 +47,12 @@ class TableFileMismatch(LoopmeterError):
     """A table file does not hold its table's schema (written by hand, or by an earlier loopmeter)."""
 
 
+def starts_as_url(text: str) -> bool:
+    """Whether a path as given starts as a URL does (`s3://b/x`; as a Path, `s3:/b/x`): never a local
+    file of loopmeter's outputs or inputs, which would make or read a folder named `s3:` here."""
+    return re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", text) is not None
+
+
 def is_utf8(text: str) -> bool:
     """A name or path from the file system is text (not bytes Python kept as surrogates)."""
     try:

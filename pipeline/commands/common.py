@@ -29,14 +29,13 @@ def path(text: str | os.PathLike) -> "Path":
     """A path option's or argument's value: refused when empty (a Path of "" is ".", the working
     directory: an unset shell variable would otherwise name it) or a URL (as a Path, `s3://b/x` is
     `s3:/b/x`, a folder `s3:` here; only --warehouse may be on object storage)."""
-    import re
     from pathlib import Path
 
-    from ..errors import shown_path, without_credentials
+    from ..errors import shown_path, starts_as_url, without_credentials
 
     if os.fspath(text) == "":
         raise typer.BadParameter("is empty; give a path (`.` for the working directory)")
-    if isinstance(text, str) and re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", text):
+    if isinstance(text, str) and starts_as_url(text):
         raise typer.BadParameter(f"{without_credentials(shown_path(text))} is a URL; a local path is wanted here "
                                  "(only --warehouse may be s3://bucket/prefix; an absolute path, /.../s3:..., for a "
                                  "local folder of that name)")

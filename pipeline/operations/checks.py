@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..errors import LoopmeterError, is_utf8, shown_path, usage_error, without_credentials
+from ..errors import LoopmeterError, is_utf8, shown_path, starts_as_url, usage_error, without_credentials
 
 
 def check_number(option: str, value: float | None, *, minimum: float, inclusive: bool = True,
@@ -59,7 +58,7 @@ def refuse_inside_warehouse(option: str, path: Path, root: Path, allowed: Callab
     local files, and it would make a folder named `s3:` here."""
     if os.fspath(path) == "-":
         raise usage_error(f"{option} -: {option} names a file or folder to write, never standard output")
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", os.fspath(path)):
+    if starts_as_url(os.fspath(path)):
         raise usage_error(f"{option} {without_credentials(shown_path(path))}: a URL; {option} writes local files only "
                           "(an absolute path for a local folder of that name)")
     real, real_root = Path(os.path.realpath(path)), Path(os.path.realpath(root))

@@ -14,9 +14,10 @@ user's: it is named, with "move it out", and left.
 What a writer makes while it works, and a killed one leaves behind, is no stray: the contents of
 `.scratch/` (any kind: a writer removes it all as it takes the lock, never following a link), a
 link `.<table>.<token>.link` beside a table's link or a file `.<name>.<token>.tmp` beside a file a
-writer makes in the root (its marker, loopmeter.duckdb, report.html), such a file in `.state/`, staged folders in `aggregate/`, and the versions no table's link names. `check` takes no
-lock, so a writer may be using them now; they are counted (`leftovers`), not named, and the next
-writer removes them.
+writer makes in the root (its marker, loopmeter.duckdb, report.html), such a file in `.state/`,
+staged folders in `aggregate/`, and the versions no table's link names (`entries.py` tells them).
+`check` takes no lock, so a writer may be using them now; they are counted (`leftovers`), not
+named, and the next writer removes them.
 """
 from __future__ import annotations
 
