@@ -142,8 +142,9 @@ def sides(low: float | None, high: float | None, level: float, *, approximate: b
     return claim + (", approximate" if approximate else "")
 
 
-def confidence_rows(pairs: pl.DataFrame, mode_runs: pl.DataFrame, settings: Settings) -> tuple[list[dict], dict]:
-    """The report's rows, and the sorted paired overheads of each (run set, scenario, mode, sample)."""
+def confidence_rows(pairs: pl.DataFrame, mode_runs: pl.DataFrame, settings: Settings) -> tuple[list[dict], dict, dict]:
+    """The report's rows; the exact ends of each paired percentile as computed, before the rows round them
+    (`_exact_ends`); and the sorted paired overheads of each (run set, scenario, mode, sample)."""
     comparisons, _ = compare(pairs, mode_runs)
     every_run_version_1 = mode_runs.group_by(["run_set_id", "scenario_id"]).agg(pl.col("all_version_1").all())
     version_1 = {(run_set, scenario) for run_set, scenario, every in every_run_version_1.iter_rows() if every}
@@ -177,7 +178,7 @@ def confidence_rows(pairs: pl.DataFrame, mode_runs: pl.DataFrame, settings: Sett
             if len(drawn) == BATCH:
                 _set_ends(drawn, settings.level)
     _set_ends(drawn, settings.level)
-    return rows, samples
+    return rows, exact, samples
 
 
 BATCH = 256  # intervals whose quantiles are taken in one pass (256 x 2000 draws: 4 MB)
@@ -196,16 +197,11 @@ def _set_ends(drawn: list, level: float) -> None:
     drawn.clear()
 
 
-def _exact_interval(values: np.ndarray, fraction: float, level: float) -> intervals.Interval:
-    """The exact interval of the percentile at `fraction` of the sorted `values` (None: an open end)."""
-    low, high = (float(end[0]) for end in intervals.order_statistic_ends(values, np.array([len(values)]), fraction, level))
-    return intervals.Interval(None if math.isnan(low) else low, None if math.isnan(high) else high)
-
-
-def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Settings, samples: dict[tuple, np.ndarray]) -> list[dict]:
-    """The light objectives of every light scenario, judged on the adaptive token rows; `samples`:
-    the sorted paired overheads of `confidence_rows`, from which an INCONCLUSIVE objective's
-    repeats are computed."""
+def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Settings, exact: dict[tuple, tuple],
+                   samples: dict[tuple, np.ndarray]) -> list[dict]:
+    """The light objectives of every light scenario, judged on the exact ends of the adaptive token
+    rows' intervals as `confidence_rows` computed them (`exact`: the rows show them rounded);
+    `samples`: the sorted paired overheads, from which an INCONCLUSIVE objective's repeats are computed."""
     by_key = {(row["runSetId"], row["scenarioId"], row["statistic"]): row for row in rows
               if row["mode"] == "forgeloopAdaptive" and row["metric"] == "tokens"}
     # ForgeLoop's claim policy: a comparison allows claims with at least one token pair and one time pair
@@ -219,12 +215,13 @@ def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Setting
         for objective, statistic, fraction in OBJECTIVES:
             row = by_key.get((run_set, scenario, statistic))
             threshold = LIGHT_OBJECTIVES[objective]
-            values = samples.get((run_set, scenario, "forgeloopAdaptive", "token_overhead_percent"))
+            sample = (run_set, scenario, "forgeloopAdaptive", "token_overhead_percent")
+            ends = exact.get((*sample, fraction))
             needed = method = None
-            if row is None or not row["pairs"] or values is None or (run_set, scenario) not in timed:
+            if row is None or not row["pairs"] or ends is None or (run_set, scenario) not in timed:
                 verdict = NOT_VERIFIED
-            else:  # judged on the interval's ends as they are (the row shows them rounded to 4 decimals)
-                interval = _exact_interval(values, fraction, settings.level)
+            else:
+                interval = intervals.Interval(*(None if math.isnan(end) else end for end in ends))
                 if interval.at_most(threshold):
                     verdict = "MET"
                 elif interval.above(threshold):
@@ -232,7 +229,7 @@ def objective_rows(rows: list[dict], profiles: dict[str, str], settings: Setting
                 else:
                     verdict = "INCONCLUSIVE"
                     if row["estimate"] is not None:
-                        needed = intervals.repeats_to_resolve(values, threshold, fraction, settings.level)
+                        needed = intervals.repeats_to_resolve(samples[sample], threshold, fraction, settings.level)
                         method = REPEATS_METHOD
             objectives.append({"runSetId": run_set, "scenarioId": scenario, "objective": objective,
                                "threshold": threshold, "verdict": verdict, "repeatsNeeded": needed,
@@ -246,10 +243,10 @@ def confidence_report(warehouse: Warehouse, run_set: str | None = None, settings
     from .stored import expected_profiles
 
     pairs, mode_runs = load_pairs(warehouse, run_set)
-    rows, samples = confidence_rows(pairs, mode_runs, settings)
+    rows, exact, samples = confidence_rows(pairs, mode_runs, settings)
     profiles = expected_profiles(warehouse) if profiles is None else profiles
     return {"level": settings.level, "resamples": settings.resamples, "seed": settings.seed, "rows": rows,
-            "objectives": objective_rows(rows, profiles, settings, samples)}
+            "objectives": objective_rows(rows, profiles, settings, exact, samples)}
 
 
 def confidence_frames(report: dict) -> dict[str, pl.DataFrame]:
